@@ -1,0 +1,171 @@
+# goro: Go-style concurrency for C.
+#
+#   make              build/libgoro.a and build/libgoro.so
+#   make run          build everything and start the main sample
+#   make test         the Check suite (also: test-asan test-tsan test-valgrind
+#                     test-aarch64)
+#   make bench        benchmarks against peers, one line per figure
+#   make install      PREFIX=/usr/local DESTDIR=
+#
+# Variants build into their own directories: BUILD=build/asan SANITIZE=...,
+# ARCH=aarch64 (cross, static, run under qemu-user).
+
+ARCH ?= $(shell uname -m)
+BUILD ?= build
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DESTDIR ?=
+SANITIZE ?=
+OPT ?= -O2
+
+VERSION_MAJOR := 0
+VERSION := 0.1.0
+SONAME := libgoro.so.$(VERSION_MAJOR)
+
+ifeq ($(ARCH),aarch64)
+  ifneq ($(shell uname -m),aarch64)
+    CROSS ?= aarch64-linux-gnu-
+    SYSROOT ?= $(abspath build/aarch64/sysroot)
+    SYSROOT_STAMP := $(SYSROOT)/.goro-sysroot-stamp
+    STATIC := 1
+    RUNNER ?= qemu-aarch64
+    CC := $(CROSS)gcc
+  endif
+endif
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS ?= $(OPT) -g
+BASE_CFLAGS := -std=gnu11 $(WARN) -pthread -fno-omit-frame-pointer \
+    -Iinclude -Iarch/$(ARCH) -Iruntime
+LIB_CFLAGS := -fPIC -fvisibility=hidden
+
+ifdef SYSROOT
+  SYS_CFLAGS := -I$(SYSROOT)/usr/include -I$(SYSROOT)/usr/include/aarch64-linux-gnu
+  SYS_LDFLAGS := -L$(SYSROOT)/usr/lib/aarch64-linux-gnu
+endif
+ifdef SANITIZE
+  SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all
+endif
+
+UNWIND_LIBS := $(if $(STATIC),-lunwind-$(ARCH) -lunwind -llzma,-lunwind)
+CHECK_LIBS := $(if $(STATIC),-lcheck -lsubunit,$(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit))
+LIBS := $(UNWIND_LIBS) -lpthread -lm -lrt
+ALL_CFLAGS = $(BASE_CFLAGS) $(SYS_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(SYS_LDFLAGS) $(SAN_FLAGS) $(if $(STATIC),-static) $(LDFLAGS)
+
+LIB_SRCS := $(wildcard runtime/*.c)
+ARCH_SRCS := $(wildcard arch/$(ARCH)/*.S)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(ARCH_SRCS:%.S=$(BUILD)/obj/%.o)
+HEADERS := include/goro.h $(wildcard runtime/*.h) $(wildcard arch/$(ARCH)/*.h)
+
+STATIC_LIB := $(BUILD)/libgoro.a
+SHARED_LIB := $(BUILD)/libgoro.so
+SHARED_REAL := $(BUILD)/libgoro.so.$(VERSION)
+
+TEST_SRCS := $(wildcard tests/*.c)
+TEST_ASM := $(wildcard tests/arch/$(ARCH)/*.S)
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(TEST_ASM:%.S=$(BUILD)/obj/%.o)
+TEST_BIN := $(BUILD)/tests/goro_tests
+
+SAMPLE_BIN := $(BUILD)/samples/hello
+
+DEPS_STAMP := build/.deps-ok
+
+.PHONY: all lib run test test-asan test-tsan test-valgrind test-aarch64 bench \
+        install uninstall clean deps check-all
+.DELETE_ON_ERROR:
+
+all: lib $(SAMPLE_BIN)
+
+lib: $(STATIC_LIB) $(if $(STATIC),,$(SHARED_LIB))
+
+# ---- dependencies (Debian packages) ----
+deps $(DEPS_STAMP):
+	@tools/deps.sh
+	@mkdir -p build && touch $(DEPS_STAMP)
+
+# ---- the library ----
+$(BUILD)/obj/%.o: %.c $(HEADERS) $(DEPS_STAMP) $(SYSROOT_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.S $(DEPS_STAMP) $(SYSROOT_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@
+
+$(STATIC_LIB): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(CROSS)ar rcs $@ $^
+
+$(SHARED_REAL): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(SHARED_LIB): $(SHARED_REAL)
+	ln -sf libgoro.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf libgoro.so.$(VERSION) $@
+
+$(BUILD)/goro.pc: Makefile
+	@mkdir -p $(@D)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	  'Name: goro' 'Description: Go-style concurrency for C' 'Version: $(VERSION)' \
+	  'Libs: -L$${libdir} -lgoro' 'Libs.private: -lunwind -lpthread' \
+	  'Cflags: -I$${includedir}' > $@
+
+# ---- samples ----
+$(BUILD)/samples/%: samples/%/main.c $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+
+run: all
+	$(SAMPLE_BIN)
+
+# ---- tests ----
+$(TEST_BIN): $(TEST_OBJS) $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -rdynamic -o $@ $(TEST_OBJS) $(STATIC_LIB) $(CHECK_LIBS) $(LIBS)
+
+$(BUILD)/obj/tests/%.o: tests/%.c $(HEADERS) $(wildcard tests/*.h) $(DEPS_STAMP) $(SYSROOT_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Itests -c $< -o $@
+
+test: $(TEST_BIN)
+	$(RUNNER) $(TEST_BIN)
+
+test-asan:
+	$(MAKE) BUILD=build/asan SANITIZE=address,undefined OPT=-O1 test
+
+test-tsan:
+	$(MAKE) BUILD=build/tsan SANITIZE=thread OPT=-O1 test
+
+test-valgrind: $(TEST_BIN)
+	CK_FORK=no GORO_TEST_VALGRIND=1 valgrind --error-exitcode=9 --quiet \
+	  --suppressions=tests/valgrind.supp $(TEST_BIN)
+
+test-aarch64:
+	$(MAKE) ARCH=aarch64 BUILD=build/aarch64 test
+
+$(SYSROOT_STAMP):
+	tools/aarch64-sysroot.sh $(SYSROOT)
+
+# ---- benchmarks ----
+include bench/bench.mk
+
+# ---- install ----
+install: lib $(BUILD)/goro.pc
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 644 include/goro.h $(DESTDIR)$(INCLUDEDIR)/goro.h
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/libgoro.a
+	install -m 755 $(SHARED_REAL) $(DESTDIR)$(LIBDIR)/libgoro.so.$(VERSION)
+	ln -sf libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libgoro.so
+	install -m 644 $(BUILD)/goro.pc $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/goro.h $(DESTDIR)$(LIBDIR)/libgoro.a \
+	  $(DESTDIR)$(LIBDIR)/libgoro.so* $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc
+
+clean:
+	rm -rf build

@@ -1,0 +1,224 @@
+/*
+ * goro: Go-style concurrency for C.
+ *
+ * This header is the whole public contract. Everything in it is prefixed
+ * goro_ / GORO_, except the spawn macro `go`.
+ *
+ * Error convention (uniform across the API):
+ *   Calls that can fail return 0 (or a non-negative count) on success and a
+ *   NEGATIVE errno value on failure, e.g. -EINVAL. They never report through
+ *   errno, because a coroutine may resume on another thread and compilers may
+ *   keep the address of the previous thread's errno in a register across a
+ *   call (see docs/api.md, "Errors"). The only exception is go(), which
+ *   returns NULL and sets errno, like malloc.
+ *
+ * Threads: coroutines run on the runtime's worker threads and may resume on
+ * a different worker after any call that can switch (marked "may switch"
+ * below). Threads the runtime does not own may call go(), goro_join() and the
+ * channel / sync calls too: there, waiting blocks the calling thread.
+ */
+#ifndef GORO_H
+#define GORO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#pragma GCC visibility push(default)
+
+#define GORO_VERSION_MAJOR 0
+#define GORO_VERSION_MINOR 1
+
+/* ------------------------------------------------------------------------
+ * Runtime
+ * ------------------------------------------------------------------------ */
+
+/* Settings for goro_start(). Zero fields mean "the default". */
+typedef struct goro_config {
+    int workers;          /* worker threads; default: GORO_WORKERS or online CPUs */
+    size_t stack_size;    /* default stack reserve; default: GORO_STACK_SIZE or 256 KiB */
+} goro_config_t;
+
+/* Starts the runtime. Optional: the first go() starts it with the defaults.
+ * Returns 0, -EALREADY if it is running, -EINVAL for a bad setting, or
+ * -EAGAIN / -ENOMEM if threads or memory could not be had. */
+int goro_start(const goro_config_t *config);
+
+/* Waits until every coroutine has finished, then stops the worker threads
+ * and releases all memory the runtime holds, including handles that were
+ * never joined. Call from a thread the runtime does not own (e.g. main).
+ * Returns 0, -EPERM from inside a coroutine, -ENOTCONN if not started. The
+ * runtime may be started again afterwards. */
+int goro_shutdown(void);
+
+/* Number of worker threads of the running runtime (0 if not started). */
+int goro_workers(void);
+
+/* ------------------------------------------------------------------------
+ * Coroutines
+ * ------------------------------------------------------------------------ */
+
+typedef struct goro goro_t;
+
+/* Per-spawn options. Zero fields mean "the default". */
+typedef struct goro_attr {
+    const char *name;     /* copied (first 31 bytes); shown by debugging tools */
+    size_t stack_size;    /* reserve in bytes, rounded up to pages; 16 KiB..1 GiB */
+} goro_attr_t;
+
+/*
+ * go(fn, args...) spawns a coroutine that runs fn(args...) and returns its
+ * handle, or NULL with errno set (EINVAL: fn is NULL; EAGAIN / ENOMEM: no
+ * memory or mapping for a stack - a one-line message names the cause).
+ *
+ *   static int add(int a, int b) { return a + b; }
+ *   goro_t *h = go(add, 2, 3);
+ *   long r;
+ *   goro_join(h, &r);                           // r == 5
+ *
+ * fn is any function (or function pointer) with any parameters; the
+ * arguments are evaluated once, in the caller, and checked and converted by
+ * the compiler exactly as in a direct call fn(args...). Limits, checked at
+ * compile time: at most GORO_MAX_ARGS arguments, each at most 16 bytes
+ * (pass larger objects by pointer); fn returns void, an integer, an enum,
+ * bool or a pointer, which goro_join() hands back as a long.
+ *
+ * The handle must be joined (goro_join) or detached (goro_detach) exactly
+ * once; it stays valid until then.
+ */
+#define go(...) goro__go_handle(__VA_ARGS__)
+
+/* goro_go(&h, &attr, fn, args...): the full form. h may be NULL, which
+ * spawns the coroutine detached; attr may be NULL. Returns 0 or -errno. */
+#define goro_go(h, attr, ...) goro__go((h), (attr), __VA_ARGS__)
+
+/* Plain-function form, for bindings and for code that prefers void *:
+ * runs fn(arg); its return value is the join result. */
+int goro_spawn(goro_t **h, const goro_attr_t *attr,
+               long (*fn)(void *), void *arg);
+
+/* Waits for h to finish (may switch) and releases it. If result is not
+ * NULL it receives the function's return value (or goro_exit's argument).
+ * Returns 0, or -EINVAL (NULL or detached handle), -EDEADLK (joining
+ * itself). Joining a handle twice is undefined: the handle is gone after
+ * the first join. */
+int goro_join(goro_t *h, long *result);
+
+/* Lets h finish on its own; its resources are released when it ends.
+ * Returns 0 or -EINVAL. h must not be used afterwards. */
+int goro_detach(goro_t *h);
+
+/* The running coroutine, or NULL on a thread that is not running one. */
+goro_t *goro_self(void);
+
+/* Lets other runnable coroutines run (may switch). Returns at once when
+ * called outside a coroutine. */
+void goro_yield(void);
+
+/* Ends the running coroutine with result (its join value). Does not return.
+ * Outside a coroutine it is an error: prints a message and aborts. */
+__attribute__((noreturn)) void goro_exit(long result);
+
+/* Unique id (1, 2, ... in spawn order; 0 for NULL). */
+uint64_t goro_id(const goro_t *h);
+
+/* Name given at spawn ("" if none). The string lives as long as h. */
+const char *goro_name(const goro_t *h);
+
+/* Renames the running coroutine (copies at most 31 bytes); -EPERM outside one. */
+int goro_set_name(const char *name);
+
+/* ------------------------------------------------------------------------
+ * Implementation of the spawn macros. Not part of the contract.
+ * ------------------------------------------------------------------------ */
+
+#define GORO_MAX_ARGS 12
+
+/* How the spawned function's return value is widened to a long. */
+enum goro__ret {
+    GORO__RET_VOID, GORO__RET_BAD, GORO__RET_LONG,
+    GORO__RET_S8, GORO__RET_U8, GORO__RET_S16, GORO__RET_U16,
+    GORO__RET_S32, GORO__RET_U32
+};
+
+/* Assembly: called through a pointer cast to fn's own type, so the compiler
+ * lays out the arguments exactly as fn expects them; it stores the argument
+ * registers and the stack-argument area on the calling thread, and returns. */
+void goro__capture(void);
+int goro__spawn_captured(goro_t **h, const goro_attr_t *attr,
+                         void (*fn)(void), int ret);
+
+#define goro__fnptr_t(fn) __typeof__(&*(fn))
+#define goro__ret_kind_of(call) _Generic((__typeof__(call) *)0,               \
+    void *: GORO__RET_VOID, _Bool *: GORO__RET_U8,                            \
+    char *: ((char)-1 < 0 ? GORO__RET_S8 : GORO__RET_U8),                     \
+    signed char *: GORO__RET_S8, unsigned char *: GORO__RET_U8,               \
+    short *: GORO__RET_S16, unsigned short *: GORO__RET_U16,                  \
+    int *: GORO__RET_S32, unsigned int *: GORO__RET_U32,                      \
+    long *: GORO__RET_LONG, unsigned long *: GORO__RET_LONG,                  \
+    long long *: GORO__RET_LONG, unsigned long long *: GORO__RET_LONG,        \
+    default: (__builtin_classify_type(*goro__nonvoid_ptr(call)) == 5          \
+                  ? GORO__RET_LONG : GORO__RET_BAD))
+/* A pointer to the call's type, or to int when the call is void: lets the
+ * pointer test above inspect a non-void expression (never evaluated). */
+#define goro__nonvoid_ptr(call) _Generic((__typeof__(call) *)0,              \
+    void *: (int *)0, default: (__typeof__(call) *)0)
+
+/* Argument counting and per-argument size check (up to 16 arguments, so
+ * that a call with too many still reaches the static assertion). */
+#define goro__nargs(...) goro__nargs_(0, ##__VA_ARGS__, 16, 15, 14, 13, 12,  \
+    11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define goro__nargs_(z, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, N, ...) N
+#define goro__fits(x) (sizeof(x) <= 16)
+#define goro__fit0() 1
+#define goro__fit1(a) goro__fits(a)
+#define goro__fit2(a, ...) goro__fits(a) && goro__fit1(__VA_ARGS__)
+#define goro__fit3(a, ...) goro__fits(a) && goro__fit2(__VA_ARGS__)
+#define goro__fit4(a, ...) goro__fits(a) && goro__fit3(__VA_ARGS__)
+#define goro__fit5(a, ...) goro__fits(a) && goro__fit4(__VA_ARGS__)
+#define goro__fit6(a, ...) goro__fits(a) && goro__fit5(__VA_ARGS__)
+#define goro__fit7(a, ...) goro__fits(a) && goro__fit6(__VA_ARGS__)
+#define goro__fit8(a, ...) goro__fits(a) && goro__fit7(__VA_ARGS__)
+#define goro__fit9(a, ...) goro__fits(a) && goro__fit8(__VA_ARGS__)
+#define goro__fit10(a, ...) goro__fits(a) && goro__fit9(__VA_ARGS__)
+#define goro__fit11(a, ...) goro__fits(a) && goro__fit10(__VA_ARGS__)
+#define goro__fit12(a, ...) goro__fits(a) && goro__fit11(__VA_ARGS__)
+#define goro__fit13(...) 0
+#define goro__fit14(...) 0
+#define goro__fit15(...) 0
+#define goro__fit16(...) 0
+#define goro__cat(a, b) goro__cat_(a, b)
+#define goro__cat_(a, b) a##b
+#define goro__fit_all(...) (goro__cat(goro__fit, goro__nargs(__VA_ARGS__))(__VA_ARGS__))
+
+#define goro__go(h, attr, fn, ...) __extension__({                            \
+    _Static_assert(goro__nargs(__VA_ARGS__) <= GORO_MAX_ARGS,                 \
+                   "goro: at most 12 arguments; pass a struct pointer");      \
+    _Static_assert(goro__fit_all(__VA_ARGS__),                                \
+                   "goro: an argument is larger than 16 bytes; pass a pointer"); \
+    _Static_assert(goro__ret_kind_of((fn)(__VA_ARGS__)) != GORO__RET_BAD,     \
+                   "goro: the function must return void, an integer or a "    \
+                   "pointer; hand other results back through an argument");  \
+    goro__fnptr_t(fn) goro__f = (fn);                                         \
+    goro__fnptr_t(fn) goro__c = (goro__fnptr_t(fn))(void (*)(void))goro__capture; \
+    goro__c(__VA_ARGS__);                                                     \
+    goro__spawn_captured((h), (attr), (void (*)(void))goro__f,                \
+                         goro__ret_kind_of((fn)(__VA_ARGS__)));               \
+})
+
+goro_t *goro__handle_or_errno(int err, goro_t *h);
+#define goro__go_handle(...) __extension__({                                  \
+    goro_t *goro__h = 0;                                                      \
+    int goro__e = goro__go(&goro__h, 0, __VA_ARGS__);                         \
+    goro__handle_or_errno(goro__e, goro__h);                                  \
+})
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GORO_H */

@@ -1,0 +1,245 @@
+/* Coroutine lifetime: spawn, run, exit, join, detach. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "sanitizer.h"
+
+/* Filled by goro__capture (via goro__capture_store) and consumed by
+ * goro__spawn_captured in the same go() expression, on the same thread,
+ * with no switch in between. */
+static __thread struct goro_callregs captured __attribute__((tls_model("initial-exec")));
+
+void goro__capture_store(const struct goro_callregs *regs)
+{
+    captured = *regs;
+}
+
+/* Widens the raw return register to a long as the function's type says. */
+static long widen(long raw, int kind)
+{
+    switch (kind) {
+    case GORO__RET_VOID: return 0;
+    case GORO__RET_S8: return (int8_t)raw;
+    case GORO__RET_U8: return (uint8_t)raw;
+    case GORO__RET_S16: return (int16_t)raw;
+    case GORO__RET_U16: return (uint16_t)raw;
+    case GORO__RET_S32: return (int32_t)raw;
+    case GORO__RET_U32: return (uint32_t)raw;
+    default: return raw;
+    }
+}
+
+/* Every coroutine starts here (from goro__ctx_entry) and never returns. */
+void goro__coro_main(void *arg)
+{
+    struct goro *g = arg;
+    goro__coro_start(g);
+    long r;
+    if (g->entry_kind == GORO_ENTRY_PLAIN)
+        r = ((long (*)(void *))(void (*)(void))g->fn)(g->arg);
+    else
+        r = widen(goro__invoke(&g->call, g->fn), g->ret_kind);
+    goro__exit_current(r);
+}
+
+static int spawn(goro_t **h, const goro_attr_t *attr, struct goro **out)
+{
+    int err = goro__ensure_started();
+    if (err)
+        return err;
+    size_t size = goro__sched.stack_size;
+    if (attr && attr->stack_size && (err = goro__stack_size_check(attr->stack_size, &size)))
+        return err;
+    struct goro *g = goro__slab_get(size, &err);
+    if (!g)
+        return err;
+    g->id = goro__next_id();
+    if (attr && attr->name) {
+        strncpy(g->name, attr->name, sizeof g->name - 1);
+        g->name[sizeof g->name - 1] = 0;
+    }
+    if (!h)
+        g->flags |= GORO_F_DETACHED;
+    g->sp = goro__ctx_make(g->hi, goro__coro_main, g);
+    goro__san_fiber_create(g);
+    *out = g;
+    if (h)
+        *h = g;
+    return 0;
+}
+
+int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), int ret)
+{
+    struct goro_callregs regs = captured;  /* before anything can run go() again */
+    struct goro *g;
+    if (h)
+        *h = NULL;
+    if (!fn)
+        return -EINVAL;
+    int err = spawn(h, attr, &g);
+    if (err)
+        return err;
+    g->entry_kind = GORO_ENTRY_CAPTURED;
+    g->ret_kind = (uint8_t)ret;
+    g->fn = fn;
+    g->call = regs;
+    goro__schedule_new(g);
+    return 0;
+}
+
+int goro_spawn(goro_t **h, const goro_attr_t *attr, long (*fn)(void *), void *arg)
+{
+    struct goro *g;
+    if (h)
+        *h = NULL;
+    if (!fn)
+        return -EINVAL;
+    int err = spawn(h, attr, &g);
+    if (err)
+        return err;
+    g->entry_kind = GORO_ENTRY_PLAIN;
+    g->fn = (void (*)(void))fn;
+    g->arg = arg;
+    goro__schedule_new(g);
+    return 0;
+}
+
+goro_t *goro__handle_or_errno(int err, goro_t *h)
+{
+    if (err) {
+        errno = -err;
+        return NULL;
+    }
+    return h;
+}
+
+/* Runs on the context that followed a finished coroutine (its stack is no
+ * longer in use): hand it to its joiner, or free it if detached. */
+void goro__release(struct goro *g)
+{
+    goro__lock(&g->lock);
+    atomic_store_explicit(&g->state, GORO_S_DEAD, memory_order_release);
+    struct goro *joiner = g->joiner;
+    bool detached = g->flags & GORO_F_DETACHED;
+    goro__unlock(&g->lock);
+    if (detached)
+        goro__slab_put(g);
+    else if (joiner)
+        goro__ready(joiner);
+    goro__coroutine_ended();
+}
+
+/* A handle is gone after join or detach. While its slab sits unused in a
+ * pool the mistake of using it again is caught; once the slab is reused it
+ * cannot be (as with pthread_join). */
+static bool handle_invalid(const struct goro *h)
+{
+    return !h || (h->flags & GORO_F_DETACHED) ||
+           atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_FREE;
+}
+
+int goro_join(goro_t *h, long *result)
+{
+    if (handle_invalid(h))
+        return -EINVAL;
+    struct goro *self = goro__current();
+    if (self == h)
+        return -EDEADLK;
+    if (!self)
+        self = goro__external_self();
+    goro__lock(&h->lock);
+    if (h->joiner) {
+        goro__unlock(&h->lock);
+        return -EINVAL;             /* somebody already joins it */
+    }
+    if (atomic_load_explicit(&h->state, memory_order_acquire) != GORO_S_DEAD) {
+        h->joiner = self;
+        goro__park(GORO_W_JOIN, h, goro__unlock_cb, &h->lock);
+        goro__lock(&h->lock);       /* pairs with goro__release's unlock */
+    }
+    goro__unlock(&h->lock);
+    if (result)
+        *result = h->result;
+    goro__slab_put(h);
+    return 0;
+}
+
+int goro_detach(goro_t *h)
+{
+    if (handle_invalid(h))
+        return -EINVAL;
+    goro__lock(&h->lock);
+    if (h->joiner) {
+        goro__unlock(&h->lock);
+        return -EINVAL;
+    }
+    bool dead = atomic_load_explicit(&h->state, memory_order_acquire) == GORO_S_DEAD;
+    h->flags |= GORO_F_DETACHED;
+    goro__unlock(&h->lock);
+    if (dead)
+        goro__slab_put(h);
+    return 0;
+}
+
+goro_t *goro_self(void)
+{
+    return goro__current();
+}
+
+void goro_exit(long result)
+{
+    if (!goro__current()) {
+        fprintf(stderr, "goro: goro_exit() called outside a coroutine\n");
+        abort();
+    }
+    goro__exit_current(result);
+}
+
+uint64_t goro_id(const goro_t *h)
+{
+    return h ? h->id : 0;
+}
+
+const char *goro_name(const goro_t *h)
+{
+    return h ? h->name : "";
+}
+
+int goro_set_name(const char *name)
+{
+    struct goro *g = goro__current();
+    if (!g)
+        return -EPERM;
+    if (!name)
+        return -EINVAL;
+    strncpy(g->name, name, sizeof g->name - 1);
+    g->name[sizeof g->name - 1] = 0;
+    return 0;
+}
+
+/* A thread the runtime does not own gets a stand-in coroutine record the
+ * first time it waits, so waiter lists hold one kind of thing. */
+static __thread struct goro external;
+
+struct goro *goro__external_self(void)
+{
+    external.flags = GORO_F_EXTERNAL;
+    return &external;
+}
+
+void goro__warn_once(_Atomic int *once, const char *fmt, ...)
+{
+    if (atomic_exchange(once, 1))
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "goro: %s\n", buf);
+}

@@ -1,0 +1,219 @@
+/* Internal data structures shared by the runtime's files. Not installed. */
+#ifndef GORO_INTERNAL_H
+#define GORO_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include "goro.h"
+#include "ctx_layout.h"
+#include "lock.h"
+
+#define GORO_HIDDEN __attribute__((visibility("hidden")))
+#define GORO_NOINLINE __attribute__((noinline))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* Bytes of the caller's stack-argument area that go() forwards: 12
+ * arguments of at most 16 bytes each (enforced by the macro). */
+#define GORO__STACK_ARGS 192
+
+/* What goro__capture stores (layout fixed by arch/<arch>/call.S). */
+struct goro_callregs {
+    uint64_t gpr[8];
+    uint64_t vec[8][2];
+    unsigned char stack[GORO__STACK_ARGS];
+};
+
+void goro__ctx_switch(void **save_sp, void *load_sp);
+long goro__invoke(const struct goro_callregs *regs, void (*fn)(void));
+
+/* Coroutine states. Transitions: FREE -> RUNNABLE (spawn) -> RUNNING <->
+ * RUNNABLE / PARKED -> DEAD (finished, waiting for join) -> FREE. */
+enum goro_state {
+    GORO_S_FREE, GORO_S_RUNNABLE, GORO_S_RUNNING, GORO_S_PARKED, GORO_S_DEAD
+};
+
+/* Why a coroutine is parked (shown by debugging tools; keep the names in
+ * runtime/registry.c in step). */
+enum goro_wait {
+    GORO_W_NONE, GORO_W_JOIN, GORO_W_CHAN_SEND, GORO_W_CHAN_RECV,
+    GORO_W_SELECT, GORO_W_MUTEX, GORO_W_RWLOCK, GORO_W_COND, GORO_W_SEM,
+    GORO_W_WAITGROUP, GORO_W_ONCE, GORO_W_SLEEP, GORO_W_IO, GORO_W_FOREVER,
+    GORO_W__COUNT
+};
+
+/* How a coroutine entered: go() captured registers, or goro_spawn(fn, arg). */
+enum goro_entry_kind { GORO_ENTRY_CAPTURED, GORO_ENTRY_PLAIN };
+
+#define GORO_F_DETACHED 0x1u  /* nobody will join: free on exit */
+#define GORO_F_EXTERNAL 0x2u  /* stands for a thread the runtime does not own */
+#define GORO_F_G0       0x4u  /* a worker's scheduling context (thread stack) */
+
+struct goro_m;
+struct goro_p;
+
+/*
+ * A coroutine. It lives at the top of its own stack mapping ("slab"), so a
+ * parked coroutine that has used little stack costs one page plus what the
+ * kernel keeps for the mapping. Slabs are registered once, when mapped, and
+ * recycled through the stack pools; the registry (runtime/registry.c) lets
+ * debuggers find every one of them.
+ */
+struct goro {
+    void *sp;                      /* saved context; valid while not running */
+    _Atomic int state;             /* enum goro_state */
+    uint8_t wait;                  /* enum goro_wait, while PARKED */
+    uint8_t ret_kind;              /* enum goro__ret */
+    uint8_t entry_kind;            /* enum goro_entry_kind */
+    uint8_t flags;                 /* GORO_F_* */
+    uint64_t id;
+    struct goro_m *m;              /* worker running it, NULL if not running */
+    const void *wait_obj;          /* what it is parked on (debugging) */
+    struct goro *next;             /* run queue / waiter list link */
+    int saved_errno;
+    int wake_result;               /* set by the waker (e.g. chan closed) */
+    long result;                   /* join value */
+    struct goro *joiner;           /* coroutine or thread waiting in join */
+    goro_lock_t lock;              /* orders exit against join/detach */
+    _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
+
+    void (*fn)(void);              /* entry function */
+    void *arg;                     /* its argument (GORO_ENTRY_PLAIN) */
+    struct goro_callregs call;     /* its arguments (GORO_ENTRY_CAPTURED) */
+
+    /* The stack: [map, map+guard) is PROT_NONE; [lo, hi) is usable. */
+    char *map;
+    size_t map_size;
+    size_t stack_size;             /* the reserve asked for */
+    char *lo, *hi;
+    uintptr_t min_sp;              /* lowest sp seen at switches (trim hint) */
+    uint32_t reuses;               /* times this slab was reused (trim pacing) */
+    struct goro *pool_next;
+    uint32_t registry_slot;
+    unsigned valgrind_id;
+
+    void *tsan_fiber;
+    void *asan_fake_stack;
+    const void *asan_stack_lo;     /* g0 only: the thread stack, for ASan */
+    size_t asan_stack_size;
+
+    char name[32];
+};
+
+/* Post-switch actions: what the context that is switched to does with the
+ * one that just left, once the leaver's registers are safely saved. */
+enum goro_post { GORO_POST_NONE, GORO_POST_YIELD, GORO_POST_PARK, GORO_POST_EXIT };
+
+/* A run queue slot count (Go uses 256: a power of two big enough that the
+ * global queue is rarely touched, small enough to scan and steal). */
+#define GORO_RUNQ_SIZE 256u
+
+/* A processor: the right to run coroutines, with its local run queue.
+ * Owned by one worker thread at a time (see runtime/sched.c). */
+struct goro_p {
+    int id;
+    _Atomic uint32_t runq_head;    /* consumers CAS it (owner pops, thieves steal) */
+    _Atomic uint32_t runq_tail;    /* only the owner stores it */
+    _Atomic(struct goro *) runq[GORO_RUNQ_SIZE];
+    _Atomic(struct goro *) runnext;
+    _Atomic uint32_t schedtick;    /* bumped each time a new slice starts */
+    _Atomic int running;           /* a worker is executing on it */
+    struct goro_m *m;              /* the worker that owns it */
+    struct goro_p *idle_next;      /* sched.pidle list, under sched.lock */
+    bool idle;                     /* on the idle list, under sched.lock */
+    uint32_t rand;                 /* steal-order random state */
+    uint64_t id_next, id_end;      /* block of coroutine ids handed to this P */
+    struct goro *free_slabs;       /* stack cache */
+    int nfree;
+};
+
+/* A worker thread. */
+struct goro_m {
+    int id;
+    pthread_t thread;
+    pid_t tid;
+    struct goro_p *p;
+    struct goro *curg;             /* the coroutine running here, or NULL */
+    struct goro g0;                /* the thread's own stack: schedules */
+    _Atomic uint32_t note;         /* sleep/wake futex word */
+    bool spinning;                 /* looking for work (counted in nmspinning) */
+    enum goro_post post;
+    struct goro *post_g;
+    void (*post_unlock)(void *);
+    void *post_arg;
+    void *altstack;
+    size_t altstack_size;
+};
+
+/* The scheduler's global state. */
+struct goro_sched {
+    goro_lock_t lock;              /* global queue, idle list */
+    struct goro *gq_head, *gq_tail;
+    _Atomic int gq_size;
+    struct goro_p *pidle;
+    _Atomic int npidle;
+    _Atomic int nmspinning;
+    int nprocs;
+    struct goro_p *procs;
+    struct goro_m *ms;
+    _Atomic int started;
+    _Atomic int stopping;
+    _Atomic long live;             /* coroutines spawned and not yet ended */
+    _Atomic uint32_t live_futex;   /* bumped when live reaches 0 */
+    _Atomic uint64_t id_next;
+    size_t stack_size;             /* default reserve */
+};
+
+extern GORO_HIDDEN struct goro_sched goro__sched;
+
+/* sched.c */
+GORO_HIDDEN struct goro_m *goro__m(void);
+GORO_HIDDEN struct goro *goro__current(void);
+GORO_HIDDEN void goro__ready(struct goro *g);
+GORO_HIDDEN void goro__park(enum goro_wait why, const void *obj,
+                            void (*unlock)(void *), void *arg);
+GORO_HIDDEN __attribute__((noreturn)) void goro__exit_current(long result);
+GORO_HIDDEN void goro__schedule_new(struct goro *g);
+GORO_HIDDEN int goro__sched_start(int nprocs);
+GORO_HIDDEN void goro__sched_stop(void);
+GORO_HIDDEN uint64_t goro__next_id(void);
+GORO_HIDDEN struct goro *goro__external_self(void);
+GORO_HIDDEN int goro__ensure_started(void);
+
+/* stack.c */
+GORO_HIDDEN struct goro *goro__slab_get(size_t stack_size, int *err);
+GORO_HIDDEN void goro__slab_put(struct goro *g);
+GORO_HIDDEN void goro__slab_free_all(void);
+GORO_HIDDEN size_t goro__page_size(void);
+GORO_HIDDEN int goro__stack_size_check(size_t size, size_t *rounded);
+
+/* registry.c */
+GORO_HIDDEN int goro__registry_add(struct goro *g);
+GORO_HIDDEN void goro__registry_remove(struct goro *g);
+GORO_HIDDEN void goro__registry_set_ms(struct goro_m *ms, int n);
+GORO_HIDDEN struct goro *goro__registry_last(void);
+
+/* fault.c */
+GORO_HIDDEN int goro__fault_thread_init(struct goro_m *m);
+GORO_HIDDEN void goro__fault_thread_fini(struct goro_m *m);
+GORO_HIDDEN void goro__fault_install(void);
+GORO_HIDDEN void goro__backtrace_fd(int fd, void *ucontext);
+
+/* coro.c */
+GORO_HIDDEN void goro__coro_main(void *g);
+GORO_HIDDEN void goro__capture_store(const struct goro_callregs *regs);
+GORO_HIDDEN void goro__coro_start(struct goro *g);
+GORO_HIDDEN void goro__coroutine_ended(void);
+GORO_HIDDEN void goro__release(struct goro *g);
+
+/* Prints "goro: <message>\n" to stderr once per call site key. */
+GORO_HIDDEN void goro__warn_once(_Atomic int *once, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,42 @@
+/* Short internal locks and one-shot thread parking, both on futexes.
+ * The runtime's critical sections are a few dozen instructions long, so the
+ * lock spins briefly before it sleeps. Never held across a switch, except
+ * by the park protocol, which releases it on the same thread right after
+ * the switch (see goro__park). */
+#ifndef GORO_LOCK_H
+#define GORO_LOCK_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* 0 = free, 1 = held, 2 = held and somebody may be sleeping on it. */
+typedef struct { _Atomic uint32_t word; } goro_lock_t;
+
+#define GORO_LOCK_INIT { 0 }
+
+void goro__lock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
+void goro__unlock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
+
+static inline void goro__lock(goro_lock_t *l)
+{
+    uint32_t expect = 0;
+    if (!atomic_compare_exchange_strong_explicit(&l->word, &expect, 1,
+            memory_order_acquire, memory_order_relaxed))
+        goro__lock_slow(l);
+}
+
+static inline void goro__unlock(goro_lock_t *l)
+{
+    if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
+        goro__unlock_slow(l);
+}
+
+/* An unlock function with the signature goro__park wants. */
+void goro__unlock_cb(void *lock) __attribute__((visibility("hidden")));
+
+/* futex wrappers: wait while *word == val (EINTR and spurious wake-ups are
+ * the caller's loop's business); wake up to n waiters. */
+void goro__futex_wait(_Atomic uint32_t *word, uint32_t val) __attribute__((visibility("hidden")));
+void goro__futex_wake(_Atomic uint32_t *word, int n) __attribute__((visibility("hidden")));
+
+#endif

@@ -1,0 +1,778 @@
+/*
+ * The scheduler: M worker threads run coroutines from P run queues.
+ *
+ * Vocabulary (after Go): a P is the right to run coroutines and owns a local
+ * run queue; an M is a worker thread; g0 is an M's own thread stack, where
+ * it looks for work and sleeps. Today every M owns one P for life; the P/M
+ * split exists so that a P can be handed to another thread when its M is
+ * stuck in a blocking call.
+ *
+ * Invariants, and why they hold:
+ *
+ * 1. A coroutine is in at most one place: the running slot of one M, one
+ *    run queue slot / runnext / the global queue, or one waiter list. It is
+ *    put into a queue only by goro__ready() (PARKED -> RUNNABLE), by spawn
+ *    (FREE -> RUNNABLE) or by the YIELD post-switch action.
+ *
+ * 2. A context is never resumed before it is fully saved. A coroutine that
+ *    leaves never publishes itself: the context it switches to does, in
+ *    post_switch(), after goro__ctx_switch has stored the leaver's sp. For
+ *    PARK the leaver still holds the lock that guards its waiter record;
+ *    post_switch releases it, so a waker (who needs that lock to find the
+ *    waiter) can only call goro__ready() after the save.
+ *
+ * 3. Nothing here keeps "the current M" across a switch: a coroutine may
+ *    come back on another thread. After every switch it is re-read through
+ *    goro__m(), which the compiler may not cache, and errno is restored.
+ *
+ * 4. Run queues: only the owning P pushes to its ring (store-release of
+ *    tail); anyone takes by CAS on head, after reading the slot. runnext is
+ *    taken first and inherits the time slice (schedtick is not bumped), so a
+ *    pair of coroutines waking each other shares one slice; once every 61
+ *    slices the global queue is looked at first so that it cannot starve.
+ *
+ * 5. No lost wake-ups. A producer makes work visible (run queue or global
+ *    queue), then - with a full barrier in between - reads nmspinning and
+ *    npidle and wakes an idle M if nobody spins (wakep). A spinning M that
+ *    gives up first decrements nmspinning, then - full barrier - looks
+ *    again at every run queue and the global queue before it sleeps. One of
+ *    the two always sees the other: either the producer sees the spinner
+ *    (which will see the work) or the spinner sees the work.
+ *
+ * 6. At most one M is woken at a time (nmspinning 0 -> 1 by CAS), an M may
+ *    start spinning only while 2 * nmspinning < busy Ps, and a spinner that
+ *    finds work wakes the next one: parallelism ramps up without a herd.
+ *
+ * 7. An idle M sleeps on its note with its P on the idle list; whoever takes
+ *    that P off the list (wakep, or the M itself when it finds work during
+ *    its recheck) is the one who makes it run, so a P is never run twice.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "sanitizer.h"
+
+GORO_HIDDEN struct goro_sched goro__sched = { .lock = GORO_LOCK_INIT };
+#define S goro__sched
+
+static __thread struct goro_m *tls_m __attribute__((tls_model("initial-exec")));
+
+/* The M running this code. Not inlinable and not pure (the empty asm), so a
+ * caller re-reads it after every switch instead of reusing a stale value. */
+GORO_NOINLINE struct goro_m *goro__m(void)
+{
+    struct goro_m *m = tls_m;
+    __asm__ volatile("" : "+r"(m));
+    return m;
+}
+
+GORO_NOINLINE struct goro *goro__current(void)
+{
+    struct goro_m *m = goro__m();
+    return m ? m->curg : NULL;
+}
+
+GORO_NOINLINE static void errno_save(struct goro *g) { g->saved_errno = errno; }
+GORO_NOINLINE static void errno_restore(struct goro *g) { errno = g->saved_errno; }
+
+static uint32_t fastrand(struct goro_p *p)
+{
+    uint32_t x = p->rand;           /* xorshift32 */
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return p->rand = x;
+}
+
+/* ---- local run queue (Go's runqput/runqget/runqgrab, see invariant 4) ---- */
+
+static void globrunq_put_batch(struct goro *head, struct goro *tail, int n);
+
+static bool runq_empty(struct goro_p *p)
+{
+    /* Read head, tail, runnext, then head again, so that a coroutine moving
+     * from runnext to the ring is not missed by this snapshot. */
+    for (;;) {
+        uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_acquire);
+        uint32_t t = atomic_load_explicit(&p->runq_tail, memory_order_acquire);
+        struct goro *next = atomic_load_explicit(&p->runnext, memory_order_acquire);
+        if (atomic_load_explicit(&p->runq_tail, memory_order_acquire) == t)
+            return h == t && next == NULL;
+    }
+}
+
+/* Ring full: move half of it and g to the global queue in one batch. */
+static bool runq_put_slow(struct goro_p *p, struct goro *g, uint32_t h, uint32_t t)
+{
+    enum { N = GORO_RUNQ_SIZE / 2 };
+    struct goro *batch[N + 1];
+    uint32_t n = (t - h) / 2;
+    for (uint32_t i = 0; i < n; i++)
+        batch[i] = atomic_load_explicit(&p->runq[(h + i) % GORO_RUNQ_SIZE],
+                                        memory_order_relaxed);
+    if (!atomic_compare_exchange_strong_explicit(&p->runq_head, &h, h + n,
+            memory_order_release, memory_order_relaxed))
+        return false;               /* thieves took some: the ring has room */
+    batch[n] = g;
+    for (uint32_t i = 0; i < n; i++)
+        batch[i]->next = batch[i + 1];
+    g->next = NULL;
+    globrunq_put_batch(batch[0], g, (int)n + 1);
+    return true;
+}
+
+/* Owner only. next: put g in runnext and demote its previous occupant. */
+static void runq_put(struct goro_p *p, struct goro *g, bool next)
+{
+    if (next) {
+        g = atomic_exchange_explicit(&p->runnext, g, memory_order_acq_rel);
+        if (!g)
+            return;
+    }
+    for (;;) {
+        uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_acquire);
+        uint32_t t = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
+        if (t - h < GORO_RUNQ_SIZE) {
+            atomic_store_explicit(&p->runq[t % GORO_RUNQ_SIZE], g, memory_order_relaxed);
+            atomic_store_explicit(&p->runq_tail, t + 1, memory_order_release);
+            return;
+        }
+        if (runq_put_slow(p, g, h, t))
+            return;
+    }
+}
+
+/* Owner only. *inherit is set when g came from runnext. */
+static struct goro *runq_get(struct goro_p *p, bool *inherit)
+{
+    struct goro *next = atomic_load_explicit(&p->runnext, memory_order_relaxed);
+    if (next && atomic_compare_exchange_strong_explicit(&p->runnext, &next, NULL,
+                    memory_order_acq_rel, memory_order_relaxed)) {
+        *inherit = true;
+        return next;
+    }
+    *inherit = false;
+    for (;;) {
+        uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_acquire);
+        uint32_t t = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
+        if (t == h)
+            return NULL;
+        struct goro *g = atomic_load_explicit(&p->runq[h % GORO_RUNQ_SIZE],
+                                              memory_order_relaxed);
+        if (atomic_compare_exchange_weak_explicit(&p->runq_head, &h, h + 1,
+                memory_order_release, memory_order_relaxed))
+            return g;
+    }
+}
+
+/* Takes half of victim's queue into p's ring starting at slot `at` (beyond
+ * p's tail, private to p). With steal_next, takes victim's runnext when its
+ * ring is empty - after a short pause if victim is running, because a
+ * coroutine in runnext is usually about to run there with its data hot. */
+static uint32_t runq_grab(struct goro_p *victim, struct goro_p *p, uint32_t at,
+                          bool steal_next)
+{
+    for (;;) {
+        uint32_t h = atomic_load_explicit(&victim->runq_head, memory_order_acquire);
+        uint32_t t = atomic_load_explicit(&victim->runq_tail, memory_order_acquire);
+        uint32_t n = t - h;
+        n -= n / 2;
+        if (n == 0) {
+            if (!steal_next)
+                return 0;
+            struct goro *next = atomic_load_explicit(&victim->runnext, memory_order_acquire);
+            if (!next)
+                return 0;
+            if (atomic_load_explicit(&victim->running, memory_order_relaxed)) {
+                struct timespec ts = { 0, 3000 };
+                nanosleep(&ts, NULL);
+            }
+            if (!atomic_compare_exchange_strong_explicit(&victim->runnext, &next, NULL,
+                    memory_order_acq_rel, memory_order_relaxed))
+                continue;
+            atomic_store_explicit(&p->runq[at % GORO_RUNQ_SIZE], next, memory_order_relaxed);
+            return 1;
+        }
+        if (n > GORO_RUNQ_SIZE / 2)
+            continue;               /* h and t read inconsistently */
+        for (uint32_t i = 0; i < n; i++) {
+            struct goro *g = atomic_load_explicit(
+                &victim->runq[(h + i) % GORO_RUNQ_SIZE], memory_order_relaxed);
+            atomic_store_explicit(&p->runq[(at + i) % GORO_RUNQ_SIZE], g,
+                                  memory_order_relaxed);
+        }
+        if (atomic_compare_exchange_strong_explicit(&victim->runq_head, &h, h + n,
+                memory_order_acq_rel, memory_order_relaxed))
+            return n;
+    }
+}
+
+static struct goro *runq_steal(struct goro_p *p, struct goro_p *victim, bool steal_next)
+{
+    uint32_t t = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
+    uint32_t n = runq_grab(victim, p, t, steal_next);
+    if (n == 0)
+        return NULL;
+    n--;
+    struct goro *g = atomic_load_explicit(&p->runq[(t + n) % GORO_RUNQ_SIZE],
+                                          memory_order_relaxed);
+    if (n)
+        atomic_store_explicit(&p->runq_tail, t + n, memory_order_release);
+    return g;
+}
+
+/* ---- global queue (under S.lock) ---- */
+
+static void globrunq_put_batch(struct goro *head, struct goro *tail, int n)
+{
+    goro__lock(&S.lock);
+    if (S.gq_tail)
+        S.gq_tail->next = head;
+    else
+        S.gq_head = head;
+    S.gq_tail = tail;
+    atomic_fetch_add(&S.gq_size, n);
+    goro__unlock(&S.lock);
+}
+
+/* Under S.lock. Takes a fair share (at most max if max > 0): returns one,
+ * puts the rest on p's ring. */
+static struct goro *globrunq_get_locked(struct goro_p *p, int max)
+{
+    int size = atomic_load_explicit(&S.gq_size, memory_order_relaxed);
+    if (size == 0)
+        return NULL;
+    int n = size / S.nprocs + 1;
+    if (n > size)
+        n = size;
+    if (max > 0 && n > max)
+        n = max;
+    if (n > (int)GORO_RUNQ_SIZE / 2)
+        n = GORO_RUNQ_SIZE / 2;
+    atomic_fetch_sub(&S.gq_size, n);
+    struct goro *g = S.gq_head;
+    S.gq_head = g->next;
+    for (int i = 1; i < n; i++) {
+        struct goro *x = S.gq_head;
+        S.gq_head = x->next;
+        runq_put(p, x, false);
+    }
+    if (!S.gq_head)
+        S.gq_tail = NULL;
+    g->next = NULL;
+    return g;
+}
+
+static struct goro *globrunq_get(struct goro_p *p, int max)
+{
+    if (atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0)
+        return NULL;
+    goro__lock(&S.lock);
+    struct goro *g = globrunq_get_locked(p, max);
+    goro__unlock(&S.lock);
+    return g;
+}
+
+/* ---- sleeping and waking Ms ---- */
+
+static void note_sleep(struct goro_m *m)
+{
+    while (atomic_exchange_explicit(&m->note, 0, memory_order_acquire) == 0)
+        goro__futex_wait(&m->note, 0);
+}
+
+static void note_wake(struct goro_m *m)
+{
+    if (atomic_exchange_explicit(&m->note, 1, memory_order_release) == 0)
+        goro__futex_wake(&m->note, 1);
+}
+
+/* Under S.lock. */
+static struct goro_p *pidle_get(void)
+{
+    struct goro_p *p = S.pidle;
+    if (p) {
+        S.pidle = p->idle_next;
+        p->idle = false;
+        atomic_fetch_sub(&S.npidle, 1);
+    }
+    return p;
+}
+
+static void pidle_put(struct goro_p *p)
+{
+    p->idle = true;
+    p->idle_next = S.pidle;
+    S.pidle = p;
+    atomic_fetch_add(&S.npidle, 1);
+}
+
+/* Wakes one idle M as a spinner, unless somebody already spins (inv. 6). */
+static void wakep(void)
+{
+    int zero = 0;
+    if (!atomic_compare_exchange_strong(&S.nmspinning, &zero, 1))
+        return;
+    goro__lock(&S.lock);
+    struct goro_p *p = pidle_get();
+    goro__unlock(&S.lock);
+    if (!p) {
+        atomic_fetch_sub(&S.nmspinning, 1);
+        return;
+    }
+    p->m->spinning = true;          /* read by that M after note_sleep */
+    note_wake(p->m);
+}
+
+/* Producer side of invariant 5: call after making work visible. */
+static void wake_if_idle(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&S.npidle) != 0 && atomic_load(&S.nmspinning) == 0)
+        wakep();
+}
+
+static void stop_spinning(struct goro_m *m)
+{
+    m->spinning = false;
+    if (atomic_fetch_sub(&S.nmspinning, 1) == 1 && atomic_load(&S.npidle) > 0)
+        wakep();                    /* chain: the next spinner takes over */
+}
+
+/* ---- finding work (on g0) ---- */
+
+/* Strides coprime with nprocs: start + k*stride (mod n) visits every P. */
+static int coprimes[64];
+static int ncoprimes;
+
+static int gcd(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static void steal_order_init(int n)
+{
+    ncoprimes = 0;
+    for (int i = 1; i <= n && ncoprimes < 64; i++)
+        if (gcd(i, n) == 1)
+            coprimes[ncoprimes++] = i;
+}
+
+static struct goro *steal_work(struct goro_p *p)
+{
+    enum { TRIES = 4 };
+    int n = S.nprocs;
+    for (int pass = 0; pass < TRIES; pass++) {
+        bool steal_next = pass == TRIES - 1;
+        uint32_t r = fastrand(p);
+        int v = (int)(r % (uint32_t)n);
+        int stride = coprimes[(r >> 8) % (uint32_t)ncoprimes];
+        for (int i = 0; i < n; i++, v = (v + stride) % n) {
+            struct goro_p *victim = &S.procs[v];
+            if (victim == p)
+                continue;
+            struct goro *g = runq_steal(p, victim, steal_next);
+            if (g)
+                return g;
+        }
+    }
+    return NULL;
+}
+
+static bool any_runq_nonempty(void)
+{
+    for (int i = 0; i < S.nprocs; i++)
+        if (!runq_empty(&S.procs[i]))
+            return true;
+    return false;
+}
+
+/* Returns the next coroutine for m, sleeping while there is none; NULL
+ * when the runtime stops. *inherit: it came from runnext. */
+static struct goro *find_runnable(struct goro_m *m, bool *inherit)
+{
+    struct goro_p *p = m->p;
+    struct goro *g;
+top:
+    *inherit = false;
+    if (atomic_load(&S.stopping))
+        return NULL;
+    if (atomic_load_explicit(&p->schedtick, memory_order_relaxed) % 61 == 0 &&
+        (g = globrunq_get(p, 1)))
+        return g;
+    if ((g = runq_get(p, inherit)))
+        return g;
+    if ((g = globrunq_get(p, 0)))
+        return g;
+
+    int busy = S.nprocs - atomic_load(&S.npidle);
+    if (m->spinning || 2 * atomic_load(&S.nmspinning) < busy) {
+        if (!m->spinning) {
+            m->spinning = true;
+            atomic_fetch_add(&S.nmspinning, 1);
+        }
+        if ((g = steal_work(p)))
+            return g;
+    }
+
+    /* Nothing: give up P (goes idle), then recheck (invariant 5). */
+    goro__lock(&S.lock);
+    if ((g = globrunq_get_locked(p, 0))) {
+        goro__unlock(&S.lock);
+        return g;
+    }
+    pidle_put(p);
+    atomic_store_explicit(&p->running, 0, memory_order_relaxed);
+    goro__unlock(&S.lock);
+
+    if (m->spinning) {
+        m->spinning = false;
+        atomic_fetch_sub(&S.nmspinning, 1);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (any_runq_nonempty() || atomic_load(&S.gq_size) > 0) {
+            goro__lock(&S.lock);
+            bool still_idle = p->idle;
+            if (still_idle) {
+                /* unlink p from the idle list: it is ours again */
+                struct goro_p **pp = &S.pidle;
+                while (*pp != p)
+                    pp = &(*pp)->idle_next;
+                *pp = p->idle_next;
+                p->idle = false;
+                atomic_fetch_sub(&S.npidle, 1);
+            }
+            goro__unlock(&S.lock);
+            if (still_idle) {
+                atomic_store_explicit(&p->running, 1, memory_order_relaxed);
+                m->spinning = true;
+                atomic_fetch_add(&S.nmspinning, 1);
+                goto top;
+            }
+            /* a waker took p and is waking us: fall through to the note */
+        }
+    }
+    note_sleep(m);                  /* until a waker hands p back (inv. 7) */
+    atomic_store_explicit(&p->running, 1, memory_order_relaxed);
+    goto top;
+}
+
+/* ---- switching ---- */
+
+/* Run by the context that was switched to: finishes what the leaver asked
+ * for, now that the leaver's registers are saved (invariant 2). */
+static void post_switch(struct goro_m *m)
+{
+    struct goro *prev = m->post_g;
+    enum goro_post what = m->post;
+    m->post = GORO_POST_NONE;
+    m->post_g = NULL;
+    switch (what) {
+    case GORO_POST_NONE:
+        break;
+    case GORO_POST_YIELD:
+        atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
+        runq_put(m->p, prev, false);
+        break;
+    case GORO_POST_PARK:
+        if (m->post_unlock)
+            m->post_unlock(m->post_arg);
+        break;
+    case GORO_POST_EXIT:
+        goro__san_fiber_destroy(prev);
+        goro__release(prev);
+        break;
+    }
+}
+
+/* Picks the next coroutine without leaving the coroutine world: local
+ * work and the global queue, not stealing (that is g0's job). */
+static struct goro *pick_local(struct goro_m *m, bool *inherit)
+{
+    struct goro_p *p = m->p;
+    struct goro *g;
+    *inherit = false;
+    if (atomic_load_explicit(&p->schedtick, memory_order_relaxed) % 61 == 0 &&
+        (g = globrunq_get(p, 1)))
+        return g;
+    if ((g = runq_get(p, inherit)))
+        return g;
+    return globrunq_get(p, 0);
+}
+
+static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
+{
+    m->curg = g;
+    g->m = m;
+    atomic_store_explicit(&g->state, GORO_S_RUNNING, memory_order_relaxed);
+    if (!inherit)
+        atomic_fetch_add_explicit(&m->p->schedtick, 1, memory_order_relaxed);
+}
+
+/* Leaves the running coroutine `self` (on m) with action `what`, switching
+ * straight to the next local coroutine when there is one, else to g0.
+ * Returns when self is resumed - possibly on another M. */
+static void switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
+{
+    bool inherit;
+    struct goro *next = pick_local(m, &inherit);
+    struct goro *to = next ? next : &m->g0;
+    uintptr_t sp_now = (uintptr_t)__builtin_frame_address(0);
+    if (sp_now < self->min_sp)
+        self->min_sp = sp_now;
+    m->post = what;
+    m->post_g = self;
+    if (next)
+        start_slice(m, next, inherit);
+    else
+        m->curg = NULL;
+    self->m = NULL;
+    errno_save(self);
+    goro__san_leave(self, to, what == GORO_POST_EXIT);
+    goro__ctx_switch(&self->sp, to->sp);
+    /* Resumed: everything about "here" must be looked up again. */
+    goro__san_arrive(self);
+    post_switch(goro__m());
+    errno_restore(self);
+}
+
+/* Entry of every new coroutine context, reached from goro__ctx_entry. */
+GORO_HIDDEN void goro__coro_start(struct goro *g)
+{
+    goro__san_arrive(g);
+    post_switch(goro__m());
+}
+
+/* g0 side: run g until it switches back here. */
+static void execute(struct goro_m *m, struct goro *g, bool inherit)
+{
+    start_slice(m, g, inherit);
+    goro__san_leave(&m->g0, g, 0);
+    goro__ctx_switch(&m->g0.sp, g->sp);
+    goro__san_arrive(&m->g0);
+    post_switch(m);                 /* g0 never migrates */
+}
+
+/* ---- the API the rest of the runtime uses ---- */
+
+void goro__ready(struct goro *g)
+{
+    if (g->flags & GORO_F_EXTERNAL) {
+        atomic_store_explicit(&g->ext_wake, 1, memory_order_release);
+        goro__futex_wake(&g->ext_wake, 1);
+        return;
+    }
+    atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
+    struct goro_m *m = goro__m();
+    if (m) {
+        runq_put(m->p, g, true);
+    } else {
+        g->next = NULL;
+        globrunq_put_batch(g, g, 1);
+    }
+    wake_if_idle();
+}
+
+void goro__schedule_new(struct goro *g)
+{
+    atomic_fetch_add(&S.live, 1);
+    goro__ready(g);
+}
+
+void goro__park(enum goro_wait why, const void *obj, void (*unlock)(void *), void *arg)
+{
+    struct goro_m *m = goro__m();
+    struct goro *self = m ? m->curg : NULL;
+    if (!self) {
+        /* A thread the runtime does not own: it waits on its own futex. */
+        struct goro *ext = goro__external_self();
+        ext->wait = (uint8_t)why;
+        ext->wait_obj = obj;
+        if (unlock)
+            unlock(arg);
+        while (atomic_exchange_explicit(&ext->ext_wake, 0, memory_order_acquire) == 0)
+            goro__futex_wait(&ext->ext_wake, 0);
+        ext->wait = GORO_W_NONE;
+        return;
+    }
+    self->wait = (uint8_t)why;
+    self->wait_obj = obj;
+    atomic_store_explicit(&self->state, GORO_S_PARKED, memory_order_relaxed);
+    m->post_unlock = unlock;
+    m->post_arg = arg;
+    switch_out(m, self, GORO_POST_PARK);
+    self->wait = GORO_W_NONE;
+    self->wait_obj = NULL;
+}
+
+void goro_yield(void)
+{
+    struct goro_m *m = goro__m();
+    struct goro *self = m ? m->curg : NULL;
+    if (!self)
+        return;
+    if (runq_empty(m->p) && atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0) {
+        atomic_fetch_add_explicit(&m->p->schedtick, 1, memory_order_relaxed);
+        return;                     /* nobody to yield to */
+    }
+    switch_out(m, self, GORO_POST_YIELD);
+}
+
+void goro__exit_current(long result)
+{
+    struct goro_m *m = goro__m();
+    struct goro *self = m->curg;
+    self->result = result;
+    switch_out(m, self, GORO_POST_EXIT);
+    __builtin_unreachable();
+}
+
+void goro__coroutine_ended(void)
+{
+    if (atomic_fetch_sub(&S.live, 1) == 1) {
+        atomic_fetch_add(&S.live_futex, 1);
+        goro__futex_wake(&S.live_futex, 1 << 30);
+    }
+}
+
+/* ---- threads ---- */
+
+static void *m_main(void *arg)
+{
+    struct goro_m *m = arg;
+    tls_m = m;
+    m->tid = (pid_t)syscall(SYS_gettid);
+    m->g0.flags = GORO_F_G0;
+    goro__san_thread_init(&m->g0);
+    goro__fault_thread_init(m);
+    atomic_store_explicit(&m->p->running, 1, memory_order_relaxed);
+    for (;;) {
+        bool inherit;
+        struct goro *g = find_runnable(m, &inherit);
+        if (!g)
+            break;
+        if (m->spinning)
+            stop_spinning(m);
+        execute(m, g, inherit);
+    }
+    goro__fault_thread_fini(m);
+    tls_m = NULL;
+    return NULL;
+}
+
+int goro__sched_start(int nprocs)
+{
+    S.nprocs = nprocs;
+    S.procs = calloc((size_t)nprocs, sizeof *S.procs);
+    S.ms = calloc((size_t)nprocs, sizeof *S.ms);
+    if (!S.procs || !S.ms) {
+        free(S.procs);
+        free(S.ms);
+        S.procs = NULL;
+        S.ms = NULL;
+        return -ENOMEM;
+    }
+    atomic_store(&S.stopping, 0);
+    atomic_store(&S.npidle, 0);
+    atomic_store(&S.nmspinning, 0);
+    S.pidle = NULL;
+    for (int i = 0; i < nprocs; i++) {
+        S.procs[i].id = i;
+        S.procs[i].m = &S.ms[i];
+        S.procs[i].rand = 0x9e3779b9u * (uint32_t)(i + 1);
+        S.ms[i].id = i;
+        S.ms[i].p = &S.procs[i];
+    }
+    steal_order_init(nprocs);
+    goro__registry_set_ms(S.ms, nprocs);
+    int started = 0, err = 0;
+    for (; started < nprocs; started++) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        err = pthread_create(&S.ms[started].thread, &attr, m_main, &S.ms[started]);
+        pthread_attr_destroy(&attr);
+        if (err)
+            break;
+    }
+    if (err) {
+        atomic_store(&S.stopping, 1);
+        for (int i = 0; i < started; i++) {
+            note_wake(&S.ms[i]);
+            pthread_join(S.ms[i].thread, NULL);
+        }
+        goro__registry_set_ms(NULL, 0);
+        free(S.procs);
+        free(S.ms);
+        S.procs = NULL;
+        S.ms = NULL;
+        return -err;
+    }
+    return 0;
+}
+
+/* Waits for every coroutine to end, then stops the Ms. */
+void goro__sched_stop(void)
+{
+    for (;;) {
+        uint32_t seen = atomic_load(&S.live_futex);
+        if (atomic_load(&S.live) == 0)
+            break;
+        goro__futex_wait(&S.live_futex, seen);
+    }
+    atomic_store(&S.stopping, 1);
+    for (int i = 0; i < S.nprocs; i++)
+        note_wake(&S.ms[i]);
+    for (int i = 0; i < S.nprocs; i++)
+        pthread_join(S.ms[i].thread, NULL);
+    goro__registry_set_ms(NULL, 0);
+    /* Return the Ps' stack caches to the global pool before freeing them. */
+    for (int i = 0; i < S.nprocs; i++) {
+        struct goro *g = S.procs[i].free_slabs;
+        S.procs[i].free_slabs = NULL;
+        S.procs[i].nfree = 0;
+        while (g) {
+            struct goro *n = g->pool_next;
+            goro__slab_put(g);      /* no P: goes to the global pool */
+            g = n;
+        }
+    }
+    free(S.procs);
+    free(S.ms);
+    S.procs = NULL;
+    S.ms = NULL;
+    S.nprocs = 0;
+    S.gq_head = S.gq_tail = NULL;
+    atomic_store(&S.gq_size, 0);
+}
+
+uint64_t goro__next_id(void)
+{
+    struct goro_m *m = goro__m();
+    if (m) {
+        struct goro_p *p = m->p;
+        if (p->id_next == p->id_end) {
+            p->id_next = atomic_fetch_add(&S.id_next, 16) + 1;
+            p->id_end = p->id_next + 16;
+        }
+        return p->id_next++;
+    }
+    return atomic_fetch_add(&S.id_next, 1) + 1;
+}
+
+int goro_workers(void)
+{
+    return atomic_load(&S.started) ? S.nprocs : 0;
+}

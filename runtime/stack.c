@@ -1,0 +1,298 @@
+/*
+ * Coroutine stacks ("slabs"): one mapping each, laid out high to low as
+ *
+ *   [ struct goro | stack, growing down ... | guard (PROT_NONE) ]
+ *   hi-end                                    map
+ *
+ * The mapping is MAP_NORESERVE and read-write, so the kernel commits pages
+ * only as the coroutine first touches them (and a read() into a stack
+ * buffer never sees EFAULT, as it would with fault-driven growth). The
+ * guard turns an overflow into a SIGSEGV that fault.c reports.
+ *
+ * Slabs of the default size are pooled: a small LIFO cache per P (no lock)
+ * in front of a global pool. A slab going back to a pool gives its deep
+ * pages back to the kernel when its coroutine went deep (seen at a switch)
+ * and, to catch deep excursions between switches, every 64th reuse.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <valgrind/valgrind.h>
+
+#include "internal.h"
+
+#define GUARD_MIN (16 * 1024)         /* catches frames up to 16 KiB past the end */
+#define KEEP_BYTES (16 * 1024)        /* top of a pooled stack kept resident */
+#define P_CACHE_MAX 64
+#define GLOBAL_POOL_MAX 4096
+#define STACK_MIN (16 * 1024)
+#define STACK_MAX ((size_t)1 << 30)
+
+static goro_lock_t pool_lock = GORO_LOCK_INIT;
+static struct goro *pool;             /* global pool of default-size slabs */
+static int pool_count;
+
+size_t goro__page_size(void)
+{
+    static size_t page;
+    if (!page)
+        page = (size_t)sysconf(_SC_PAGESIZE);
+    return page;
+}
+
+static size_t guard_size(void)
+{
+    size_t page = goro__page_size();
+    return page > GUARD_MIN ? page : GUARD_MIN;
+}
+
+/* Validates a requested stack size; rounds it up to whole pages. */
+int goro__stack_size_check(size_t size, size_t *rounded)
+{
+    if (size < STACK_MIN || size > STACK_MAX)
+        return -EINVAL;
+    size_t page = goro__page_size();
+    *rounded = (size + page - 1) & ~(page - 1);
+    return 0;
+}
+
+static long read_long_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+static long count_mappings(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    long n = 0;
+    int c;
+    if (!f)
+        return -1;
+    while ((c = getc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* mmap/mprotect failed: say why once, in terms a person can act on. */
+static int explain_map_failure(int err)
+{
+    static _Atomic int said_maps, said_mem;
+    long max = read_long_file("/proc/sys/vm/max_map_count");
+    long have = count_mappings();
+    if (err == ENOMEM && max > 0 && have >= 0 && have + 8 >= max) {
+        goro__warn_once(&said_maps,
+            "cannot map a coroutine stack: the process has %ld memory mappings "
+            "and vm.max_map_count is %ld (each coroutine stack takes 2); raise it, "
+            "e.g. sysctl -w vm.max_map_count=%ld", have, max, max * 4);
+        return -EAGAIN;
+    }
+    goro__warn_once(&said_mem,
+        "cannot map a coroutine stack: %s; lower the stack size "
+        "(goro_attr_t.stack_size, GORO_STACK_SIZE) or the number of coroutines",
+        strerror(err));
+    return -ENOMEM;
+}
+
+static struct goro *slab_map(size_t stack_size, int *err)
+{
+    size_t guard = guard_size();
+    size_t head = (sizeof(struct goro) + 63) & ~(size_t)63;
+    size_t map_size = guard + stack_size + ((head + goro__page_size() - 1) & ~(goro__page_size() - 1));
+    char *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (map == MAP_FAILED) {
+        *err = explain_map_failure(errno);
+        return NULL;
+    }
+    if (mprotect(map, guard, PROT_NONE) != 0) {
+        int e = errno;
+        munmap(map, map_size);
+        *err = explain_map_failure(e);
+        return NULL;
+    }
+    struct goro *g = (struct goro *)(map + map_size - head);
+    memset(g, 0, sizeof *g);
+    g->map = map;
+    g->map_size = map_size;
+    g->stack_size = stack_size;
+    g->lo = map + guard;
+    g->hi = (char *)((uintptr_t)g & ~(uintptr_t)15);
+    g->valgrind_id = VALGRIND_STACK_REGISTER(g->lo, g->hi);
+    if ((*err = goro__registry_add(g)) != 0) {
+        VALGRIND_STACK_DEREGISTER(g->valgrind_id);
+        munmap(map, map_size);
+        return NULL;
+    }
+    return g;
+}
+
+static void slab_unmap(struct goro *g)
+{
+    goro__registry_remove(g);
+    VALGRIND_STACK_DEREGISTER(g->valgrind_id);
+    munmap(g->map, g->map_size);
+}
+
+static bool is_default_size(const struct goro *g)
+{
+    return g->stack_size == goro__sched.stack_size;
+}
+
+/* Returns the deep part of a stack to the kernel when it was used. */
+static void slab_trim(struct goro *g)
+{
+    uintptr_t keep = (uintptr_t)g->hi - KEEP_BYTES;
+    keep &= ~(uintptr_t)(goro__page_size() - 1);
+    if (g->min_sp < keep || ++g->reuses % 64 == 0)
+        madvise(g->lo, keep - (uintptr_t)g->lo, MADV_DONTNEED);
+}
+
+/* Resets the recycled fields of a slab about to be reused. */
+static struct goro *slab_reset(struct goro *g)
+{
+    char *map = g->map, *lo = g->lo, *hi = g->hi;
+    size_t map_size = g->map_size, stack_size = g->stack_size;
+    uint32_t reuses = g->reuses, slot = g->registry_slot;
+    unsigned vid = g->valgrind_id;
+    memset(g, 0, offsetof(struct goro, call));
+    g->name[0] = 0;
+    g->map = map;
+    g->map_size = map_size;
+    g->stack_size = stack_size;
+    g->lo = lo;
+    g->hi = hi;
+    g->reuses = reuses;
+    g->registry_slot = slot;
+    g->valgrind_id = vid;
+    g->min_sp = UINTPTR_MAX;
+    g->asan_fake_stack = NULL;
+    g->tsan_fiber = NULL;
+    g->pool_next = NULL;
+    return g;
+}
+
+struct goro *goro__slab_get(size_t stack_size, int *err)
+{
+    *err = 0;
+    if (stack_size == goro__sched.stack_size) {
+        struct goro_m *m = goro__m();
+        struct goro_p *p = m ? m->p : NULL;
+        if (p && !p->free_slabs) {
+            /* Refill half the cache from the global pool in one go. */
+            goro__lock(&pool_lock);
+            while (pool && p->nfree < P_CACHE_MAX / 2) {
+                struct goro *g = pool;
+                pool = g->pool_next;
+                pool_count--;
+                g->pool_next = p->free_slabs;
+                p->free_slabs = g;
+                p->nfree++;
+            }
+            goro__unlock(&pool_lock);
+        }
+        if (p && p->free_slabs) {
+            struct goro *g = p->free_slabs;
+            p->free_slabs = g->pool_next;
+            p->nfree--;
+            return slab_reset(g);
+        }
+        if (!p && pool) {
+            goro__lock(&pool_lock);
+            struct goro *g = pool;
+            if (g) {
+                pool = g->pool_next;
+                pool_count--;
+            }
+            goro__unlock(&pool_lock);
+            if (g)
+                return slab_reset(g);
+        }
+    }
+    struct goro *g = slab_map(stack_size, err);
+    if (g)
+        g->min_sp = UINTPTR_MAX;
+    return g;
+}
+
+void goro__slab_put(struct goro *g)
+{
+    if (!is_default_size(g)) {
+        slab_unmap(g);
+        return;
+    }
+    atomic_store_explicit(&g->state, GORO_S_FREE, memory_order_relaxed);
+    slab_trim(g);
+    struct goro_m *m = goro__m();
+    struct goro_p *p = m ? m->p : NULL;
+    if (p && p->nfree < P_CACHE_MAX) {
+        g->pool_next = p->free_slabs;
+        p->free_slabs = g;
+        p->nfree++;
+        return;
+    }
+    goro__lock(&pool_lock);
+    if (p) {
+        /* Cache full: move half of it to the global pool. */
+        while (p->nfree > P_CACHE_MAX / 2) {
+            struct goro *x = p->free_slabs;
+            p->free_slabs = x->pool_next;
+            p->nfree--;
+            x->pool_next = pool;
+            pool = x;
+            pool_count++;
+        }
+        g->pool_next = p->free_slabs;
+        p->free_slabs = g;
+        p->nfree++;
+        g = NULL;
+    }
+    struct goro *excess = NULL;
+    if (g) {
+        g->pool_next = pool;
+        pool = g;
+        pool_count++;
+    }
+    while (pool_count > GLOBAL_POOL_MAX) {
+        struct goro *x = pool;
+        pool = x->pool_next;
+        pool_count--;
+        x->pool_next = excess;
+        excess = x;
+    }
+    goro__unlock(&pool_lock);
+    while (excess) {
+        struct goro *x = excess;
+        excess = x->pool_next;
+        slab_unmap(x);
+    }
+}
+
+/* At shutdown, with every coroutine ended: unmap every slab, pooled or
+ * still holding an unjoined result. */
+void goro__slab_free_all(void)
+{
+    goro__lock(&pool_lock);
+    struct goro *g = pool;
+    pool = NULL;
+    pool_count = 0;
+    goro__unlock(&pool_lock);
+    while (g) {
+        struct goro *n = g->pool_next;
+        slab_unmap(g);
+        g = n;
+    }
+    while ((g = goro__registry_last()))
+        slab_unmap(g);
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Makes sure the Debian packages a build needs are installed.
+#   tools/deps.sh [group...]    groups: core (default), bench, test, gdb
+# As root, installs what is missing; otherwise prints the exact apt-get line
+# and fails.
+set -euo pipefail
+
+declare -A group=(
+  [core]="gcc make pkg-config libunwind-dev libevent-dev check valgrind"
+  [test]="valgrind"
+  [bench]="g++ libboost-context-dev golang-go"
+  [gdb]="gdb gdb-multiarch"
+)
+
+want=()
+for g in "${@:-core}"; do
+  [[ -n "${group[$g]:-}" ]] || { echo "deps.sh: unknown group '$g'" >&2; exit 2; }
+  read -r -a pkgs <<< "${group[$g]}"
+  want+=("${pkgs[@]}")
+done
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+if [[ $(id -u) -eq 0 ]]; then
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "goro needs these Debian packages: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi

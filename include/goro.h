@@ -132,6 +132,133 @@ const char *goro_name(const goro_t *h);
 int goro_set_name(const char *name);
 
 /* ------------------------------------------------------------------------
+ * Channels (Go semantics). A channel carries fixed-size elements, copied
+ * in and out. Capacity 0 is unbuffered: a send waits for a receiver.
+ * Lifetime: goro_chan_new() -> any number of send/recv/select/close from
+ * any coroutine or thread -> goro_chan_free() once nobody uses it.
+ * ------------------------------------------------------------------------ */
+
+typedef struct goro_chan goro_chan_t;
+
+/* Creates a channel of capacity elements of elem_size bytes (elem_size may
+ * be 0 for pure signalling). Returns 0, -EINVAL (NULL out, absurd sizes),
+ * -ENOMEM. */
+int goro_chan_new(goro_chan_t **ch, size_t elem_size, size_t capacity);
+
+/* Frees ch. Returns 0, -EINVAL, -EBUSY if coroutines still wait on it. */
+int goro_chan_free(goro_chan_t *ch);
+
+/* Sends the element at elem (may switch). Returns 0, -EPIPE if ch is or
+ * becomes closed (the element is not sent), -EINVAL for a NULL channel. */
+int goro_chan_send(goro_chan_t *ch, const void *elem);
+
+/* Receives into elem (may be NULL to discard; may switch). Returns 1 when
+ * a value was received, 0 when ch is closed and drained (elem is zeroed),
+ * -EINVAL for a NULL channel. Idiom: while (goro_chan_recv(ch, &v) > 0). */
+int goro_chan_recv(goro_chan_t *ch, void *elem);
+
+/* Non-blocking forms: -EAGAIN instead of waiting. */
+int goro_chan_try_send(goro_chan_t *ch, const void *elem);
+int goro_chan_try_recv(goro_chan_t *ch, void *elem);
+
+/* Closes ch: waiting receivers get 0, waiting senders -EPIPE; buffered
+ * values can still be received. Returns 0, -EPIPE if already closed,
+ * -EINVAL. */
+int goro_chan_close(goro_chan_t *ch);
+
+/* Buffered elements now / capacity (racy snapshots; -EINVAL for NULL). */
+long goro_chan_len(goro_chan_t *ch);
+long goro_chan_cap(goro_chan_t *ch);
+
+enum { GORO_SEND = 1, GORO_RECV = 2 };
+
+/* One case of goro_select(). A NULL ch is never ready (as a nil channel
+ * in Go), which lets a loop switch cases off. */
+typedef struct goro_case {
+    goro_chan_t *ch;
+    int op;              /* GORO_SEND or GORO_RECV */
+    void *elem;          /* send: the element; recv: destination or NULL */
+    int result;          /* out: as goro_chan_send / goro_chan_recv return */
+} goro_case_t;
+
+#define GORO_SELECT_NOWAIT 0x1   /* a default case: never wait */
+
+/* Waits until one case can proceed, performs it and returns its index
+ * (may switch). When several are ready one is chosen uniformly at random.
+ * With GORO_SELECT_NOWAIT returns -EAGAIN if none is ready. Returns
+ * -EINVAL for bad arguments; with no non-NULL channel and no NOWAIT,
+ * -EDEADLK (it would wait forever). */
+int goro_select(goro_case_t *cases, int ncases, int flags);
+
+/* ------------------------------------------------------------------------
+ * Synchronisation. All of these park the coroutine, never the worker
+ * thread (a thread the runtime does not own blocks instead). Each type is
+ * a plain struct the caller owns: initialise with its _INIT macro or
+ * _init(), destroy when no one uses it. No allocation.
+ * ------------------------------------------------------------------------ */
+
+typedef struct goro_mutex { uintptr_t opaque[4]; } goro_mutex_t;
+typedef struct goro_rwlock { uintptr_t opaque[6]; } goro_rwlock_t;
+typedef struct goro_cond { uintptr_t opaque[3]; } goro_cond_t;
+typedef struct goro_sem { uintptr_t opaque[4]; } goro_sem_t;
+typedef struct goro_waitgroup { uintptr_t opaque[4]; } goro_waitgroup_t;
+typedef struct goro_once { uintptr_t opaque[4]; } goro_once_t;
+
+#define GORO_MUTEX_INIT { { 0 } }
+#define GORO_RWLOCK_INIT { { 0 } }
+#define GORO_COND_INIT { { 0 } }
+#define GORO_WAITGROUP_INIT { { 0 } }
+#define GORO_ONCE_INIT { { 0 } }
+
+/* Mutex: FIFO hand-off to waiters. Any coroutine may unlock it (as in Go).
+ * lock: 0 (may switch); trylock: 0 or -EBUSY; unlock: 0, or -EPERM when it
+ * is not locked; destroy: 0 or -EBUSY when locked. */
+int goro_mutex_init(goro_mutex_t *mu);
+int goro_mutex_lock(goro_mutex_t *mu);
+int goro_mutex_trylock(goro_mutex_t *mu);
+int goro_mutex_unlock(goro_mutex_t *mu);
+int goro_mutex_destroy(goro_mutex_t *mu);
+
+/* Readers-writer lock; a waiting writer holds back new readers. unlock
+ * releases whichever side the caller holds (-EPERM if neither). */
+int goro_rwlock_init(goro_rwlock_t *rw);
+int goro_rwlock_rdlock(goro_rwlock_t *rw);
+int goro_rwlock_wrlock(goro_rwlock_t *rw);
+int goro_rwlock_tryrdlock(goro_rwlock_t *rw);
+int goro_rwlock_trywrlock(goro_rwlock_t *rw);
+int goro_rwlock_unlock(goro_rwlock_t *rw);
+int goro_rwlock_destroy(goro_rwlock_t *rw);
+
+/* Condition variable bound to a goro_mutex_t at each wait. wait: unlocks
+ * mu, parks, relocks mu before returning 0. No spurious wake-ups are made,
+ * but callers should still re-check their predicate in a loop. */
+int goro_cond_init(goro_cond_t *cv);
+int goro_cond_wait(goro_cond_t *cv, goro_mutex_t *mu);
+int goro_cond_signal(goro_cond_t *cv);
+int goro_cond_broadcast(goro_cond_t *cv);
+int goro_cond_destroy(goro_cond_t *cv);
+
+/* Counting semaphore: acquire takes a unit or waits (FIFO); release adds
+ * one. init: -EINVAL for a negative count. */
+int goro_sem_init(goro_sem_t *sem, long count);
+int goro_sem_acquire(goro_sem_t *sem);
+int goro_sem_try_acquire(goro_sem_t *sem);   /* 0 or -EAGAIN */
+int goro_sem_release(goro_sem_t *sem);
+int goro_sem_destroy(goro_sem_t *sem);        /* -EBUSY with waiters */
+
+/* Wait group: add(n) before starting n tasks, done() in each, wait() until
+ * the count is 0. add making the count negative returns -EINVAL. */
+int goro_waitgroup_init(goro_waitgroup_t *wg);
+int goro_waitgroup_add(goro_waitgroup_t *wg, long n);
+int goro_waitgroup_done(goro_waitgroup_t *wg);
+int goro_waitgroup_wait(goro_waitgroup_t *wg);
+int goro_waitgroup_destroy(goro_waitgroup_t *wg);
+
+/* Runs fn exactly once over all callers; callers arriving while it runs
+ * wait for it to finish. Returns 0 or -EINVAL. */
+int goro_once(goro_once_t *once, void (*fn)(void));
+
+/* ------------------------------------------------------------------------
  * Implementation of the spawn macros. Not part of the contract.
  * ------------------------------------------------------------------------ */
 

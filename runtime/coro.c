@@ -75,7 +75,6 @@ static int spawn(goro_t **h, const goro_attr_t *attr, struct goro **out)
 
 int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), int ret)
 {
-    struct goro_callregs regs = captured;  /* before anything can run go() again */
     struct goro *g;
     if (h)
         *h = NULL;
@@ -87,7 +86,7 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), 
     g->entry_kind = GORO_ENTRY_CAPTURED;
     g->ret_kind = (uint8_t)ret;
     g->fn = fn;
-    g->call = regs;
+    g->call = captured;             /* nothing since the capture ran go() */
     goro__schedule_new(g);
     return 0;
 }

@@ -154,7 +154,8 @@ struct goro_m {
 /* The scheduler's global state. */
 struct goro_sched {
     goro_lock_t lock;              /* global queue, idle list */
-    struct goro *gq_head, *gq_tail;
+    struct goro **gq;              /* global queue: a ring of gq_cap pointers */
+    uint32_t gq_cap, gq_first;
     _Atomic int gq_size;
     struct goro_p *pidle;
     _Atomic int npidle;
@@ -190,6 +191,7 @@ GORO_HIDDEN int goro__ensure_started(void);
 GORO_HIDDEN struct goro *goro__slab_get(size_t stack_size, int *err);
 GORO_HIDDEN void goro__slab_put(struct goro *g);
 GORO_HIDDEN void goro__slab_free_all(void);
+GORO_HIDDEN bool goro__slab_trim_idle(void);
 GORO_HIDDEN size_t goro__page_size(void);
 GORO_HIDDEN int goro__stack_size_check(size_t size, size_t *rounded);
 

@@ -13,6 +13,11 @@
  * in front of a global pool. A slab going back to a pool gives its deep
  * pages back to the kernel when its coroutine went deep (seen at a switch)
  * and, to catch deep excursions between switches, every 64th reuse.
+ *
+ * The global pool is not capped while coroutines come and go: unmapping
+ * and mapping stacks in a burst costs system calls, a contended mmap lock
+ * and TLB shootdowns on every CPU. A worker about to sleep trims the pool
+ * back to POOL_KEEP slabs instead (goro__slab_trim_idle).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,13 +33,14 @@
 #define GUARD_MIN (16 * 1024)         /* catches frames up to 16 KiB past the end */
 #define KEEP_BYTES (16 * 1024)        /* top of a pooled stack kept resident */
 #define P_CACHE_MAX 64
-#define GLOBAL_POOL_MAX 4096
+#define POOL_KEEP 4096                /* pooled slabs kept when workers idle */
+#define TRIM_BATCH 64
 #define STACK_MIN (16 * 1024)
 #define STACK_MAX ((size_t)1 << 30)
 
 static goro_lock_t pool_lock = GORO_LOCK_INIT;
 static struct goro *pool;             /* global pool of default-size slabs */
-static int pool_count;
+static _Atomic int pool_count;
 
 size_t goro__page_size(void)
 {
@@ -258,25 +264,37 @@ void goro__slab_put(struct goro *g)
         p->nfree++;
         g = NULL;
     }
-    struct goro *excess = NULL;
     if (g) {
         g->pool_next = pool;
         pool = g;
         pool_count++;
     }
-    while (pool_count > GLOBAL_POOL_MAX) {
+    goro__unlock(&pool_lock);
+}
+
+/* Unmaps up to TRIM_BATCH pooled slabs above POOL_KEEP. Returns whether
+ * more remain to trim. Called by workers with nothing to do. */
+bool goro__slab_trim_idle(void)
+{
+    if (pool_count <= POOL_KEEP)    /* racy peek: a hint is enough */
+        return false;
+    struct goro *batch = NULL;
+    goro__lock(&pool_lock);
+    for (int i = 0; i < TRIM_BATCH && pool_count > POOL_KEEP; i++) {
         struct goro *x = pool;
         pool = x->pool_next;
         pool_count--;
-        x->pool_next = excess;
-        excess = x;
+        x->pool_next = batch;
+        batch = x;
     }
+    bool more = pool_count > POOL_KEEP;
     goro__unlock(&pool_lock);
-    while (excess) {
-        struct goro *x = excess;
-        excess = x->pool_next;
+    while (batch) {
+        struct goro *x = batch;
+        batch = x->pool_next;
         slab_unmap(x);
     }
+    return more;
 }
 
 /* At shutdown, with every coroutine ended: unmap every slab, pooled or

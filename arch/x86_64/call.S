@@ -34,10 +34,11 @@ goro__capture:
         movups  %xmm5, 144(%rsp)
         movups  %xmm6, 160(%rsp)
         movups  %xmm7, 176(%rsp)
-        leaq    400(%rsp), %rsi         /* caller's stack arguments */
-        leaq    192(%rsp), %rdi
-        movl    $24, %ecx
-        rep movsq
+        /* the caller's stack arguments, at 400(%rsp), to stack[] at 192 */
+        .irp    off, 0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176
+        movups  400+\off(%rsp), %xmm0
+        movups  %xmm0, 192+\off(%rsp)
+        .endr
         movq    %rsp, %rdi
         call    goro__capture_store
         addq    $392, %rsp
@@ -61,10 +62,10 @@ goro__invoke:
         subq    $192, %rsp
         movq    %rsi, %r10
         movq    %rdi, %r11
-        leaq    192(%r11), %rsi
-        movq    %rsp, %rdi
-        movl    $24, %ecx
-        rep movsq
+        .irp    off, 0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176
+        movups  192+\off(%r11), %xmm0
+        movaps  %xmm0, \off(%rsp)
+        .endr
         movups  64(%r11), %xmm0
         movups  80(%r11), %xmm1
         movups  96(%r11), %xmm2

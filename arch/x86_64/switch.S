@@ -77,7 +77,12 @@ goro__ctx_switch:
         popq    %rbp
         .cfi_adjust_cfa_offset -8
         .cfi_restore %rbp
-        ret
+        /* Not `ret`: the return stack predictor expects our caller, but we
+         * resume another context; an indirect jump is predicted better. */
+        popq    %rcx
+        .cfi_adjust_cfa_offset -8
+        .cfi_register %rip, %rcx
+        jmpq    *%rcx
         .cfi_endproc
         .size   goro__ctx_switch, .-goro__ctx_switch
 

@@ -1,0 +1,452 @@
+/*
+ * Coroutine-aware mutex, rwlock, condition variable, semaphore, wait group
+ * and once. Each is a small struct the caller owns (the public types are
+ * opaque arrays of the right size; the layouts below must fit in them).
+ * All state is guarded by the object's internal lock; waiters queue FIFO
+ * on their own stacks and park with that lock released only after they
+ * are saved (goro__park), so a wake-up can never be lost.
+ *
+ * Ownership passes directly to the first waiter on release (mutex, rwlock,
+ * semaphore): the woken coroutine already holds what it waited for, so it
+ * never has to retry and no one can barge in front of a waiter for ever.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+
+#include "internal.h"
+#include "waitq.h"
+
+struct mutex_impl {
+    goro_lock_t lk;
+    uint32_t locked;
+    struct goro_waitq q;
+};
+
+struct rwlock_impl {
+    goro_lock_t lk;
+    int32_t readers;               /* active readers */
+    uint32_t writer;               /* a writer holds it */
+    struct goro_waitq q;           /* kind 1 = writer */
+};
+
+struct cond_impl {
+    goro_lock_t lk;
+    struct goro_waitq q;
+};
+
+struct sem_impl {
+    goro_lock_t lk;
+    long count;
+    struct goro_waitq q;
+};
+
+struct wg_impl {
+    goro_lock_t lk;
+    long count;
+    struct goro_waitq q;
+};
+
+struct once_impl {
+    goro_lock_t lk;
+    _Atomic uint32_t state;        /* 0 not run, 1 running, 2 done */
+    struct goro_waitq q;
+};
+
+_Static_assert(sizeof(struct mutex_impl) <= sizeof(goro_mutex_t), "mutex layout");
+_Static_assert(sizeof(struct rwlock_impl) <= sizeof(goro_rwlock_t), "rwlock layout");
+_Static_assert(sizeof(struct cond_impl) <= sizeof(goro_cond_t), "cond layout");
+_Static_assert(sizeof(struct sem_impl) <= sizeof(goro_sem_t), "sem layout");
+_Static_assert(sizeof(struct wg_impl) <= sizeof(goro_waitgroup_t), "waitgroup layout");
+_Static_assert(sizeof(struct once_impl) <= sizeof(goro_once_t), "once layout");
+
+/* Parks the caller on q (whose owner's lock lk is held) until woken. */
+static void wait_on(struct goro_waitq *q, goro_lock_t *lk, enum goro_wait why,
+                    const void *obj, int kind)
+{
+    struct goro_waiter w = { .g = goro__waiter_self(), .kind = kind };
+    goro__waitq_push(q, &w);
+    goro__park(why, obj, goro__unlock_cb, lk);
+}
+
+/* Unlinks every waiter of q into a list through g->next, to wake after
+ * the lock is dropped. */
+static struct goro *take_all(struct goro_waitq *q)
+{
+    struct goro *list = NULL;
+    struct goro_waiter *w;
+    while ((w = goro__waitq_pop(q))) {
+        w->g->next = list;
+        list = w->g;
+    }
+    return list;
+}
+
+static void wake_list(struct goro *list)
+{
+    while (list) {
+        struct goro *next = list->next;
+        goro__ready(list);
+        list = next;
+    }
+}
+
+/* ---- mutex ---- */
+
+int goro_mutex_init(goro_mutex_t *mu)
+{
+    if (!mu)
+        return -EINVAL;
+    *mu = (goro_mutex_t)GORO_MUTEX_INIT;
+    return 0;
+}
+
+int goro_mutex_lock(goro_mutex_t *mu)
+{
+    if (!mu)
+        return -EINVAL;
+    struct mutex_impl *m = (struct mutex_impl *)mu;
+    goro__lock(&m->lk);
+    if (!m->locked) {
+        m->locked = 1;
+        goro__unlock(&m->lk);
+        return 0;
+    }
+    wait_on(&m->q, &m->lk, GORO_W_MUTEX, mu, 0);
+    return 0;                      /* handed over by unlock: we own it */
+}
+
+int goro_mutex_trylock(goro_mutex_t *mu)
+{
+    if (!mu)
+        return -EINVAL;
+    struct mutex_impl *m = (struct mutex_impl *)mu;
+    goro__lock(&m->lk);
+    int r = m->locked ? -EBUSY : 0;
+    m->locked = 1;
+    goro__unlock(&m->lk);
+    return r;
+}
+
+int goro_mutex_unlock(goro_mutex_t *mu)
+{
+    if (!mu)
+        return -EINVAL;
+    struct mutex_impl *m = (struct mutex_impl *)mu;
+    goro__lock(&m->lk);
+    if (!m->locked) {
+        goro__unlock(&m->lk);
+        return -EPERM;
+    }
+    struct goro_waiter *w = goro__waitq_pop(&m->q);
+    if (!w)
+        m->locked = 0;             /* else it stays locked, now by w */
+    goro__unlock(&m->lk);
+    if (w)
+        goro__ready(w->g);
+    return 0;
+}
+
+int goro_mutex_destroy(goro_mutex_t *mu)
+{
+    if (!mu)
+        return -EINVAL;
+    struct mutex_impl *m = (struct mutex_impl *)mu;
+    goro__lock(&m->lk);
+    int r = m->locked ? -EBUSY : 0;
+    goro__unlock(&m->lk);
+    return r;
+}
+
+/* ---- rwlock ---- */
+
+int goro_rwlock_init(goro_rwlock_t *rw)
+{
+    if (!rw)
+        return -EINVAL;
+    *rw = (goro_rwlock_t)GORO_RWLOCK_INIT;
+    return 0;
+}
+
+static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait)
+{
+    if (!rw)
+        return -EINVAL;
+    struct rwlock_impl *r = (struct rwlock_impl *)rw;
+    goro__lock(&r->lk);
+    /* Queued waiters go first: a waiting writer holds back new readers. */
+    bool free_now = writer ? (!r->writer && r->readers == 0 && !r->q.head)
+                           : (!r->writer && !r->q.head);
+    if (free_now) {
+        if (writer)
+            r->writer = 1;
+        else
+            r->readers++;
+        goro__unlock(&r->lk);
+        return 0;
+    }
+    if (!wait) {
+        goro__unlock(&r->lk);
+        return -EBUSY;
+    }
+    wait_on(&r->q, &r->lk, GORO_W_RWLOCK, rw, writer);
+    return 0;                      /* granted by unlock */
+}
+
+int goro_rwlock_rdlock(goro_rwlock_t *rw) { return rw_lock(rw, false, true); }
+int goro_rwlock_wrlock(goro_rwlock_t *rw) { return rw_lock(rw, true, true); }
+int goro_rwlock_tryrdlock(goro_rwlock_t *rw) { return rw_lock(rw, false, false); }
+int goro_rwlock_trywrlock(goro_rwlock_t *rw) { return rw_lock(rw, true, false); }
+
+int goro_rwlock_unlock(goro_rwlock_t *rw)
+{
+    if (!rw)
+        return -EINVAL;
+    struct rwlock_impl *r = (struct rwlock_impl *)rw;
+    goro__lock(&r->lk);
+    if (r->writer)
+        r->writer = 0;
+    else if (r->readers > 0)
+        r->readers--;
+    else {
+        goro__unlock(&r->lk);
+        return -EPERM;
+    }
+    /* Grant in FIFO order: one writer, or a run of readers. */
+    struct goro *wake = NULL;
+    while (r->q.head && !r->writer) {
+        struct goro_waiter *w = r->q.head;
+        if (w->kind) {
+            if (r->readers)
+                break;
+            r->writer = 1;
+        } else {
+            r->readers++;
+        }
+        goro__waitq_remove(&r->q, w);
+        w->g->next = wake;
+        wake = w->g;
+    }
+    goro__unlock(&r->lk);
+    wake_list(wake);
+    return 0;
+}
+
+int goro_rwlock_destroy(goro_rwlock_t *rw)
+{
+    if (!rw)
+        return -EINVAL;
+    struct rwlock_impl *r = (struct rwlock_impl *)rw;
+    goro__lock(&r->lk);
+    int res = (r->writer || r->readers || r->q.head) ? -EBUSY : 0;
+    goro__unlock(&r->lk);
+    return res;
+}
+
+/* ---- condition variable ---- */
+
+int goro_cond_init(goro_cond_t *cv)
+{
+    if (!cv)
+        return -EINVAL;
+    *cv = (goro_cond_t)GORO_COND_INIT;
+    return 0;
+}
+
+int goro_cond_wait(goro_cond_t *cv, goro_mutex_t *mu)
+{
+    if (!cv || !mu)
+        return -EINVAL;
+    struct cond_impl *c = (struct cond_impl *)cv;
+    goro__lock(&c->lk);
+    /* Queued before mu is released, and c->lk is held until we are parked:
+     * a signal sent after our unlock of mu finds us. */
+    int err = goro_mutex_unlock(mu);
+    if (err) {
+        goro__unlock(&c->lk);
+        return err;
+    }
+    wait_on(&c->q, &c->lk, GORO_W_COND, cv, 0);
+    return goro_mutex_lock(mu);
+}
+
+int goro_cond_signal(goro_cond_t *cv)
+{
+    if (!cv)
+        return -EINVAL;
+    struct cond_impl *c = (struct cond_impl *)cv;
+    goro__lock(&c->lk);
+    struct goro_waiter *w = goro__waitq_pop(&c->q);
+    goro__unlock(&c->lk);
+    if (w)
+        goro__ready(w->g);
+    return 0;
+}
+
+int goro_cond_broadcast(goro_cond_t *cv)
+{
+    if (!cv)
+        return -EINVAL;
+    struct cond_impl *c = (struct cond_impl *)cv;
+    goro__lock(&c->lk);
+    struct goro *list = take_all(&c->q);
+    goro__unlock(&c->lk);
+    wake_list(list);
+    return 0;
+}
+
+int goro_cond_destroy(goro_cond_t *cv)
+{
+    if (!cv)
+        return -EINVAL;
+    struct cond_impl *c = (struct cond_impl *)cv;
+    goro__lock(&c->lk);
+    int r = c->q.head ? -EBUSY : 0;
+    goro__unlock(&c->lk);
+    return r;
+}
+
+/* ---- semaphore ---- */
+
+int goro_sem_init(goro_sem_t *sem, long count)
+{
+    if (!sem || count < 0)
+        return -EINVAL;
+    *sem = (goro_sem_t){ { 0 } };
+    ((struct sem_impl *)sem)->count = count;
+    return 0;
+}
+
+static int sem_acquire(goro_sem_t *sem, bool wait)
+{
+    if (!sem)
+        return -EINVAL;
+    struct sem_impl *s = (struct sem_impl *)sem;
+    goro__lock(&s->lk);
+    if (s->count > 0) {
+        s->count--;
+        goro__unlock(&s->lk);
+        return 0;
+    }
+    if (!wait) {
+        goro__unlock(&s->lk);
+        return -EAGAIN;
+    }
+    wait_on(&s->q, &s->lk, GORO_W_SEM, sem, 0);
+    return 0;                      /* release handed us its unit */
+}
+
+int goro_sem_acquire(goro_sem_t *sem) { return sem_acquire(sem, true); }
+int goro_sem_try_acquire(goro_sem_t *sem) { return sem_acquire(sem, false); }
+
+int goro_sem_release(goro_sem_t *sem)
+{
+    if (!sem)
+        return -EINVAL;
+    struct sem_impl *s = (struct sem_impl *)sem;
+    goro__lock(&s->lk);
+    struct goro_waiter *w = goro__waitq_pop(&s->q);
+    if (!w)
+        s->count++;
+    goro__unlock(&s->lk);
+    if (w)
+        goro__ready(w->g);
+    return 0;
+}
+
+int goro_sem_destroy(goro_sem_t *sem)
+{
+    if (!sem)
+        return -EINVAL;
+    struct sem_impl *s = (struct sem_impl *)sem;
+    goro__lock(&s->lk);
+    int r = s->q.head ? -EBUSY : 0;
+    goro__unlock(&s->lk);
+    return r;
+}
+
+/* ---- wait group ---- */
+
+int goro_waitgroup_init(goro_waitgroup_t *wg)
+{
+    if (!wg)
+        return -EINVAL;
+    *wg = (goro_waitgroup_t)GORO_WAITGROUP_INIT;
+    return 0;
+}
+
+int goro_waitgroup_add(goro_waitgroup_t *wg, long n)
+{
+    if (!wg)
+        return -EINVAL;
+    struct wg_impl *w = (struct wg_impl *)wg;
+    goro__lock(&w->lk);
+    if (w->count + n < 0) {
+        goro__unlock(&w->lk);
+        return -EINVAL;
+    }
+    w->count += n;
+    struct goro *list = w->count == 0 ? take_all(&w->q) : NULL;
+    goro__unlock(&w->lk);
+    wake_list(list);
+    return 0;
+}
+
+int goro_waitgroup_done(goro_waitgroup_t *wg)
+{
+    return goro_waitgroup_add(wg, -1);
+}
+
+int goro_waitgroup_wait(goro_waitgroup_t *wg)
+{
+    if (!wg)
+        return -EINVAL;
+    struct wg_impl *w = (struct wg_impl *)wg;
+    goro__lock(&w->lk);
+    if (w->count == 0) {
+        goro__unlock(&w->lk);
+        return 0;
+    }
+    wait_on(&w->q, &w->lk, GORO_W_WAITGROUP, wg, 0);
+    return 0;
+}
+
+int goro_waitgroup_destroy(goro_waitgroup_t *wg)
+{
+    if (!wg)
+        return -EINVAL;
+    struct wg_impl *w = (struct wg_impl *)wg;
+    goro__lock(&w->lk);
+    int r = w->q.head ? -EBUSY : 0;
+    goro__unlock(&w->lk);
+    return r;
+}
+
+/* ---- once ---- */
+
+int goro_once(goro_once_t *once, void (*fn)(void))
+{
+    if (!once || !fn)
+        return -EINVAL;
+    struct once_impl *o = (struct once_impl *)once;
+    if (atomic_load_explicit(&o->state, memory_order_acquire) == 2)
+        return 0;
+    goro__lock(&o->lk);
+    uint32_t st = atomic_load_explicit(&o->state, memory_order_relaxed);
+    if (st == 2) {
+        goro__unlock(&o->lk);
+        return 0;
+    }
+    if (st == 1) {
+        wait_on(&o->q, &o->lk, GORO_W_ONCE, once, 0);
+        return 0;
+    }
+    atomic_store_explicit(&o->state, 1, memory_order_relaxed);
+    goro__unlock(&o->lk);
+    fn();
+    goro__lock(&o->lk);
+    atomic_store_explicit(&o->state, 2, memory_order_release);
+    struct goro *list = take_all(&o->q);
+    goro__unlock(&o->lk);
+    wake_list(list);
+    return 0;
+}

@@ -1,4 +1,36 @@
-# Benchmarks: goro's programs under bench/, peers under bench/peers/.
+# bench/bench.mk - goro's benchmark programs (bench/*.c) and the peers they
+# are compared with (bench/peers/). Included by the top-level Makefile, which
+# defines BUILD, CC, ALL_CFLAGS, ALL_LDFLAGS, LIBS, STATIC_LIB and HEADERS.
+#
+#   make bench    installs the bench packages (tools/deps.sh bench), builds
+#                 every benchmark and peer, runs bench/run.sh $(BUILD)
+#
+
+BENCH_OUT := $(BUILD)/bench
+BENCH_NAMES := switch yield spawn forkjoin chan_pingpong skynet parked
+BENCH_BINS := $(addprefix $(BENCH_OUT)/,$(BENCH_NAMES))
+BENCH_OBJS := $(addsuffix .o,$(BENCH_BINS))
+
 include bench/peers/peers.mk
-bench:
-	@echo "bench: not wired yet"
+
+# switch.c uses the internal context layout (arch/$(ARCH)/ctx_layout.h): the
+# -Iarch/$(ARCH) -Iruntime in ALL_CFLAGS cover it.
+$(BENCH_OBJS): $(BENCH_OUT)/%.o: bench/%.c bench/bench.h $(HEADERS) $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BENCH_BINS): $(BENCH_OUT)/%: $(BENCH_OUT)/%.o $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+
+# g++, Boost.Context and Go for the peers; before any peer is built.
+.PHONY: bench-deps bench-build
+bench-deps:
+	@tools/deps.sh bench
+$(PEER_BINS): | bench-deps
+
+bench-build: $(BENCH_BINS) $(PEER_BINS)
+
+bench: bench-deps
+	@$(MAKE) --no-print-directory bench-build
+	bench/run.sh $(BUILD)

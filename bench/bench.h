@@ -1,0 +1,49 @@
+/* bench.h - small helpers shared by goro's benchmark programs.
+ *
+ * Every program prints one line per figure:
+ *   name=<what> impl=goro value=<number> unit=<unit>
+ * Errors go to stderr and end the program with status 1. */
+#ifndef GORO_BENCH_H
+#define GORO_BENCH_H
+
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline double bench_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+__attribute__((noreturn, format(printf, 1, 2), unused))
+static void bench_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+/* Checks a goro call that returns 0 or -errno. */
+#define BENCH_CHECK(call) do {                                              \
+        int bench_err_ = (call);                                            \
+        if (bench_err_ < 0)                                                 \
+            bench_die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call,    \
+                      strerror(-bench_err_));                               \
+    } while (0)
+
+__attribute__((unused))
+static void bench_report(const char *name, double value, const char *unit)
+{
+    printf("name=%s impl=goro value=%.2f unit=%s\n", name, value, unit);
+    fflush(stdout);
+}
+
+#endif

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# bench/run.sh - runs goro's benchmarks and their peers, then ratios.
+#
+#   bench/run.sh [BUILD]          BUILD: the build directory (default: build)
+#
+# Programs are run interleaved per figure (peer, goro, peer ...) so both see
+# similar machine load. Every figure is one line
+#   name=<what> impl=<who> value=<number> unit=<unit>
+# followed, at the end, by ratio lines in the same format (impl=goro: goro's
+# figure over the peer's) and, for ratios with a target, a line
+#   target <what> <value> <op> <target> ok|MISSED
+# Other lines start with "# " (skips, notes, failures, stderr of a program).
+# Go peers run with GOMAXPROCS equal to goro's worker count for the figure.
+# Exit status: 1 if a benchmark failed (crashed, timed out, wrong result),
+# else 0; a missed target is reported, not an error.
+set -u
+
+build=${1:-build}
+B=$build/bench
+P=$B/peers
+ncpu=$(nproc)
+LIMIT=${BENCH_TIMEOUT:-180}     # seconds per program, hard limit
+MAPS_WANT=4194304               # vm.max_map_count for 10^6 parked coroutines
+
+results=$(mktemp)
+errf=$(mktemp)
+maps_orig=
+cleanup() {
+    rm -f "$results" "$errf"
+    if [[ -n $maps_orig ]]; then
+        sysctl -qw vm.max_map_count="$maps_orig" 2>/dev/null &&
+            echo "# note: vm.max_map_count restored to $maps_orig"
+    fi
+}
+trap cleanup EXIT
+failed=0
+
+# run [--as OLD:NEW] [VAR=value...] BINARY [ARGS...]
+# Runs one program (bounded by $LIMIT), prints and records its figure lines.
+# --as renames figures OLD and OLD_* to NEW and NEW_* (a peer run at another
+# worker count than its default figure).
+run() {
+    local as=
+    if [[ $1 == --as ]]; then as=$2; shift 2; fi
+    local bin=
+    for a in "$@"; do [[ $a == *=* ]] || { bin=$a; break; }; done
+    if [[ ! -x $bin ]]; then
+        echo "# skip: ${bin#"$build"/} is not built"
+        return
+    fi
+    local out rc
+    out=$(timeout -k 5 "$LIMIT" env "$@" 2>"$errf")
+    rc=$?
+    if [[ -n $as ]]; then
+        out=$(sed "s/^name=${as%%:*}\([_ ]\)/name=${as#*:}\1/" <<<"$out")
+    fi
+    if [[ -n $out ]]; then
+        echo "$out"
+        grep '^name=' <<<"$out" >>"$results"
+    fi
+    if ((rc != 0)); then
+        ((rc == 124 || rc == 137)) && echo "# FAILED: $* (timed out after ${LIMIT}s)" ||
+            echo "# FAILED: $* (exit status $rc)"
+        failed=1
+    fi
+    if [[ -s $errf ]]; then
+        head -n 20 "$errf" | sed 's/^/#   stderr: /'
+    fi
+}
+
+# val NAME IMPL: the recorded value, or nothing.
+val() {
+    awk -v n="name=$1" -v i="impl=$2" \
+        '$1 == n && $2 == i { sub(/^value=/, "", $3); v = $3 } END { if (v != "") print v }' \
+        "$results"
+}
+
+# ratio NAME IMPL NUM_NAME NUM_IMPL DEN_NAME DEN_IMPL [OP TARGET]
+ratio() {
+    local name=$1 impl=$2 a b r
+    a=$(val "$3" "$4")
+    b=$(val "$5" "$6")
+    if [[ -z $a || -z $b ]]; then
+        echo "# skip: $name: needs $3 ($4) and $5 ($6)"
+        return
+    fi
+    r=$(awk -v a="$a" -v b="$b" 'BEGIN { if (b == 0) print "inf"; else printf "%.3f", a / b }')
+    echo "name=$name impl=$impl value=$r unit=x"
+    [[ $# -ge 8 ]] && target "$name" "$r" "$7" "$8"
+}
+
+# target WHAT VALUE OP LIMIT
+target() {
+    local ok
+    ok=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN {
+        if (op == "<=") r = (v + 0 <= t + 0); else r = (v + 0 >= t + 0)
+        print r ? "ok" : "MISSED" }')
+    echo "target $1 $2 $3 $4 $ok"
+}
+
+# The 10^6-coroutine figures need many memory mappings.
+raise_map_count() {
+    local cur
+    cur=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 0)
+    ((cur >= MAPS_WANT)) && return 0
+    if [[ $(id -u) -eq 0 ]] && sysctl -qw vm.max_map_count=$MAPS_WANT 2>/dev/null; then
+        maps_orig=$cur
+        echo "# note: vm.max_map_count raised from $cur to $MAPS_WANT for this run"
+        return 0
+    fi
+    echo "# note: vm.max_map_count is $cur (< $MAPS_WANT) and could not be raised" \
+         "(as root: sysctl -w vm.max_map_count=$MAPS_WANT)"
+    return 1
+}
+
+echo "# goro benchmarks: $(uname -m), $ncpu CPUs, build dir $build"
+# Up front, for every figure alike: fork-join and skynet can have tens of
+# thousands of coroutines alive at once, parked has 10^6 (two mappings each).
+maps_ok=1
+raise_map_count || maps_ok=0
+
+# ---- raw context switch ----
+run "$P/switch_boost"
+run "$B/switch"
+run "$P/switch_ucontext"
+
+# ---- yield (1 worker) ----
+run GOMAXPROCS=1 "$P/go/yield"
+run "$B/yield"
+
+# ---- spawn + run + exit + join (1 and 2 workers) ----
+run GOMAXPROCS=1 "$P/go/spawn"
+run "$B/spawn"
+run --as spawn:spawn_2w GOMAXPROCS=2 "$P/go/spawn"
+run "$P/spawn_pthread"
+
+# ---- channel ping-pong (1 worker) ----
+run GOMAXPROCS=1 "$P/go/pingpong"
+run "$B/chan_pingpong"
+
+# ---- fork-join, 1 and 2 workers ----
+run --as forkjoin:forkjoin_1w GOMAXPROCS=1 "$P/go/forkjoin"
+run "$B/forkjoin"
+run --as forkjoin:forkjoin_2w GOMAXPROCS=2 "$P/go/forkjoin"
+
+# ---- skynet and parked: 10^6 coroutines, all CPUs ----
+run GOMAXPROCS="$ncpu" "$P/go/skynet"
+run GORO_WORKERS="$ncpu" "$B/skynet"
+
+run GOMAXPROCS="$ncpu" "$P/go/parked"
+if ((maps_ok)); then
+    run GORO_WORKERS="$ncpu" "$B/parked"
+elif [[ -x $B/parked ]]; then
+    echo "# skip: parked (goro): needs vm.max_map_count >= $MAPS_WANT"
+else
+    echo "# skip: parked is not built"
+fi
+
+# ---- ratios ----
+echo "# ratios (impl=goro: goro / peer; targets as in the project brief)"
+ratio switch_vs_boost goro switch goro switch boost_fcontext
+ratio switch_vs_ucontext goro switch goro switch glibc_ucontext
+ratio yield_vs_switch goro yield goro switch goro "<=" 1.5
+ratio yield_vs_go goro yield goro yield go
+s=$(val spawn goro)
+[[ -n $s ]] && target spawn "$s" "<=" 100
+ratio spawn_vs_go goro spawn goro spawn go
+ratio spawn_2w_vs_go goro spawn_2w goro spawn_2w go
+ratio spawn_vs_pthread goro spawn goro spawn pthread
+ratio chan_pingpong_vs_go goro chan_pingpong goro chan_pingpong go "<=" 0.5
+gw=$(val skynet_workers go)
+ow=$(val skynet_workers goro)
+if [[ -n $gw && -n $ow && $gw != "$ow" ]]; then
+    echo "# skip: skynet_vs_go: workers differ (go $gw, goro $ow)"
+else
+    ratio skynet_vs_go goro skynet goro skynet go "<=" 0.5
+fi
+ratio forkjoin_speedup go forkjoin_1w go forkjoin_2w go
+f=$(val forkjoin_speedup goro)
+[[ -n $f ]] && target forkjoin_speedup "$f" ">=" 1.8
+ratio forkjoin_2w_vs_go goro forkjoin_2w goro forkjoin_2w go
+p=$(val parked_mem goro)
+[[ -n $p ]] && target parked_mem "$p" "<=" 4608
+ratio parked_mem_vs_go goro parked_mem goro parked_mem go
+
+exit $failed

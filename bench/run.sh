@@ -158,9 +158,10 @@ fi
 
 # ---- ratios ----
 echo "# ratios (impl=goro: goro / peer; targets as in the project brief)"
-ratio switch_vs_boost goro switch goro switch boost_fcontext
+ratio switch_vs_boost goro switch goro switch boost_fcontext "<=" 1.2
+ratio switch_same_site_vs_boost goro switch_same_site goro switch boost_fcontext "<=" 1.2
 ratio switch_vs_ucontext goro switch goro switch glibc_ucontext
-ratio yield_vs_switch goro yield goro switch goro "<=" 1.5
+ratio yield_vs_switch goro yield goro switch_same_site goro "<=" 1.5
 ratio yield_vs_go goro yield goro yield go
 s=$(val spawn goro)
 [[ -n $s ]] && target spawn "$s" "<=" 100

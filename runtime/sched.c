@@ -549,12 +549,11 @@ static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
 }
 
 /* Leaves the running coroutine `self` (on m) with action `what`, switching
- * straight to the next local coroutine when there is one, else to g0.
- * Returns when self is resumed - possibly on another M. */
-static void switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
+ * to next (already taken from a queue, inherit as pick_local set it) or,
+ * when NULL, to g0. Returns when self is resumed - possibly on another M. */
+static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
+                      struct goro *next, bool inherit)
 {
-    bool inherit;
-    struct goro *next = pick_local(m, &inherit);
     struct goro *to = next ? next : &m->g0;
     uintptr_t sp_now = (uintptr_t)__builtin_frame_address(0);
     if (sp_now < self->min_sp)
@@ -573,6 +572,14 @@ static void switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
     goro__san_arrive(self);
     post_switch(goro__m());
     errno_restore(self);
+}
+
+/* As switch_to, with the next local coroutine if there is one. */
+static void switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
+{
+    bool inherit;
+    struct goro *next = pick_local(m, &inherit);
+    switch_to(m, self, what, next, inherit);
 }
 
 /* Entry of every new coroutine context, reached from goro__ctx_entry. */
@@ -649,11 +656,13 @@ void goro_yield(void)
     struct goro *self = m ? m->curg : NULL;
     if (!self)
         return;
-    if (runq_empty(m->p) && atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0) {
+    bool inherit;
+    struct goro *next = pick_local(m, &inherit);
+    if (!next) {
         tick(m->p);
         return;                     /* nobody to yield to */
     }
-    switch_out(m, self, GORO_POST_YIELD);
+    switch_to(m, self, GORO_POST_YIELD, next, false);
 }
 
 void goro__exit_current(long result)

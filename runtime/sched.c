@@ -130,8 +130,14 @@ static bool runq_put_slow(struct goro_p *p, struct goro *g, uint32_t h, uint32_t
 static void runq_put(struct goro_p *p, struct goro *g, bool next)
 {
     if (next) {
-        g = atomic_exchange_explicit(&p->runnext, g, memory_order_acq_rel);
-        if (!g)
+        struct goro *old;
+        if (S.nprocs == 1) {        /* no thieves: see runq_get */
+            old = atomic_load_explicit(&p->runnext, memory_order_relaxed);
+            atomic_store_explicit(&p->runnext, g, memory_order_relaxed);
+        } else {
+            old = atomic_exchange_explicit(&p->runnext, g, memory_order_acq_rel);
+        }
+        if (!(g = old))
             return;
     }
     for (;;) {
@@ -147,14 +153,23 @@ static void runq_put(struct goro_p *p, struct goro *g, bool next)
     }
 }
 
-/* Owner only. *inherit is set when g came from runnext. */
+/* Owner only. *inherit is set when g came from runnext. With a single P
+ * nobody steals, so the owner may take without a CAS. */
 static struct goro *runq_get(struct goro_p *p, bool *inherit)
 {
+    bool alone = S.nprocs == 1;
     struct goro *next = atomic_load_explicit(&p->runnext, memory_order_relaxed);
-    if (next && atomic_compare_exchange_strong_explicit(&p->runnext, &next, NULL,
-                    memory_order_acq_rel, memory_order_relaxed)) {
-        *inherit = true;
-        return next;
+    if (next) {
+        if (alone) {
+            atomic_store_explicit(&p->runnext, NULL, memory_order_relaxed);
+            *inherit = true;
+            return next;
+        }
+        if (atomic_compare_exchange_strong_explicit(&p->runnext, &next, NULL,
+                memory_order_acq_rel, memory_order_relaxed)) {
+            *inherit = true;
+            return next;
+        }
     }
     *inherit = false;
     for (;;) {
@@ -164,6 +179,10 @@ static struct goro *runq_get(struct goro_p *p, bool *inherit)
             return NULL;
         struct goro *g = atomic_load_explicit(&p->runq[h % GORO_RUNQ_SIZE],
                                               memory_order_relaxed);
+        if (alone) {
+            atomic_store_explicit(&p->runq_head, h + 1, memory_order_relaxed);
+            return g;
+        }
         if (atomic_compare_exchange_weak_explicit(&p->runq_head, &h, h + 1,
                 memory_order_release, memory_order_relaxed))
             return g;

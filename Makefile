@@ -23,13 +23,19 @@ VERSION_MAJOR := 0
 VERSION := 0.1.0
 SONAME := libgoro.so.$(VERSION_MAJOR)
 
+# Cross build for aarch64 on another host: the Debian cross gcc, a sysroot
+# of arm64 static archives that tools/aarch64-sysroot.sh unpacks on first use
+# (libunwind, liblzma, Check, subunit, libevent), -static linking (dynamic
+# aarch64 programs that create threads hang in pthread_create under qemu-user
+# 7.2), and qemu-user to run the result, with GORO_TEST_SLOW=1 (the tests
+# shrink their loop counts and stretch their timeouts for the emulator).
 ifeq ($(ARCH),aarch64)
   ifneq ($(shell uname -m),aarch64)
     CROSS ?= aarch64-linux-gnu-
     SYSROOT ?= $(abspath build/aarch64/sysroot)
     SYSROOT_STAMP := $(SYSROOT)/.goro-sysroot-stamp
     STATIC := 1
-    RUNNER ?= qemu-aarch64
+    RUNNER ?= env GORO_TEST_SLOW=1 qemu-aarch64
     CC := $(CROSS)gcc
   endif
 endif
@@ -144,11 +150,15 @@ test-valgrind: $(TEST_BIN)
 	CK_FORK=no GORO_TEST_VALGRIND=1 valgrind --error-exitcode=9 --quiet \
 	  --suppressions=tests/valgrind.supp $(TEST_BIN)
 
-test-aarch64:
+# The host packages first (deps.sh and the sysroot script both use apt,
+# which must not run twice at once), then the cross build in its own make.
+test-aarch64: $(DEPS_STAMP)
 	$(MAKE) ARCH=aarch64 BUILD=build/aarch64 test
 
-$(SYSROOT_STAMP):
+ifdef SYSROOT_STAMP
+$(SYSROOT_STAMP): | $(DEPS_STAMP)
 	tools/aarch64-sysroot.sh $(SYSROOT)
+endif
 
 # ---- benchmarks ----
 include bench/bench.mk

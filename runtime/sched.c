@@ -370,6 +370,8 @@ static void wakep(void)
 /* Producer side of invariant 5: call after making work visible. */
 static void wake_if_idle(void)
 {
+    if (S.nprocs == 1 && goro__m())
+        return;                     /* the only M is this one, and awake */
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(&S.npidle) != 0 && atomic_load(&S.nmspinning) == 0)
         wakep();

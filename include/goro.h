@@ -122,7 +122,8 @@ void goro_yield(void);
  * Outside a coroutine it is an error: prints a message and aborts. */
 __attribute__((noreturn)) void goro_exit(long result);
 
-/* Unique id (1, 2, ... in spawn order; 0 for NULL). */
+/* Unique id, 1 or more (0 for NULL). Ids grow with time but are handed out
+ * in small blocks per worker, so they are not strictly in spawn order. */
 uint64_t goro_id(const goro_t *h);
 
 /* Name given at spawn ("" if none). The string lives as long as h. */
@@ -299,7 +300,8 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr,
 #define goro__nargs(...) goro__nargs_(0, ##__VA_ARGS__, 16, 15, 14, 13, 12,  \
     11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
 #define goro__nargs_(z, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, N, ...) N
-#define goro__fits(x) (sizeof(x) <= 16)
+/* measured after decay: arrays and string literals pass as pointers */
+#define goro__fits(x) (sizeof(__typeof__((void)0, (x))) <= 16)
 #define goro__fit0() 1
 #define goro__fit1(a) goro__fits(a)
 #define goro__fit2(a, ...) goro__fits(a) && goro__fit1(__VA_ARGS__)

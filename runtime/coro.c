@@ -65,6 +65,7 @@ static int spawn(goro_t **h, const goro_attr_t *attr, struct goro **out)
     }
     if (!h)
         g->flags |= GORO_F_DETACHED;
+    goro__san_stack_reset(g);
     g->sp = goro__ctx_make(g->hi, goro__coro_main, g);
     goro__san_fiber_create(g);
     *out = g;

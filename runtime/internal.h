@@ -123,6 +123,7 @@ struct goro_p {
     _Atomic(struct goro *) runq[GORO_RUNQ_SIZE];
     _Atomic(struct goro *) runnext;
     _Atomic uint32_t schedtick;    /* bumped each time a new slice starts */
+    uint32_t runnext_streak;       /* inherited turns in a row (owner only) */
     _Atomic int running;           /* a worker is executing on it */
     struct goro_m *m;              /* the worker that owns it */
     struct goro_p *idle_next;      /* sched.pidle list, under sched.lock */

@@ -24,6 +24,7 @@
 #endif
 
 #ifdef GORO_ASAN
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
 void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
 #endif
@@ -58,6 +59,16 @@ static inline void goro__san_arrive(struct goro *self)
     __sanitizer_finish_switch_fiber(self->asan_fake_stack, NULL, NULL);
 #endif
     (void)self;
+}
+
+/* A stack about to be reused: a finished coroutine never returned from
+ * its last frames, so ASan still has their redzones marked there. */
+static inline void goro__san_stack_reset(struct goro *g)
+{
+#ifdef GORO_ASAN
+    __asan_unpoison_memory_region(g->lo, (size_t)(g->hi - g->lo));
+#endif
+    (void)g;
 }
 
 static inline void goro__san_fiber_create(struct goro *g)

@@ -30,6 +30,8 @@
  *    taken first and inherits the time slice (schedtick is not bumped), so a
  *    pair of coroutines waking each other shares one slice; once every 61
  *    slices the global queue is looked at first so that it cannot starve.
+ *    Until the monitor thread preempts long slices, a pair may inherit at
+ *    most RUNNEXT_STREAK turns in a row before the ring goes first once.
  *
  * 5. No lost wake-ups. A producer makes work visible (run queue or global
  *    queue), then - with a full barrier in between - reads nmspinning and
@@ -83,6 +85,16 @@ GORO_NOINLINE struct goro *goro__current(void)
 GORO_NOINLINE static void errno_save(struct goro *g) { g->saved_errno = errno; }
 GORO_NOINLINE static void errno_restore(struct goro *g) { errno = g->saved_errno; }
 
+/* A full barrier (invariant 5). TSan does not model fences (gcc rejects
+ * them under -fsanitize=thread), so there a seq_cst read-modify-write
+ * stands in. */
+#ifdef GORO_TSAN
+static _Atomic int barrier_word;
+static void full_barrier(void) { atomic_fetch_add(&barrier_word, 0); }
+#else
+static void full_barrier(void) { atomic_thread_fence(memory_order_seq_cst); }
+#endif
+
 static uint32_t fastrand(struct goro_p *p)
 {
     uint32_t x = p->rand;           /* xorshift32 */
@@ -93,6 +105,8 @@ static uint32_t fastrand(struct goro_p *p)
 }
 
 /* ---- local run queue (Go's runqput/runqget/runqgrab, see invariant 4) ---- */
+
+#define RUNNEXT_STREAK 61
 
 static void globrunq_put_batch(struct goro *const *gs, int n);
 
@@ -159,15 +173,27 @@ static struct goro *runq_get(struct goro_p *p, bool *inherit)
 {
     bool alone = S.nprocs == 1;
     struct goro *next = atomic_load_explicit(&p->runnext, memory_order_relaxed);
+    /* A pair waking each other through runnext would keep one slice for
+     * ever and starve everything else: after RUNNEXT_STREAK inherited turns
+     * a new slice starts (so the global queue gets its every-61 look) and
+     * the ring, if it has anything, goes first (invariant 4). */
+    bool fresh = false;
+    if (next && ++p->runnext_streak > RUNNEXT_STREAK) {
+        p->runnext_streak = 0;
+        fresh = true;
+        if (atomic_load_explicit(&p->runq_head, memory_order_relaxed) !=
+            atomic_load_explicit(&p->runq_tail, memory_order_relaxed))
+            next = NULL;
+    }
     if (next) {
         if (alone) {
             atomic_store_explicit(&p->runnext, NULL, memory_order_relaxed);
-            *inherit = true;
+            *inherit = !fresh;
             return next;
         }
         if (atomic_compare_exchange_strong_explicit(&p->runnext, &next, NULL,
                 memory_order_acq_rel, memory_order_relaxed)) {
-            *inherit = true;
+            *inherit = !fresh;
             return next;
         }
     }
@@ -363,8 +389,7 @@ static void wakep(void)
         atomic_fetch_sub(&S.nmspinning, 1);
         return;
     }
-    p->m->spinning = true;          /* read by that M after note_sleep */
-    note_wake(p->m);
+    note_wake(p->m);                /* it wakes as the spinner we counted */
 }
 
 /* Producer side of invariant 5: call after making work visible. */
@@ -372,7 +397,7 @@ static void wake_if_idle(void)
 {
     if (S.nprocs == 1 && goro__m())
         return;                     /* the only M is this one, and awake */
-    atomic_thread_fence(memory_order_seq_cst);
+    full_barrier();
     if (atomic_load(&S.npidle) != 0 && atomic_load(&S.nmspinning) == 0)
         wakep();
 }
@@ -478,7 +503,7 @@ top:
     if (m->spinning) {
         m->spinning = false;
         atomic_fetch_sub(&S.nmspinning, 1);
-        atomic_thread_fence(memory_order_seq_cst);
+        full_barrier();
         if (any_runq_nonempty() || atomic_load(&S.gq_size) > 0) {
             goro__lock(&S.lock);
             bool still_idle = p->idle;
@@ -505,6 +530,10 @@ top:
     while (goro__slab_trim_idle() && !atomic_load_explicit(&m->note, memory_order_relaxed))
         ;
     note_sleep(m);                  /* until a waker hands p back (inv. 7) */
+    /* Only wakep wakes an M while running (stopping aside), and it counted
+     * us in nmspinning: m->spinning is written by m alone, never by the
+     * waker, so it cannot be lost in a race with the recheck above. */
+    m->spinning = !atomic_load(&S.stopping);
     atomic_store_explicit(&p->running, 1, memory_order_relaxed);
     goto top;
 }

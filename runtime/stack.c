@@ -214,7 +214,7 @@ struct goro *goro__slab_get(size_t stack_size, int *err)
             p->nfree--;
             return slab_reset(g);
         }
-        if (!p && pool) {
+        if (!p) {
             goro__lock(&pool_lock);
             struct goro *g = pool;
             if (g) {

@@ -26,9 +26,7 @@ goro_test_regs_across:
         pushq   %r15
         .cfi_adjust_cfa_offset 8
         .cfi_rel_offset %r15, 0
-        pushq   %rsi                    /* seed, at 8(%rsp) after the next push */
-        .cfi_adjust_cfa_offset 8
-        subq    $8, %rsp
+        pushq   %rsi                    /* seed; 8 words pushed: rsp is 16-aligned */
         .cfi_adjust_cfa_offset 8
         movq    %rsi, %rbx
         leaq    1(%rsi), %rbp
@@ -37,7 +35,7 @@ goro_test_regs_across:
         leaq    4(%rsi), %r14
         leaq    5(%rsi), %r15
         call    *%rdi
-        movq    8(%rsp), %rsi
+        movq    0(%rsp), %rsi
         xorl    %eax, %eax
         cmpq    %rsi, %rbx
         je      1f
@@ -62,8 +60,8 @@ goro_test_regs_across:
         cmpq    %rsi, %r15
         je      1f
         orq     $32, %rax
-1:      addq    $16, %rsp
-        .cfi_adjust_cfa_offset -16
+1:      addq    $8, %rsp
+        .cfi_adjust_cfa_offset -8
         popq    %r15
         .cfi_adjust_cfa_offset -8
         popq    %r14

@@ -1,0 +1,25 @@
+/* The Check runner: every suite of tests/suites.h, summary line from
+ * CK_NORMAL, exit status non-zero on any failure. Environment: CK_FORK=no
+ * (valgrind), CK_RUN_SUITE / CK_RUN_CASE to pick, GORO_TEST_SLOW=1 to shrink
+ * loop counts (qemu), GORO_TEST_VALGRIND=1 (valgrind: shrink more, skip what
+ * valgrind cannot model). GORO_STACK_SIZE and GORO_WORKERS are cleared. */
+#include <stdlib.h>
+
+#include "helpers.h"
+#include "suites.h"
+
+int main(void)
+{
+    /* The tests choose their settings; a developer's environment must not
+     * (a small GORO_STACK_SIZE would make the deep-recursion tests overflow). */
+    unsetenv("GORO_STACK_SIZE");
+    unsetenv("GORO_WORKERS");
+    Suite *(*const suites[])(void) = { GORO_TEST_SUITES };
+    t_runner = srunner_create(NULL);
+    for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
+        srunner_add_suite(t_runner, suites[i]());
+    srunner_run_all(t_runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(t_runner);
+    srunner_free(t_runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,354 @@
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+SRunner *t_runner;
+
+bool t_forking(void)
+{
+    return t_runner && srunner_fork_status(t_runner) == CK_FORK;
+}
+
+static bool env_set(const char *name)
+{
+    const char *s = getenv(name);
+    return s && *s && strcmp(s, "0") != 0;
+}
+
+bool t_slow(void) { return env_set("GORO_TEST_SLOW") || t_valgrind(); }
+bool t_valgrind(void) { return env_set("GORO_TEST_VALGRIND"); }
+
+bool t_sanitized(void)
+{
+#if defined(T_ASAN) || defined(T_TSAN)
+    return true;
+#else
+    return false;
+#endif
+}
+
+long t_scale(long n)
+{
+    long r = t_valgrind() ? n / 50 : t_slow() ? n / 10 : n;
+    return r < 1 ? 1 : r;
+}
+
+double t_timeout(double seconds)
+{
+    return t_slow() ? seconds * 10 : seconds;
+}
+
+void t_skip(const char *test, const char *why)
+{
+    fprintf(stderr, "SKIP %s: %s\n", test, why);
+}
+
+void t_setup_runtime(void)
+{
+    if (goro_workers() >= 2)
+        return;
+    if (goro_workers() == 1)            /* someone started a 1-worker runtime */
+        ck_assert_int_eq(goro_shutdown(), 0);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    goro_config_t cfg = { .workers = n < 2 ? 2 : n > 8 ? 8 : (int)n };
+    int err = goro_start(&cfg);
+    ck_assert_msg(err == 0, "goro_start: %s", strerror(-err));
+    ck_assert_int_ge(goro_workers(), 2);
+    t_fail_reset();
+}
+
+void t_teardown_runtime(void)
+{
+    if (t_forking() && goro_workers() > 0)
+        ck_assert_int_eq(goro_shutdown(), 0);
+}
+
+/* ---- failure notes ---- */
+
+static atomic_int fail_set;
+static char fail_msg[512];
+
+void t_fail(const char *fmt, ...)
+{
+    if (atomic_exchange(&fail_set, 1))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fail_msg, sizeof fail_msg, fmt, ap);
+    va_end(ap);
+    atomic_store(&fail_set, 2);
+}
+
+const char *t_failed(void)
+{
+    int s = atomic_load(&fail_set);
+    if (s == 0)
+        return NULL;
+    while (atomic_load(&fail_set) != 2)
+        sched_yield();
+    return fail_msg;
+}
+
+void t_fail_reset(void)
+{
+    atomic_store(&fail_set, 0);
+    fail_msg[0] = 0;
+}
+
+/* ---- values that must be re-read after a switch ---- */
+
+T_NOINLINE int t_errno(void)
+{
+    int e = errno;
+    __asm__ volatile("" : "+r"(e));
+    return e;
+}
+
+T_NOINLINE void t_set_errno(int e)
+{
+    __asm__ volatile("" : "+r"(e));
+    errno = e;
+}
+
+T_NOINLINE long t_tid(void)
+{
+    return syscall(SYS_gettid);
+}
+
+double t_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void pause_a_little(unsigned spins)
+{
+    if (goro_self()) {
+        goro_yield();
+    } else if (spins % 64 != 63) {
+        sched_yield();
+    } else {
+        struct timespec ts = { 0, 200 * 1000 };   /* 0.2 ms */
+        nanosleep(&ts, NULL);
+    }
+}
+
+long t_wait_at_least(atomic_long *v, long target, double timeout_s)
+{
+    double end = t_now() + timeout_s;
+    long x;
+    for (unsigned i = 0; (x = atomic_load(v)) < target; i++) {
+        if (i % 256 == 255 && t_now() > end)
+            break;
+        pause_a_little(i);
+    }
+    return x;
+}
+
+int t_wait_flag(atomic_int *flag, double timeout_s)
+{
+    double end = t_now() + timeout_s;
+    int x;
+    for (unsigned i = 0; (x = atomic_load(flag)) == 0; i++) {
+        if (i % 256 == 255 && t_now() > end)
+            break;
+        pause_a_little(i);
+    }
+    return x;
+}
+
+/* ---- moving coroutines between workers ---- */
+
+struct ticket {
+    struct ticket *next;
+    goro_t *h;
+    atomic_int served;          /* h is set: the ticket coroutine exists */
+    atomic_long started_on;     /* the ticket's thread, once it runs */
+    atomic_int joining;         /* the hopper is about to park in goro_join */
+};
+
+static _Atomic(struct ticket *) ticket_requests;
+static atomic_long hops_moved, hops_total;
+
+static void ticket_body(struct ticket *t)
+{
+    atomic_store(&t->started_on, t_tid());
+    while (!atomic_load(&t->joining))
+        goro_yield();
+    /* let the hopper get from the flag into goro_join's park */
+    double end = t_now() + t_timeout(20e-6);
+    while (t_now() < end)
+        ;
+}
+
+/* The hopper asks for a ticket and keeps its worker busy (no yield) until
+ * the ticket runs: it can then only run on another worker. Joining parks
+ * the hopper; the ticket's exit wakes it on the ticket's worker. After 2 ms
+ * (20 ms when slow) without the ticket running (no other worker free) it
+ * waits by yielding, and may not move. */
+void t_hop(void)
+{
+    if (!goro_self())
+        return;                 /* like goro_yield(): nothing to do outside */
+    struct ticket t = { .next = NULL };
+    long tid = t_tid();
+    t.next = atomic_load(&ticket_requests);
+    while (!atomic_compare_exchange_weak(&ticket_requests, &t.next, &t))
+        ;
+    double end = t_now() + t_timeout(2e-3);
+    for (unsigned i = 0; !atomic_load(&t.served) || !atomic_load(&t.started_on); i++)
+        if (i % 64 == 63 && t_now() > end)
+            goro_yield();
+    atomic_store(&t.joining, 1);
+    if (!t.h || goro_join(t.h, NULL) != 0)
+        t_fail("t_hop: ticket spawn or join failed");
+    atomic_fetch_add(&hops_total, 1);
+    if (t_tid() != tid)
+        atomic_fetch_add(&hops_moved, 1);
+}
+
+long t_serve_hops(atomic_long *done, long target, double timeout_s)
+{
+    double end = t_now() + timeout_s;
+    long x;
+    for (unsigned i = 0; (x = atomic_load(done)) < target; i++) {
+        struct ticket *t = atomic_exchange(&ticket_requests, NULL);
+        if (!t) {
+            if (i % 256 == 255 && t_now() > end)
+                break;
+            sched_yield();
+            continue;
+        }
+        while (t) {
+            struct ticket *next = t->next;  /* t may be gone once served */
+            t->h = go(ticket_body, t);
+            atomic_store(&t->served, 1);
+            t = next;
+        }
+    }
+    return x;
+}
+
+void t_hops_reset(void)
+{
+    atomic_store(&hops_moved, 0);
+    atomic_store(&hops_total, 0);
+}
+
+long t_hops_moved(void) { return atomic_load(&hops_moved); }
+long t_hops_total(void) { return atomic_load(&hops_total); }
+
+/* ---- /proc ---- */
+
+long t_maps_count(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    long n = 0;
+    int c;
+    while ((c = getc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+long t_rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size, rss;
+    if (!f)
+        return -1;
+    int ok = fscanf(f, "%ld %ld", &size, &rss) == 2;
+    fclose(f);
+    return ok ? rss * (sysconf(_SC_PAGESIZE) / 1024) : -1;
+}
+
+long t_read_long_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+/* ---- children ---- */
+
+int t_run_child(int (*fn)(void *), void *arg, double timeout_s,
+                char *out, size_t outlen)
+{
+    /* A child of a multi-threaded process has only the forking thread: the
+     * runtime in it would have no workers. Stop ours first (it waits for
+     * every coroutine); the next test's fixture starts it again. */
+    if (goro_workers() > 0 && goro_shutdown() != 0)
+        return -1;
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        dup2(pfd[1], 2);
+        setvbuf(stdout, NULL, _IONBF, 0);
+        _exit(fn(arg));
+    }
+    close(pfd[1]);
+    size_t len = 0;
+    double end = t_now() + timeout_s;
+    bool killed = false;
+    for (;;) {
+        int ms = (int)((end - t_now()) * 1000);
+        if (ms <= 0) {
+            kill(pid, SIGKILL);
+            killed = true;
+            break;
+        }
+        struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+        int r = poll(&p, 1, ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            continue;
+        char buf[4096];
+        ssize_t n = read(pfd[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        size_t room = outlen > len + 1 ? outlen - len - 1 : 0;
+        size_t take = (size_t)n < room ? (size_t)n : room;
+        memcpy(out + len, buf, take);
+        len += take;
+    }
+    if (outlen)
+        out[len] = 0;
+    close(pfd[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return killed ? -1 : status;
+}

@@ -1,0 +1,117 @@
+/* Shared helpers of the Check suite (tests/helpers.c).
+ *
+ * Rules every test file follows:
+ *  - never call ck_assert*() from a coroutine or from a thread other than
+ *    the test's own: in CK_FORK=no mode a failure longjmps to the runner, which
+ *    must not happen on a worker's stack. Coroutines record problems with
+ *    t_fail() (first message wins) and the test asserts t_failed() == NULL.
+ *  - loop counts go through t_scale() (GORO_TEST_SLOW=1: qemu, valgrind).
+ *  - a test that cannot run in this configuration calls t_skip() and returns.
+ */
+#ifndef GORO_TEST_HELPERS_H
+#define GORO_TEST_HELPERS_H
+
+#include <check.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "goro.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define T_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define T_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define T_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define T_TSAN 1
+#endif
+#endif
+
+#define T_NOINLINE __attribute__((noinline))
+
+/* ck_assert_msg() for loops: Check records every passing assertion (a
+ * write to its pipe in fork mode), which is slow inside a hot loop. */
+#define T_CHECK(cond, ...) do {                                             \
+        if (!(cond))                                                        \
+            ck_abort_msg(__VA_ARGS__);                                      \
+    } while (0)
+
+/* tests/arch/<arch>/regs.S: loads every callee-saved register (x86-64: rbx
+ * rbp r12-r15; aarch64: x19-x28, x29, d8-d15) with a pattern derived from
+ * seed, calls fn, returns a mask of the registers that changed (0: none). */
+uint64_t goro_test_regs_across(void (*fn)(void), uint64_t seed);
+
+/* The runner (check_main.c); lets tests ask whether Check forks. */
+extern SRunner *t_runner;
+bool t_forking(void);            /* each test runs in its own process */
+
+bool t_slow(void);               /* GORO_TEST_SLOW set (qemu, valgrind) */
+bool t_valgrind(void);           /* GORO_TEST_VALGRIND set */
+bool t_sanitized(void);          /* built with ASan or TSan */
+long t_scale(long n);            /* n, n/10 when slow, n/50 under valgrind; >= 1 */
+double t_timeout(double seconds);/* a Check timeout scaled for slow runs */
+void t_skip(const char *test, const char *why);
+
+/* Checked fixture: make sure a runtime with >= 2 workers is running (the
+ * first go() would start one implicitly; the tests want migration). The
+ * teardown, in fork mode only, shuts it down and so checks that the test
+ * left no coroutine behind. */
+void t_setup_runtime(void);
+void t_teardown_runtime(void);
+
+/* Failure notes from coroutines and foreign threads. */
+void t_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *t_failed(void);      /* NULL when nothing failed */
+void t_fail_reset(void);
+
+/* Values the compiler cannot cache across a switch. */
+int t_errno(void);               /* errno, read through a non-inlinable call */
+void t_set_errno(int e);
+long t_tid(void);                /* gettid(), through a system call */
+
+/* Monotonic seconds. */
+double t_now(void);
+
+/* Spins (goro_yield inside a coroutine, sched_yield and at most 1 ms naps
+ * outside) until *v >= target or the timeout expires; returns *v. */
+long t_wait_at_least(atomic_long *v, long target, double timeout_s);
+/* The same for an int flag becoming non-zero; returns the flag. */
+int t_wait_flag(atomic_int *flag, double timeout_s);
+
+/* Moving coroutines between workers. The scheduler keeps a yielding
+ * coroutine on its worker; it moves only when woken by another worker. So
+ * t_hop() (from a coroutine) asks the test's main thread for a "ticket"
+ * coroutine and joins it; the main thread spawns tickets into the global
+ * queue (t_serve_hops), whichever worker runs one wakes the hopper there.
+ * t_serve_hops serves until *done >= target (or timeout) and returns *done;
+ * t_hops_moved() counts hops that came back on another thread. Outside a
+ * coroutine t_hop() returns at once. */
+void t_hop(void);
+long t_serve_hops(atomic_long *done, long target, double timeout_s);
+void t_hops_reset(void);
+long t_hops_moved(void);
+long t_hops_total(void);
+
+/* /proc/self/maps line count and resident set size in KiB. */
+long t_maps_count(void);
+long t_rss_kib(void);
+long t_read_long_file(const char *path);
+
+/* Runs fn(arg) in a child process with stdout and stderr captured into out
+ * (NUL-terminated, truncated to outlen - 1). The child exits with fn's
+ * return value. Kills the child after timeout_s. Returns the wait status
+ * (or -1 if the child could not be made or was killed on timeout). Shuts
+ * the runtime down first if it runs in this process (a child of a threaded
+ * process would have no workers). */
+int t_run_child(int (*fn)(void *), void *arg, double timeout_s,
+                char *out, size_t outlen);
+
+#endif

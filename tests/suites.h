@@ -1,0 +1,26 @@
+/* The suites of the Check test binary; check_main.c runs them in this
+ * order. One file per area: tests/test_<area>.c defines <area>_suite(). */
+#ifndef GORO_TEST_SUITES_H
+#define GORO_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *spawn_suite(void);       /* test_spawn.c: spawn/join/detach, ids, names, threads */
+Suite *args_suite(void);        /* test_args.c: argument forwarding through go() */
+Suite *context_suite(void);     /* test_context.c: registers, FP state, errno */
+Suite *stack_suite(void);       /* test_stack.c: depth, overflow, reuse, mappings */
+Suite *errors_suite(void);      /* test_errors.c: bad input */
+Suite *lifecycle_suite(void);   /* test_lifecycle.c: shutdown, restart */
+
+/* Channel and sync suites (written separately, declared so that the test
+ * binary builds; add them to GORO_TEST_SUITES when they are meant to run). */
+Suite *chan_suite(void);        /* test_chan.c */
+Suite *select_suite(void);      /* test_select.c */
+Suite *sync_suite(void);        /* test_sync.c */
+Suite *sched_suite(void);       /* test_sched.c: stress, lost wake-ups, fairness, idle CPU */
+
+#define GORO_TEST_SUITES \
+    spawn_suite, args_suite, context_suite, stack_suite, errors_suite, \
+    lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite
+
+#endif

@@ -1,0 +1,590 @@
+/* goro_select: readiness, fairness, NOWAIT, NULL channels, waiting on
+ * several channels (and leaving the other queues clean), send cases, close,
+ * duplicate channels, more cases than the on-stack arrays hold. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "helpers.h"
+#include "suites.h"
+
+static void nap(double seconds)
+{
+    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void settle(void) { nap(t_timeout(0.05)); }
+
+static goro_chan_t *new_chan(size_t elem, size_t cap)
+{
+    goro_chan_t *ch = NULL;
+    int e = goro_chan_new(&ch, elem, cap);
+    ck_assert_msg(e == 0, "goro_chan_new(%zu, %zu): %d", elem, cap, e);
+    return ch;
+}
+
+/* try_send on an unbuffered channel succeeds only while a receiver waits:
+ * retry until one does (that proves it was parked) or time runs out. */
+static int send_when_waited(goro_chan_t *ch, const void *elem)
+{
+    double end = t_now() + t_timeout(10);
+    int e;
+    while ((e = goro_chan_try_send(ch, elem)) == -EAGAIN && t_now() < end)
+        nap(0.0002);
+    return e;
+}
+
+static int recv_when_waited(goro_chan_t *ch, void *elem)
+{
+    double end = t_now() + t_timeout(10);
+    int e;
+    while ((e = goro_chan_try_recv(ch, elem)) == -EAGAIN && t_now() < end)
+        nap(0.0002);
+    return e;
+}
+
+/* ---- readiness ---- */
+
+START_TEST(ready_case_is_chosen)
+{
+    goro_chan_t *c[3];
+    for (int i = 0; i < 3; i++)
+        c[i] = new_chan(sizeof(long), 1);
+    for (int round = 0; round < 50; round++) {
+        int ready = round % 3;
+        long x = 100 + round;
+        ck_assert_int_eq(goro_chan_try_send(c[ready], &x), 0);
+        long v[3] = { -1, -1, -1 };
+        goro_case_t cs[3];
+        for (int i = 0; i < 3; i++)
+            cs[i] = (goro_case_t){ c[i], GORO_RECV, &v[i], -99 };
+        int r = goro_select(cs, 3, round % 2 ? GORO_SELECT_NOWAIT : 0);
+        ck_assert_int_eq(r, ready);
+        ck_assert_int_eq(cs[ready].result, 1);
+        ck_assert_int_eq(v[ready], 100 + round);
+        for (int i = 0; i < 3; i++)
+            if (i != ready)
+                ck_assert_int_eq(v[i], -1);
+        ck_assert_int_eq(goro_chan_len(c[ready]), 0);
+    }
+    /* send cases: only the channel with room is ready */
+    long one = 1, two = 2;
+    ck_assert_int_eq(goro_chan_try_send(c[0], &one), 0);    /* c[0] full */
+    goro_case_t cs[2] = {
+        { c[0], GORO_SEND, &two, -99 },
+        { c[1], GORO_SEND, &two, -99 },
+    };
+    ck_assert_int_eq(goro_select(cs, 2, 0), 1);
+    ck_assert_int_eq(cs[1].result, 0);
+    long v = 0;
+    ck_assert_int_eq(goro_chan_try_recv(c[1], &v), 1);
+    ck_assert_int_eq(v, 2);
+    ck_assert_int_eq(goro_chan_try_recv(c[0], &v), 1);
+    ck_assert_int_eq(v, 1);                                 /* not overwritten */
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(goro_chan_free(c[i]), 0);
+}
+END_TEST
+
+/* ---- fairness ---- */
+
+struct fair_run {
+    int ncases;
+    long rounds;
+    long counts[3];
+};
+
+/* Every channel always holds a value: each select has ncases ready cases. */
+static void fair_recv(struct fair_run *f)
+{
+    goro_chan_t *c[3] = { 0 };
+    goro_case_t cs[3];
+    long v[3];
+    for (int i = 0; i < f->ncases; i++) {
+        if (goro_chan_new(&c[i], sizeof(long), 2) != 0) {
+            t_fail("fair_recv: goro_chan_new");
+            goto out;
+        }
+        long x = i;
+        goro_chan_try_send(c[i], &x);
+    }
+    for (long k = 0; k < f->rounds; k++) {
+        for (int i = 0; i < f->ncases; i++)
+            cs[i] = (goro_case_t){ c[i], GORO_RECV, &v[i], 0 };
+        int r = goro_select(cs, f->ncases, 0);
+        if (r < 0 || r >= f->ncases || v[r] != r || cs[r].result != 1) {
+            t_fail("fair_recv: select returned %d", r);
+            goto out;
+        }
+        f->counts[r]++;
+        long x = r;
+        if (goro_chan_try_send(c[r], &x) != 0) {
+            t_fail("fair_recv: refill failed");
+            goto out;
+        }
+        if (k % 256 == 0)
+            goro_yield();
+    }
+out:
+    for (int i = 0; i < f->ncases; i++)
+        if (c[i])
+            goro_chan_free(c[i]);
+}
+
+/* Send cases on channels that always have room; run on this thread. */
+static void fair_send(struct fair_run *f)
+{
+    goro_chan_t *c[3];
+    goro_case_t cs[3];
+    long x[3] = { 0, 1, 2 };
+    for (int i = 0; i < f->ncases; i++)
+        c[i] = new_chan(sizeof(long), 1);
+    for (long k = 0; k < f->rounds; k++) {
+        for (int i = 0; i < f->ncases; i++)
+            cs[i] = (goro_case_t){ c[i], GORO_SEND, &x[i], -1 };
+        int r = goro_select(cs, f->ncases, GORO_SELECT_NOWAIT);
+        T_CHECK(r >= 0 && r < f->ncases && cs[r].result == 0, "select returned %d", r);
+        f->counts[r]++;
+        long v = -1;
+        T_CHECK(goro_chan_try_recv(c[r], &v) == 1 && v == r, "drain %d: %ld", r, v);
+    }
+    for (int i = 0; i < f->ncases; i++)
+        ck_assert_int_eq(goro_chan_free(c[i]), 0);
+}
+
+static void check_uniform(const struct fair_run *f, const char *what)
+{
+    double mean = (double)f->rounds / f->ncases;
+    char buf[128];
+    int len = 0;
+    for (int i = 0; i < f->ncases; i++)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, " %ld", f->counts[i]);
+    printf("select fairness (%s, %d ready cases, %ld rounds):%s\n",
+           what, f->ncases, f->rounds, buf);
+    long total = 0;
+    for (int i = 0; i < f->ncases; i++) {
+        total += f->counts[i];
+        /* binomial sd is < 50 here; +-20% of the mean is > 13 sd */
+        ck_assert_msg(f->counts[i] >= 0.8 * mean && f->counts[i] <= 1.2 * mean,
+                      "%s: case %d chosen %ld times of %ld (mean %.0f):%s",
+                      what, i, f->counts[i], f->rounds, mean, buf);
+    }
+    ck_assert_int_eq(total, f->rounds);
+}
+
+START_TEST(ready_cases_chosen_uniformly)
+{
+    /* fixed count: the bound below is statistical, not a loop budget */
+    for (int n = 2; n <= 3; n++) {
+        struct fair_run f = { .ncases = n, .rounds = 10000 };
+        t_fail_reset();
+        goro_t *h = go(fair_recv, &f);
+        ck_assert_ptr_nonnull(h);
+        ck_assert_int_eq(goro_join(h, NULL), 0);
+        ck_assert_msg(!t_failed(), "%s", t_failed());
+        check_uniform(&f, "recv, in a coroutine");
+
+        struct fair_run g = { .ncases = n, .rounds = 10000 };
+        fair_send(&g);
+        check_uniform(&g, "send, on a thread");
+    }
+}
+END_TEST
+
+/* ---- NOWAIT, NULL channels, bad arguments ---- */
+
+START_TEST(nowait_and_null_channels)
+{
+    goro_chan_t *a = new_chan(sizeof(int), 0), *b = new_chan(sizeof(int), 1);
+    int x = 5, v = -1;
+    ck_assert_int_eq(goro_chan_try_send(b, &x), 0);   /* b full */
+    goro_case_t cs[3] = {
+        { a, GORO_RECV, &v, -99 },      /* no sender */
+        { a, GORO_SEND, &x, -99 },      /* no receiver */
+        { b, GORO_SEND, &x, -99 },      /* full */
+    };
+    ck_assert_int_eq(goro_select(cs, 3, GORO_SELECT_NOWAIT), -EAGAIN);
+    ck_assert_int_eq(v, -1);
+    ck_assert_int_eq(goro_chan_len(b), 1);
+    ck_assert_int_eq(goro_chan_try_send(a, &x), -EAGAIN);  /* left no waiter behind */
+
+    /* NULL channels are never ready, whatever their op */
+    goro_case_t n3[3] = {
+        { NULL, GORO_RECV, &v, -99 },
+        { b, GORO_RECV, &v, -99 },
+        { NULL, GORO_SEND, &x, -99 },
+    };
+    ck_assert_int_eq(goro_select(n3, 3, 0), 1);
+    ck_assert_int_eq(v, 5);
+    ck_assert_int_eq(n3[0].result, -99);
+    ck_assert_int_eq(n3[2].result, -99);
+    ck_assert_int_eq(goro_select(n3, 3, GORO_SELECT_NOWAIT), -EAGAIN);
+
+    /* all NULL: would wait forever */
+    goro_case_t none[2] = { { NULL, GORO_RECV, &v, 0 }, { NULL, GORO_SEND, &x, 0 } };
+    ck_assert_int_eq(goro_select(none, 2, 0), -EDEADLK);
+    ck_assert_int_eq(goro_select(none, 2, GORO_SELECT_NOWAIT), -EAGAIN);
+    ck_assert_int_eq(goro_select(none, 0, 0), -EDEADLK);
+    ck_assert_int_eq(goro_select(none, 0, GORO_SELECT_NOWAIT), -EAGAIN);
+
+    /* bad arguments */
+    ck_assert_int_eq(goro_select(NULL, 1, 0), -EINVAL);
+    ck_assert_int_eq(goro_select(cs, -1, 0), -EINVAL);
+    ck_assert_int_eq(goro_select(cs, 1, 0x100), -EINVAL);
+    goro_case_t bad[2] = { { b, GORO_RECV, &v, 0 }, { a, 7, &x, 0 } };
+    ck_assert_int_eq(goro_select(bad, 2, GORO_SELECT_NOWAIT), -EINVAL);
+    ck_assert_int_eq(goro_chan_free(a), 0);
+    ck_assert_int_eq(goro_chan_free(b), 0);
+}
+END_TEST
+
+/* ---- waiting on several channels ---- */
+
+struct sel_wait {
+    goro_case_t cs[8];
+    int n;
+    long v[8];
+    int flags;
+};
+
+static long select_and_return(struct sel_wait *s)
+{
+    return goro_select(s->cs, s->n, s->flags);
+}
+
+START_TEST(wait_woken_by_one_others_left_clean)
+{
+    goro_chan_t *c[4];
+    for (int i = 0; i < 4; i++)
+        c[i] = new_chan(sizeof(long), 0);
+    for (int woke = 0; woke < 3; woke++) {
+        struct sel_wait s = { .n = 4 };
+        long out = 1000 + woke;
+        for (int i = 0; i < 3; i++) {
+            s.v[i] = -1;
+            s.cs[i] = (goro_case_t){ c[i], GORO_RECV, &s.v[i], -99 };
+        }
+        s.cs[3] = (goro_case_t){ c[3], GORO_SEND, &out, -99 };
+        goro_t *h = go(select_and_return, &s);
+        ck_assert_ptr_nonnull(h);
+        long x = 500 + woke;
+        ck_assert_int_eq(send_when_waited(c[woke], &x), 0);   /* it was parked */
+        long r = -1;
+        ck_assert_int_eq(goro_join(h, &r), 0);
+        ck_assert_int_eq(r, woke);
+        ck_assert_int_eq(s.cs[woke].result, 1);
+        ck_assert_int_eq(s.v[woke], 500 + woke);
+        for (int i = 0; i < 3; i++)
+            if (i != woke)
+                ck_assert_int_eq(s.v[i], -1);
+        /* the finished select must not take anything more */
+        for (int i = 0; i < 3; i++)
+            ck_assert_int_eq(goro_chan_try_send(c[i], &x), -EAGAIN);
+        long got = 0;
+        ck_assert_int_eq(goro_chan_try_recv(c[3], &got), -EAGAIN);
+    }
+    /* and nothing is left queued anywhere */
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(goro_chan_free(c[i]), 0);
+}
+END_TEST
+
+START_TEST(send_case_woken_by_receiver)
+{
+    goro_chan_t *a = new_chan(sizeof(long), 0), *b = new_chan(sizeof(long), 0);
+    struct sel_wait s = { .n = 2 };
+    long out = 31337;
+    s.v[1] = -1;
+    s.cs[0] = (goro_case_t){ a, GORO_SEND, &out, -99 };
+    s.cs[1] = (goro_case_t){ b, GORO_RECV, &s.v[1], -99 };
+    goro_t *h = go(select_and_return, &s);
+    ck_assert_ptr_nonnull(h);
+    long got = 0;
+    ck_assert_int_eq(recv_when_waited(a, &got), 1);
+    ck_assert_int_eq(got, 31337);
+    long r = -1;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(s.cs[0].result, 0);
+    ck_assert_int_eq(s.v[1], -1);
+    long x = 1;
+    ck_assert_int_eq(goro_chan_try_send(b, &x), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(a), 0);
+    ck_assert_int_eq(goro_chan_free(b), 0);
+}
+END_TEST
+
+/* A thread the runtime does not own waits in select; a coroutine wakes it. */
+static void send_later(goro_chan_t *ch, long x)
+{
+    for (int i = 0; i < 100; i++)
+        goro_yield();
+    if (goro_chan_send(ch, &x) != 0)
+        t_fail("send_later: send failed");
+}
+
+START_TEST(thread_waits_in_select)
+{
+    goro_chan_t *a = new_chan(sizeof(long), 0), *b = new_chan(sizeof(long), 0);
+    for (int round = 0; round < 20; round++) {
+        long va = -1, vb = -1;
+        goro_case_t cs[2] = { { a, GORO_RECV, &va, -99 }, { b, GORO_RECV, &vb, -99 } };
+        goro_t *h = go(send_later, round % 2 ? a : b, (long)round);
+        ck_assert_ptr_nonnull(h);
+        int r = goro_select(cs, 2, 0);
+        ck_assert_int_eq(r, round % 2 ? 0 : 1);
+        ck_assert_int_eq(cs[r].result, 1);
+        ck_assert_int_eq(r ? vb : va, round);
+        ck_assert_int_eq(goro_join(h, NULL), 0);
+    }
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(goro_chan_free(a), 0);
+    ck_assert_int_eq(goro_chan_free(b), 0);
+}
+END_TEST
+
+/* ---- close ---- */
+
+START_TEST(close_wakes_select)
+{
+    /* recv case: result 0, element zeroed */
+    goro_chan_t *a = new_chan(sizeof(long), 0), *b = new_chan(sizeof(long), 1);
+    struct sel_wait s = { .n = 2 };
+    s.v[0] = 0x4444;
+    s.v[1] = 0x5555;
+    s.cs[0] = (goro_case_t){ a, GORO_RECV, &s.v[0], -99 };
+    s.cs[1] = (goro_case_t){ b, GORO_RECV, &s.v[1], -99 };
+    goro_t *h = go(select_and_return, &s);
+    ck_assert_ptr_nonnull(h);
+    settle();
+    ck_assert_int_eq(goro_chan_close(b), 0);
+    long r = -1;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 1);
+    ck_assert_int_eq(s.cs[1].result, 0);
+    ck_assert_int_eq(s.v[1], 0);
+    ck_assert_int_eq(s.v[0], 0x4444);
+    long x = 3;
+    ck_assert_int_eq(goro_chan_try_send(a, &x), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(a), 0);
+    ck_assert_int_eq(goro_chan_free(b), 0);
+
+    /* send case: -EPIPE */
+    goro_chan_t *c = new_chan(sizeof(long), 0), *d = new_chan(sizeof(long), 0);
+    struct sel_wait t = { .n = 2 };
+    long out = 9;
+    t.v[0] = -1;
+    t.cs[0] = (goro_case_t){ c, GORO_RECV, &t.v[0], -99 };
+    t.cs[1] = (goro_case_t){ d, GORO_SEND, &out, -99 };
+    h = go(select_and_return, &t);
+    ck_assert_ptr_nonnull(h);
+    settle();
+    ck_assert_int_eq(goro_chan_close(d), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 1);
+    ck_assert_int_eq(t.cs[1].result, -EPIPE);
+    ck_assert_int_eq(t.v[0], -1);
+    ck_assert_int_eq(goro_chan_try_send(c, &x), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(c), 0);
+    ck_assert_int_eq(goro_chan_free(d), 0);
+
+    /* an already closed channel is ready at once */
+    goro_chan_t *e = new_chan(sizeof(long), 0);
+    ck_assert_int_eq(goro_chan_close(e), 0);
+    long v = 7;
+    goro_case_t cs[1] = { { e, GORO_RECV, &v, -99 } };
+    ck_assert_int_eq(goro_select(cs, 1, 0), 0);
+    ck_assert_int_eq(cs[0].result, 0);
+    ck_assert_int_eq(v, 0);
+    cs[0] = (goro_case_t){ e, GORO_SEND, &x, -99 };
+    ck_assert_int_eq(goro_select(cs, 1, GORO_SELECT_NOWAIT), 0);
+    ck_assert_int_eq(cs[0].result, -EPIPE);
+    ck_assert_int_eq(goro_chan_free(e), 0);
+}
+END_TEST
+
+/* ---- the same channel twice ---- */
+
+START_TEST(same_channel_in_two_cases)
+{
+    goro_chan_t *a = new_chan(sizeof(long), 1);
+    long hits[2] = { 0, 0 };
+    for (int k = 0; k < 1000; k++) {
+        long x = k, v[2] = { -1, -1 };
+        ck_assert_int_eq(goro_chan_try_send(a, &x), 0);
+        goro_case_t cs[2] = { { a, GORO_RECV, &v[0], -99 }, { a, GORO_RECV, &v[1], -99 } };
+        int r = goro_select(cs, 2, 0);
+        ck_assert(r == 0 || r == 1);
+        ck_assert_int_eq(v[r], k);
+        ck_assert_int_eq(v[1 - r], -1);
+        ck_assert_int_eq(cs[1 - r].result, -99);
+        hits[r]++;
+    }
+    ck_assert_msg(hits[0] > 300 && hits[1] > 300, "duplicate cases chosen %ld / %ld",
+                  hits[0], hits[1]);
+    ck_assert_int_eq(goro_chan_free(a), 0);
+
+    /* parked on one unbuffered channel twice: fires once, leaves no waiter */
+    goro_chan_t *u = new_chan(sizeof(long), 0);
+    struct sel_wait s = { .n = 2 };
+    s.v[0] = s.v[1] = -1;
+    s.cs[0] = (goro_case_t){ u, GORO_RECV, &s.v[0], -99 };
+    s.cs[1] = (goro_case_t){ u, GORO_RECV, &s.v[1], -99 };
+    goro_t *h = go(select_and_return, &s);
+    ck_assert_ptr_nonnull(h);
+    long x = 42;
+    ck_assert_int_eq(send_when_waited(u, &x), 0);
+    long r = -1;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert(r == 0 || r == 1);
+    ck_assert_int_eq(s.v[r], 42);
+    ck_assert_int_eq(s.v[1 - r], -1);
+    ck_assert_int_eq(goro_chan_try_send(u, &x), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(u), 0);
+
+    /* send and recv on the same unbuffered channel: must not pair with itself */
+    u = new_chan(sizeof(long), 0);
+    struct sel_wait t = { .n = 2 };
+    long out = 77;
+    t.v[1] = -1;
+    t.cs[0] = (goro_case_t){ u, GORO_SEND, &out, -99 };
+    t.cs[1] = (goro_case_t){ u, GORO_RECV, &t.v[1], -99 };
+    ck_assert_int_eq(goro_select(t.cs, 2, GORO_SELECT_NOWAIT), -EAGAIN);
+    h = go(select_and_return, &t);
+    ck_assert_ptr_nonnull(h);
+    long got = 0;
+    ck_assert_int_eq(recv_when_waited(u, &got), 1);
+    ck_assert_int_eq(got, 77);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(t.cs[0].result, 0);
+    ck_assert_int_eq(t.v[1], -1);
+    ck_assert_int_eq(goro_chan_try_send(u, &x), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(u), 0);
+}
+END_TEST
+
+/* ---- more cases than fit on the stack ---- */
+
+struct many {
+    int n;
+    goro_case_t *cs;
+};
+
+static long select_many(struct many *m)
+{
+    return goro_select(m->cs, m->n, 0);
+}
+
+START_TEST(many_cases_heap_path)
+{
+    enum { N = 40 };
+    goro_chan_t *b[N], *u[N];
+    long v[N];
+    struct many m = { .n = N };
+    m.cs = calloc(N, sizeof *m.cs);
+    ck_assert_ptr_nonnull(m.cs);
+    goro_case_t *cs = m.cs;
+    for (int i = 0; i < N; i++) {
+        b[i] = new_chan(sizeof(long), 1);
+        u[i] = new_chan(sizeof(long), 0);
+    }
+
+    /* one ready case among 40, some cases NULL */
+    for (int ready = 0; ready < N; ready += 3) {
+        long x = 1000 + ready;
+        ck_assert_int_eq(goro_chan_try_send(b[ready], &x), 0);
+        for (int i = 0; i < N; i++) {
+            v[i] = -1;
+            cs[i] = (goro_case_t){ (i % 7 == 6 && i != ready) ? NULL : b[i],
+                                   GORO_RECV, &v[i], -99 };
+        }
+        int r = goro_select(cs, N, GORO_SELECT_NOWAIT);
+        ck_assert_int_eq(r, ready);
+        ck_assert_int_eq(v[ready], 1000 + ready);
+        ck_assert_int_eq(cs[ready].result, 1);
+        ck_assert_int_eq(goro_select(cs, N, GORO_SELECT_NOWAIT), -EAGAIN);
+    }
+
+    /* all 40 ready: every one gets chosen (each ~100 times of 4000) */
+    long hits[N] = { 0 };
+    for (int i = 0; i < N; i++) {
+        long x = i;
+        ck_assert_int_eq(goro_chan_try_send(b[i], &x), 0);
+    }
+    for (int k = 0; k < 4000; k++) {
+        for (int i = 0; i < N; i++)
+            cs[i] = (goro_case_t){ b[i], GORO_RECV, &v[i], -99 };
+        int r = goro_select(cs, N, 0);
+        T_CHECK(r >= 0 && r < N && v[r] == r, "select over %d returned %d", N, r);
+        hits[r]++;
+        long x = r;
+        T_CHECK(goro_chan_try_send(b[r], &x) == 0, "refill %d", r);
+    }
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(hits[i] > 0, "case %d of %d never chosen in 4000 selects", i, N);
+
+    /* parked on 40 channels, half of them as a sender: woken by one */
+    long out[N];
+    for (int woke = 5; woke < N; woke += 17) {
+        for (int i = 0; i < N; i++) {
+            v[i] = -1;
+            out[i] = 2000 + i;
+            cs[i] = (goro_case_t){ u[i], i % 2 ? GORO_SEND : GORO_RECV,
+                                   i % 2 ? (void *)&out[i] : (void *)&v[i], -99 };
+        }
+        goro_t *h = go(select_many, &m);
+        ck_assert_ptr_nonnull(h);
+        long x = 3000 + woke, got = -1;
+        if (woke % 2)
+            ck_assert_int_eq(recv_when_waited(u[woke], &got), 1);
+        else
+            ck_assert_int_eq(send_when_waited(u[woke], &x), 0);
+        long r = -1;
+        ck_assert_int_eq(goro_join(h, &r), 0);
+        ck_assert_int_eq(r, woke);
+        if (woke % 2) {
+            ck_assert_int_eq(got, 2000 + woke);
+            ck_assert_int_eq(cs[woke].result, 0);
+        } else {
+            ck_assert_int_eq(v[woke], 3000 + woke);
+            ck_assert_int_eq(cs[woke].result, 1);
+        }
+        for (int i = 0; i < N; i++) {
+            if (i % 2)
+                ck_assert_int_eq(goro_chan_try_recv(u[i], &got), -EAGAIN);
+            else
+                ck_assert_int_eq(goro_chan_try_send(u[i], &x), -EAGAIN);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(goro_chan_free(b[i]), 0);
+        ck_assert_int_eq(goro_chan_free(u[i]), 0);
+    }
+    free(m.cs);
+}
+END_TEST
+
+Suite *select_suite(void)
+{
+    Suite *s = suite_create("select");
+    TCase *tc = tcase_create("select");
+    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
+    tcase_set_timeout(tc, t_timeout(30));
+    tcase_add_test(tc, ready_case_is_chosen);
+    tcase_add_test(tc, ready_cases_chosen_uniformly);
+    tcase_add_test(tc, nowait_and_null_channels);
+    tcase_add_test(tc, wait_woken_by_one_others_left_clean);
+    tcase_add_test(tc, send_case_woken_by_receiver);
+    tcase_add_test(tc, thread_waits_in_select);
+    tcase_add_test(tc, close_wakes_select);
+    tcase_add_test(tc, same_channel_in_two_cases);
+    tcase_add_test(tc, many_cases_heap_path);
+    suite_add_tcase(s, tc);
+    return s;
+}

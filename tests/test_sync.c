@@ -1,0 +1,749 @@
+/* Mutex, rwlock, condition variable, semaphore, wait group and once, used
+ * by coroutines spread over the workers (and by plain threads). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "helpers.h"
+#include "suites.h"
+
+static void nap(double seconds)
+{
+    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static uint32_t rnd(uint32_t *s)
+{
+    uint32_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *s = x;
+}
+
+static void max_update(atomic_long *max, long v)
+{
+    long m = atomic_load(max);
+    while (v > m && !atomic_compare_exchange_weak(max, &m, v))
+        ;
+}
+
+/* Runs fn(arg) on n coroutines and joins them all. */
+static void run_coroutines(int n, void (*fn)(long), long arg_base)
+{
+    goro_t *h[256];
+    ck_assert_int_le(n, 256);
+    for (int i = 0; i < n; i++) {
+        h[i] = go(fn, arg_base + i);
+        ck_assert_ptr_nonnull(h[i]);
+    }
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+}
+
+/* ---- mutex ---- */
+
+static goro_mutex_t mu = GORO_MUTEX_INIT;
+static long plain_counter;          /* guarded by mu, deliberately not atomic */
+static atomic_int inside;
+static long mutex_iters;
+
+static void mutex_worker(long seed)
+{
+    uint32_t r = (uint32_t)seed * 2654435761u + 1;
+    for (long i = 0; i < mutex_iters; i++) {
+        if (goro_mutex_lock(&mu) != 0) {
+            t_fail("goro_mutex_lock failed");
+            return;
+        }
+        if (atomic_fetch_add(&inside, 1) != 0)
+            t_fail("two holders of the mutex at once");
+        long c = plain_counter;
+        if (rnd(&r) % 8 == 0)
+            goro_yield();           /* keep it locked across a switch */
+        plain_counter = c + 1;
+        atomic_fetch_sub(&inside, 1);
+        if (goro_mutex_unlock(&mu) != 0) {
+            t_fail("goro_mutex_unlock failed");
+            return;
+        }
+        if (rnd(&r) % 4 == 0)
+            goro_yield();
+    }
+}
+
+static void *mutex_thread(void *arg)
+{
+    long n = (long)arg;
+    for (long i = 0; i < n; i++) {
+        goro_mutex_lock(&mu);
+        if (atomic_fetch_add(&inside, 1) != 0)
+            t_fail("two holders of the mutex at once (thread)");
+        plain_counter++;
+        atomic_fetch_sub(&inside, 1);
+        goro_mutex_unlock(&mu);
+    }
+    return NULL;
+}
+
+START_TEST(mutex_counter_exact_under_contention)
+{
+    enum { N = 16, THREADS = 2 };
+    ck_assert_int_eq(goro_mutex_init(&mu), 0);
+    plain_counter = 0;
+    atomic_store(&inside, 0);
+    mutex_iters = t_scale(20000);
+    long per_thread = t_scale(5000);
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, mutex_thread, (void *)per_thread), 0);
+    run_coroutines(N, mutex_worker, 1);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(plain_counter, N * mutex_iters + THREADS * per_thread);
+    ck_assert_int_eq(goro_mutex_destroy(&mu), 0);
+}
+END_TEST
+
+static int unlock_it(goro_mutex_t *m) { return goro_mutex_unlock(m); }
+
+START_TEST(mutex_errors)
+{
+    goro_mutex_t m;
+    ck_assert_int_eq(goro_mutex_init(&m), 0);
+    ck_assert_int_eq(goro_mutex_unlock(&m), -EPERM);
+    ck_assert_int_eq(goro_mutex_trylock(&m), 0);
+    ck_assert_int_eq(goro_mutex_trylock(&m), -EBUSY);
+    ck_assert_int_eq(goro_mutex_destroy(&m), -EBUSY);
+    ck_assert_int_eq(goro_mutex_unlock(&m), 0);
+    ck_assert_int_eq(goro_mutex_unlock(&m), -EPERM);
+    ck_assert_int_eq(goro_mutex_trylock(&m), 0);    /* it is free again */
+    /* any coroutine may unlock it */
+    long r = -1;
+    ck_assert_int_eq(goro_join(go(unlock_it, &m), &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_mutex_lock(&m), 0);
+    ck_assert_int_eq(goro_mutex_unlock(&m), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&m), 0);
+    goro_mutex_t s = GORO_MUTEX_INIT;
+    ck_assert_int_eq(goro_mutex_trylock(&s), 0);
+    ck_assert_int_eq(goro_mutex_unlock(&s), 0);
+
+    ck_assert_int_eq(goro_mutex_init(NULL), -EINVAL);
+    ck_assert_int_eq(goro_mutex_lock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_mutex_trylock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_mutex_unlock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_mutex_destroy(NULL), -EINVAL);
+}
+END_TEST
+
+/* ---- rwlock ---- */
+
+static goro_rwlock_t rw;
+static atomic_long readers_in, writers_in, max_readers;
+static atomic_int rw_stop;
+static double rw_deadline;
+static long shared_a, shared_b;     /* writers keep a == b; readers check */
+static long rw_iters;
+
+/* Holds a read lock without yielding until another reader is seen inside
+ * at the same time (only possible on another worker) or time runs out. */
+static void parallel_reader(long id)
+{
+    (void)id;
+    if (goro_rwlock_rdlock(&rw) != 0) {
+        t_fail("rdlock failed");
+        return;
+    }
+    long n = atomic_fetch_add(&readers_in, 1) + 1;
+    max_update(&max_readers, n);
+    while (atomic_load(&max_readers) < 2 && t_now() < rw_deadline)
+        ;
+    atomic_fetch_sub(&readers_in, 1);
+    goro_rwlock_unlock(&rw);
+}
+
+START_TEST(rwlock_readers_run_in_parallel)
+{
+    ck_assert_int_ge(goro_workers(), 2);
+    ck_assert_int_eq(goro_rwlock_init(&rw), 0);
+    atomic_store(&readers_in, 0);
+    atomic_store(&max_readers, 0);
+    rw_deadline = t_now() + t_timeout(3);
+    run_coroutines(8, parallel_reader, 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_msg(atomic_load(&max_readers) >= 2,
+                  "readers on two workers never held the lock together");
+    ck_assert_int_eq(goro_rwlock_destroy(&rw), 0);
+}
+END_TEST
+
+static void rw_mixed(long id)
+{
+    uint32_t r = (uint32_t)id * 2246822519u + 7;
+    bool writer = id % 4 == 0;
+    for (long i = 0; i < rw_iters; i++) {
+        if (writer) {
+            goro_rwlock_wrlock(&rw);
+            if (atomic_fetch_add(&writers_in, 1) != 0 || atomic_load(&readers_in) != 0)
+                t_fail("writer not alone: %ld writers, %ld readers",
+                       atomic_load(&writers_in), atomic_load(&readers_in));
+            shared_a++;
+            if (rnd(&r) % 4 == 0)
+                goro_yield();
+            shared_b++;
+            atomic_fetch_sub(&writers_in, 1);
+            goro_rwlock_unlock(&rw);
+        } else {
+            goro_rwlock_rdlock(&rw);
+            atomic_fetch_add(&readers_in, 1);
+            if (atomic_load(&writers_in) != 0)
+                t_fail("reader inside with a writer");
+            long a = shared_a;
+            if (rnd(&r) % 4 == 0)
+                goro_yield();
+            long b = shared_b;
+            if (a != b || shared_a != a)
+                t_fail("reader saw a torn update: a %ld, b %ld", a, b);
+            atomic_fetch_sub(&readers_in, 1);
+            goro_rwlock_unlock(&rw);
+        }
+        if (rnd(&r) % 3 == 0)
+            goro_yield();
+    }
+}
+
+START_TEST(rwlock_writers_exclusive)
+{
+    enum { N = 16 };            /* 4 writers, 12 readers */
+    ck_assert_int_eq(goro_rwlock_init(&rw), 0);
+    atomic_store(&readers_in, 0);
+    atomic_store(&writers_in, 0);
+    shared_a = shared_b = 0;
+    rw_iters = t_scale(10000);
+    run_coroutines(N, rw_mixed, 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(shared_a, 4 * rw_iters);
+    ck_assert_int_eq(shared_b, 4 * rw_iters);
+    ck_assert_int_eq(goro_rwlock_destroy(&rw), 0);
+}
+END_TEST
+
+static atomic_long reads_done;
+
+/* Overlapping readers: each yields while holding the lock, so the lock is
+ * never free of readers as long as new ones may enter. */
+static void stream_reader(long id)
+{
+    (void)id;
+    while (!atomic_load(&rw_stop)) {
+        goro_rwlock_rdlock(&rw);
+        goro_yield();
+        atomic_fetch_add(&reads_done, 1);
+        goro_rwlock_unlock(&rw);
+    }
+}
+
+static atomic_int writer_got;
+
+static void lone_writer(void)
+{
+    goro_rwlock_wrlock(&rw);
+    atomic_store(&writer_got, 1);
+    goro_rwlock_unlock(&rw);
+}
+
+START_TEST(rwlock_writer_not_starved_by_readers)
+{
+    enum { R = 8 };
+    ck_assert_int_eq(goro_rwlock_init(&rw), 0);
+    atomic_store(&rw_stop, 0);
+    atomic_store(&reads_done, 0);
+    atomic_store(&writer_got, 0);
+    goro_t *h[R];
+    for (int i = 0; i < R; i++)
+        ck_assert_ptr_nonnull(h[i] = go(stream_reader, (long)i));
+    t_wait_at_least(&reads_done, 1000, t_timeout(10));
+    goro_t *w = go(lone_writer);
+    ck_assert_ptr_nonnull(w);
+    int got = t_wait_flag(&writer_got, t_timeout(5));
+    long reads = atomic_load(&reads_done);
+    atomic_store(&rw_stop, 1);              /* let it through in any case */
+    for (int i = 0; i < R; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    ck_assert_int_eq(goro_join(w, NULL), 0);
+    ck_assert_msg(got, "writer waited 5 s behind a stream of readers (%ld reads)", reads);
+    ck_assert_int_eq(goro_rwlock_destroy(&rw), 0);
+}
+END_TEST
+
+static int write_once(goro_rwlock_t *l)
+{
+    int e = goro_rwlock_wrlock(l);
+    atomic_store(&writer_got, 1);
+    return e ? e : goro_rwlock_unlock(l);
+}
+
+START_TEST(rwlock_errors)
+{
+    goro_rwlock_t l;
+    ck_assert_int_eq(goro_rwlock_init(&l), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&l), -EPERM);
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&l), 0);
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&l), 0);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&l), -EBUSY);
+    ck_assert_int_eq(goro_rwlock_destroy(&l), -EBUSY);
+    ck_assert_int_eq(goro_rwlock_unlock(&l), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&l), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&l), -EPERM);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&l), 0);
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&l), -EBUSY);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&l), -EBUSY);
+    ck_assert_int_eq(goro_rwlock_destroy(&l), -EBUSY);
+    ck_assert_int_eq(goro_rwlock_unlock(&l), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&l), -EPERM);
+
+    /* a waiting writer holds back new readers */
+    ck_assert_int_eq(goro_rwlock_rdlock(&l), 0);
+    atomic_store(&writer_got, 0);
+    goro_t *h = go(write_once, &l);
+    ck_assert_ptr_nonnull(h);
+    /* tryrdlock succeeds (and is undone) until the writer has queued */
+    double end = t_now() + t_timeout(10);
+    int e;
+    while ((e = goro_rwlock_tryrdlock(&l)) == 0 && t_now() < end) {
+        ck_assert_int_eq(goro_rwlock_unlock(&l), 0);
+        nap(0.0005);
+    }
+    ck_assert_int_eq(e, -EBUSY);
+    ck_assert_int_eq(atomic_load(&writer_got), 0);
+    ck_assert_int_eq(goro_rwlock_destroy(&l), -EBUSY);
+    ck_assert_int_eq(goro_rwlock_unlock(&l), 0);     /* the writer gets it */
+    long r = -1;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(atomic_load(&writer_got), 1);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&l), 0);  /* and released it */
+    ck_assert_int_eq(goro_rwlock_unlock(&l), 0);
+    ck_assert_int_eq(goro_rwlock_destroy(&l), 0);
+
+    ck_assert_int_eq(goro_rwlock_init(NULL), -EINVAL);
+    ck_assert_int_eq(goro_rwlock_rdlock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_rwlock_wrlock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_rwlock_unlock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_rwlock_destroy(NULL), -EINVAL);
+}
+END_TEST
+
+/* ---- condition variable ---- */
+
+enum { QCAP = 4 };
+static struct {
+    goro_mutex_t mu;
+    goro_cond_t not_full, not_empty;
+    long buf[QCAP];
+    int head, count;
+    bool done;
+} q;
+static atomic_long consumed_sum, consumed_n;
+static long pc_items;
+
+static void cv_producer(long id)
+{
+    for (long i = 0; i < pc_items; i++) {
+        long item = id * pc_items + i + 1;
+        goro_mutex_lock(&q.mu);
+        while (q.count == QCAP)
+            goro_cond_wait(&q.not_full, &q.mu);
+        q.buf[(q.head + q.count) % QCAP] = item;
+        q.count++;
+        goro_cond_signal(&q.not_empty);
+        goro_mutex_unlock(&q.mu);
+    }
+}
+
+static void cv_consumer(long id)
+{
+    (void)id;
+    for (;;) {
+        goro_mutex_lock(&q.mu);
+        while (q.count == 0 && !q.done)
+            goro_cond_wait(&q.not_empty, &q.mu);
+        if (q.count == 0) {                 /* done and drained */
+            goro_mutex_unlock(&q.mu);
+            return;
+        }
+        long item = q.buf[q.head];
+        q.head = (q.head + 1) % QCAP;
+        q.count--;
+        goro_cond_signal(&q.not_full);
+        goro_mutex_unlock(&q.mu);
+        atomic_fetch_add(&consumed_sum, item);
+        atomic_fetch_add(&consumed_n, 1);
+    }
+}
+
+START_TEST(cond_producer_consumer)
+{
+    enum { P = 4, C = 3 };
+    memset(&q, 0, sizeof q);
+    ck_assert_int_eq(goro_mutex_init(&q.mu), 0);
+    ck_assert_int_eq(goro_cond_init(&q.not_full), 0);
+    ck_assert_int_eq(goro_cond_init(&q.not_empty), 0);
+    atomic_store(&consumed_sum, 0);
+    atomic_store(&consumed_n, 0);
+    pc_items = t_scale(20000);
+    goro_t *prod[P], *cons[C];
+    for (int i = 0; i < C; i++)
+        ck_assert_ptr_nonnull(cons[i] = go(cv_consumer, (long)i));
+    for (int i = 0; i < P; i++)
+        ck_assert_ptr_nonnull(prod[i] = go(cv_producer, (long)i));
+    for (int i = 0; i < P; i++)
+        ck_assert_int_eq(goro_join(prod[i], NULL), 0);
+    ck_assert_int_eq(goro_mutex_lock(&q.mu), 0);
+    q.done = true;
+    ck_assert_int_eq(goro_cond_broadcast(&q.not_empty), 0);
+    ck_assert_int_eq(goro_mutex_unlock(&q.mu), 0);
+    for (int i = 0; i < C; i++)
+        ck_assert_int_eq(goro_join(cons[i], NULL), 0);
+    long n = P * pc_items;
+    ck_assert_int_eq(atomic_load(&consumed_n), n);
+    ck_assert_int_eq(atomic_load(&consumed_sum), n * (n + 1) / 2);
+    ck_assert_int_eq(goro_cond_destroy(&q.not_full), 0);
+    ck_assert_int_eq(goro_cond_destroy(&q.not_empty), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&q.mu), 0);
+}
+END_TEST
+
+static goro_mutex_t cmu;
+static goro_cond_t cv;
+static int nwaiting;                /* under cmu */
+static long tokens;                 /* under cmu */
+static bool released;               /* under cmu */
+static atomic_long wakeups, finished;
+
+/* Counts itself as waiting, under cmu: once the main thread holds cmu and
+ * sees all of them counted, all are queued on cv (goro_cond_wait queues
+ * before it lets go of the mutex). */
+static void cv_token_waiter(long id)
+{
+    (void)id;
+    goro_mutex_lock(&cmu);
+    nwaiting++;
+    while (tokens == 0 && !released) {
+        goro_cond_wait(&cv, &cmu);
+        atomic_fetch_add(&wakeups, 1);
+    }
+    if (tokens > 0)
+        tokens--;
+    nwaiting--;
+    goro_mutex_unlock(&cmu);
+    atomic_fetch_add(&finished, 1);
+}
+
+static bool all_waiting(int k, double timeout)
+{
+    double end = t_now() + timeout;
+    for (;;) {
+        goro_mutex_lock(&cmu);
+        int n = nwaiting;
+        goro_mutex_unlock(&cmu);
+        if (n == k)
+            return true;
+        if (t_now() > end)
+            return false;
+        nap(0.0002);
+    }
+}
+
+static void release_all(void)
+{
+    goro_mutex_lock(&cmu);
+    released = true;
+    goro_cond_broadcast(&cv);
+    goro_mutex_unlock(&cmu);
+}
+
+START_TEST(cond_signal_wakes_one_broadcast_all)
+{
+    enum { K = 6 };
+    ck_assert_int_eq(goro_mutex_init(&cmu), 0);
+    ck_assert_int_eq(goro_cond_init(&cv), 0);
+    nwaiting = 0;
+    tokens = 0;
+    released = false;
+    atomic_store(&wakeups, 0);
+    atomic_store(&finished, 0);
+    goro_t *h[K];
+    for (int i = 0; i < K; i++)
+        ck_assert_ptr_nonnull(h[i] = go(cv_token_waiter, (long)i));
+    bool queued = all_waiting(K, t_timeout(10));
+    if (!queued)
+        release_all();
+    ck_assert_msg(queued, "waiters never all reached goro_cond_wait");
+    ck_assert_int_eq(goro_cond_destroy(&cv), -EBUSY);
+
+    /* signal: one token, one waiter woken, no more */
+    for (int round = 1; round <= 2; round++) {
+        goro_mutex_lock(&cmu);
+        tokens++;
+        goro_cond_signal(&cv);
+        goro_mutex_unlock(&cmu);
+        long f = t_wait_at_least(&finished, round, t_timeout(5));
+        nap(t_timeout(0.02));
+        long w = atomic_load(&wakeups);
+        if (f != round || w != round)
+            release_all();
+        ck_assert_msg(f == round, "signal %d: %ld waiters finished", round, f);
+        ck_assert_msg(w == round, "signal %d: %ld wake-ups, want %d", round, w, round);
+    }
+    ck_assert(all_waiting(K - 2, t_timeout(5)));
+
+    /* broadcast: every remaining waiter wakes */
+    release_all();
+    long f = t_wait_at_least(&finished, K, t_timeout(5));
+    ck_assert_msg(f == K, "broadcast: %ld of %d waiters finished", f, K);
+    ck_assert_int_eq(atomic_load(&wakeups), K);
+    for (int i = 0; i < K; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    ck_assert_int_eq(goro_cond_destroy(&cv), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&cmu), 0);
+
+    /* errors */
+    goro_mutex_t unlocked = GORO_MUTEX_INIT;
+    ck_assert_int_eq(goro_cond_wait(&cv, &unlocked), -EPERM);
+    ck_assert_int_eq(goro_cond_wait(NULL, &unlocked), -EINVAL);
+    ck_assert_int_eq(goro_cond_wait(&cv, NULL), -EINVAL);
+    ck_assert_int_eq(goro_cond_signal(NULL), -EINVAL);
+    ck_assert_int_eq(goro_cond_broadcast(NULL), -EINVAL);
+    ck_assert_int_eq(goro_cond_signal(&cv), 0);       /* nobody waits: no-op */
+    ck_assert_int_eq(goro_cond_broadcast(&cv), 0);
+}
+END_TEST
+
+/* ---- semaphore ---- */
+
+static goro_sem_t sem;
+static atomic_long sem_inside, sem_max;
+
+static void sem_task(long id)
+{
+    uint32_t r = (uint32_t)id * 747796405u + 1;
+    if (goro_sem_acquire(&sem) != 0) {
+        t_fail("sem_acquire failed");
+        return;
+    }
+    long n = atomic_fetch_add(&sem_inside, 1) + 1;
+    max_update(&sem_max, n);
+    for (int i = 0, k = 1 + (int)(rnd(&r) % 8); i < k; i++) {
+        for (volatile int s = 0; s < 200; s++)
+            ;
+        goro_yield();
+    }
+    atomic_fetch_sub(&sem_inside, 1);
+    goro_sem_release(&sem);
+}
+
+START_TEST(sem_bounds_parallelism)
+{
+    ck_assert_int_eq(goro_sem_init(&sem, 3), 0);
+    atomic_store(&sem_inside, 0);
+    atomic_store(&sem_max, 0);
+    goro_t *h[100];
+    for (int i = 0; i < 100; i++)
+        ck_assert_ptr_nonnull(h[i] = go(sem_task, (long)i));
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_msg(atomic_load(&sem_max) <= 3, "%ld inside a semaphore of 3",
+                  atomic_load(&sem_max));
+    ck_assert_msg(atomic_load(&sem_max) == 3, "never 3 inside (max %ld)",
+                  atomic_load(&sem_max));
+    /* all 3 units are back */
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(goro_sem_try_acquire(&sem), 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&sem), -EAGAIN);
+    ck_assert_int_eq(goro_sem_destroy(&sem), 0);
+}
+END_TEST
+
+static int acquire_it(goro_sem_t *s) { return goro_sem_acquire(s); }
+
+START_TEST(sem_errors_and_waiters)
+{
+    goro_sem_t s;
+    ck_assert_int_eq(goro_sem_init(&s, -1), -EINVAL);
+    ck_assert_int_eq(goro_sem_init(NULL, 1), -EINVAL);
+    ck_assert_int_eq(goro_sem_init(&s, 1), 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&s), 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&s), -EAGAIN);
+    ck_assert_int_eq(goro_sem_release(&s), 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&s), 0);
+    /* a coroutine waits; destroy reports it; a release hands it the unit */
+    goro_t *h = go(acquire_it, &s);
+    ck_assert_ptr_nonnull(h);
+    double end = t_now() + t_timeout(10);
+    int e;
+    while ((e = goro_sem_destroy(&s)) == 0 && t_now() < end)
+        nap(0.0005);
+    ck_assert_int_eq(e, -EBUSY);
+    ck_assert_int_eq(goro_sem_release(&s), 0);
+    long r = -1;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&s), -EAGAIN);   /* handed over, not counted */
+    ck_assert_int_eq(goro_sem_destroy(&s), 0);
+    ck_assert_int_eq(goro_sem_acquire(NULL), -EINVAL);
+    ck_assert_int_eq(goro_sem_try_acquire(NULL), -EINVAL);
+    ck_assert_int_eq(goro_sem_release(NULL), -EINVAL);
+}
+END_TEST
+
+/* ---- wait group ---- */
+
+static goro_waitgroup_t wg;
+static atomic_long wg_done_count;
+
+static void wg_member(long i)
+{
+    (void)i;
+    atomic_fetch_add(&wg_done_count, 1);
+    if (goro_waitgroup_done(&wg) != 0)
+        t_fail("waitgroup_done failed");
+}
+
+static atomic_long wg_waiters_saw;
+
+static void wg_waiter(long n)
+{
+    if (goro_waitgroup_wait(&wg) != 0)
+        t_fail("waitgroup_wait failed");
+    if (atomic_load(&wg_done_count) != n)
+        t_fail("waiter returned with %ld of %ld members done",
+               atomic_load(&wg_done_count), n);
+    atomic_fetch_add(&wg_waiters_saw, 1);
+}
+
+START_TEST(waitgroup_many_members)
+{
+    long n = t_scale(100000);
+    const long in_flight = 8192;    /* stack mappings: see test_spawn.c */
+    ck_assert_int_eq(goro_waitgroup_init(&wg), 0);
+    atomic_store(&wg_done_count, 0);
+    atomic_store(&wg_waiters_saw, 0);
+    ck_assert_int_eq(goro_waitgroup_add(&wg, n), 0);
+    goro_t *w[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_ptr_nonnull(w[i] = go(wg_waiter, n));
+    for (long i = 0; i < n; i++) {
+        if (i - atomic_load(&wg_done_count) >= in_flight)
+            t_wait_at_least(&wg_done_count, i - in_flight / 2, t_timeout(30));
+        int e = goro_go(NULL, NULL, wg_member, i);
+        T_CHECK(e == 0, "goro_go #%ld: %d", i, e);
+    }
+    ck_assert_int_eq(goro_waitgroup_wait(&wg), 0);
+    ck_assert_int_eq(atomic_load(&wg_done_count), n);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(goro_join(w[i], NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(atomic_load(&wg_waiters_saw), 3);
+    ck_assert_int_eq(goro_waitgroup_wait(&wg), 0);      /* count 0: at once */
+    ck_assert_int_eq(goro_waitgroup_destroy(&wg), 0);
+}
+END_TEST
+
+START_TEST(waitgroup_negative_count)
+{
+    goro_waitgroup_t g = GORO_WAITGROUP_INIT;
+    ck_assert_int_eq(goro_waitgroup_done(&g), -EINVAL);
+    ck_assert_int_eq(goro_waitgroup_add(&g, -1), -EINVAL);
+    ck_assert_int_eq(goro_waitgroup_add(&g, 2), 0);
+    ck_assert_int_eq(goro_waitgroup_add(&g, -3), -EINVAL);   /* refused whole */
+    ck_assert_int_eq(goro_waitgroup_done(&g), 0);
+    ck_assert_int_eq(goro_waitgroup_done(&g), 0);
+    ck_assert_int_eq(goro_waitgroup_wait(&g), 0);            /* 2 - 1 - 1 = 0 */
+    ck_assert_int_eq(goro_waitgroup_done(&g), -EINVAL);
+    ck_assert_int_eq(goro_waitgroup_add(&g, 0), 0);
+    ck_assert_int_eq(goro_waitgroup_add(NULL, 1), -EINVAL);
+    ck_assert_int_eq(goro_waitgroup_wait(NULL), -EINVAL);
+    ck_assert_int_eq(goro_waitgroup_destroy(&g), 0);
+}
+END_TEST
+
+/* ---- once ---- */
+
+static goro_once_t once;
+static atomic_int once_runs, once_finished;
+static atomic_long once_callers_in;
+
+static void once_fn(void)
+{
+    atomic_fetch_add(&once_runs, 1);
+    /* take a while, switching, so that the other callers arrive meanwhile */
+    double end = t_now() + t_timeout(0.02);
+    while (atomic_load(&once_callers_in) < 100 && t_now() < end)
+        goro_yield();
+    for (int i = 0; i < 50; i++)
+        goro_yield();
+    atomic_store(&once_finished, 1);
+}
+
+static void once_caller(long i)
+{
+    (void)i;
+    atomic_fetch_add(&once_callers_in, 1);
+    int e = goro_once(&once, once_fn);
+    if (e != 0)
+        t_fail("goro_once returned %d", e);
+    if (!atomic_load(&once_finished))
+        t_fail("goro_once returned before fn finished");
+}
+
+START_TEST(once_runs_exactly_once)
+{
+    once = (goro_once_t)GORO_ONCE_INIT;
+    atomic_store(&once_runs, 0);
+    atomic_store(&once_finished, 0);
+    atomic_store(&once_callers_in, 0);
+    goro_t *h[100];
+    for (int i = 0; i < 100; i++)
+        ck_assert_ptr_nonnull(h[i] = go(once_caller, (long)i));
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(atomic_load(&once_runs), 1);
+    ck_assert_int_eq(goro_once(&once, once_fn), 0);       /* from a thread, later */
+    ck_assert_int_eq(atomic_load(&once_runs), 1);
+    ck_assert_int_eq(goro_once(NULL, once_fn), -EINVAL);
+    ck_assert_int_eq(goro_once(&once, NULL), -EINVAL);
+}
+END_TEST
+
+Suite *sync_suite(void)
+{
+    Suite *s = suite_create("sync");
+    TCase *tc = tcase_create("sync");
+    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
+    tcase_set_timeout(tc, t_timeout(30));
+    tcase_add_test(tc, mutex_counter_exact_under_contention);
+    tcase_add_test(tc, mutex_errors);
+    tcase_add_test(tc, rwlock_readers_run_in_parallel);
+    tcase_add_test(tc, rwlock_writers_exclusive);
+    tcase_add_test(tc, rwlock_writer_not_starved_by_readers);
+    tcase_add_test(tc, rwlock_errors);
+    tcase_add_test(tc, cond_producer_consumer);
+    tcase_add_test(tc, cond_signal_wakes_one_broadcast_all);
+    tcase_add_test(tc, sem_bounds_parallelism);
+    tcase_add_test(tc, sem_errors_and_waiters);
+    tcase_add_test(tc, waitgroup_many_members);
+    tcase_add_test(tc, waitgroup_negative_count);
+    tcase_add_test(tc, once_runs_exactly_once);
+    suite_add_tcase(s, tc);
+    return s;
+}

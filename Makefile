@@ -78,6 +78,15 @@ SAMPLE_BIN := $(BUILD)/samples/hello
 
 DEPS_STAMP := build/.deps-ok
 
+# V=1 shows full command lines.
+ifeq ($(V),1)
+  Q :=
+  say = @true
+else
+  Q := @
+  say = @printf '  %-6s %s\n' $(1) $(2)
+endif
+
 .PHONY: all lib run test test-asan test-tsan test-valgrind test-aarch64 bench \
         install uninstall clean deps check-all
 .DELETE_ON_ERROR:
@@ -94,24 +103,27 @@ deps $(DEPS_STAMP):
 # ---- the library ----
 $(BUILD)/obj/%.o: %.c $(HEADERS) $(DEPS_STAMP) $(SYSROOT_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@
+	$(call say,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.S $(DEPS_STAMP) $(SYSROOT_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@
+	$(call say,AS,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@
 
 $(STATIC_LIB): $(LIB_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	$(CROSS)ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && $(CROSS)ar rcs $@ $^
 
 $(SHARED_REAL): $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(SHARED_LIB): $(SHARED_REAL)
-	ln -sf libgoro.so.$(VERSION) $(BUILD)/$(SONAME)
-	ln -sf libgoro.so.$(VERSION) $@
+	$(Q)ln -sf libgoro.so.$(VERSION) $(BUILD)/$(SONAME)
+	$(Q)ln -sf libgoro.so.$(VERSION) $@
 
 $(BUILD)/goro.pc: Makefile
 	@mkdir -p $(@D)
@@ -123,7 +135,8 @@ $(BUILD)/goro.pc: Makefile
 # ---- samples ----
 $(BUILD)/samples/%: samples/%/main.c $(STATIC_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 
 run: all
 	$(SAMPLE_BIN)
@@ -131,11 +144,13 @@ run: all
 # ---- tests ----
 $(TEST_BIN): $(TEST_OBJS) $(STATIC_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -rdynamic -o $@ $(TEST_OBJS) $(STATIC_LIB) $(CHECK_LIBS) $(LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -rdynamic -o $@ $(TEST_OBJS) $(STATIC_LIB) $(CHECK_LIBS) $(LIBS)
 
 $(BUILD)/obj/tests/%.o: tests/%.c $(HEADERS) $(wildcard tests/*.h) $(DEPS_STAMP) $(SYSROOT_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Itests -c $< -o $@
+	$(call say,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -c $< -o $@
 
 test: $(TEST_BIN)
 	$(RUNNER) $(TEST_BIN)

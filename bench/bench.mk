@@ -17,11 +17,13 @@ include bench/peers/peers.mk
 # -Iarch/$(ARCH) -Iruntime in ALL_CFLAGS cover it.
 $(BENCH_OBJS): $(BENCH_OUT)/%.o: bench/%.c bench/bench.h $(HEADERS) $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call say,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BENCH_BINS): $(BENCH_OUT)/%: $(BENCH_OUT)/%.o $(STATIC_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 
 # g++, Boost.Context and Go for the peers; before any peer is built.
 .PHONY: bench-deps bench-build

@@ -20,7 +20,7 @@
 
 #include "internal.h"
 
-#define ALTSTACK_SIZE (64 * 1024)   /* signal frames are KBs with AVX-512 */
+#define ALTSTACK_MIN (64 * 1024)    /* signal frames are KBs with AVX-512 */
 
 static struct sigaction old_segv, old_bus;
 static _Atomic int installed;
@@ -37,14 +37,25 @@ static void write_str(int fd, const char *s)
     }
 }
 
-/* The symbol at ip when the dynamic symbol table has it, else the address. */
+/* The name of the function at ip: from the dynamic symbol table, else
+ * from the full symbol table through libunwind (static functions, static
+ * binaries), else the address. */
 static void name_of(void *ip, char *buf, size_t len)
 {
     Dl_info info;
-    if (dladdr(ip, &info) && info.dli_sname && info.dli_saddr == ip)
+    if (dladdr(ip, &info) && info.dli_sname && info.dli_saddr == ip) {
         snprintf(buf, len, "%s", info.dli_sname);
-    else
-        snprintf(buf, len, "%p", ip);
+        return;
+    }
+    unw_context_t ctx;
+    unw_cursor_t cursor;
+    unw_word_t off;
+    if (unw_getcontext(&ctx) == 0 && unw_init_local(&cursor, &ctx) == 0 &&
+        /* +1: libunwind looks a (return) address up at address - 1 */
+        unw_set_reg(&cursor, UNW_REG_IP, (unw_word_t)ip + 1) == 0 &&
+        unw_get_proc_name(&cursor, buf, len, &off) == 0 && off <= 1)
+        return;
+    snprintf(buf, len, "%p", ip);
 }
 
 /* Writes a backtrace of ucontext (a signal context) or, if NULL, of the
@@ -64,17 +75,36 @@ void goro__backtrace_fd(int fd, void *ucontext)
         write_str(fd, "  (no backtrace: libunwind could not start)\n");
         return;
     }
-    for (int depth = 0; depth < 64; depth++) {
+    /* Runs of the same return address (recursion) print as one line. */
+    unw_word_t last = 0;
+    int repeats = 0, printed = 0;
+    for (int depth = 0; depth < 100000 && printed < 64; depth++) {
         unw_word_t ip, off;
         char name[128], line[256];
         unw_get_reg(&cursor, UNW_REG_IP, &ip);
-        if (unw_get_proc_name(&cursor, name, sizeof name, &off) != 0)
-            snprintf(name, sizeof name, "?");
-        snprintf(line, sizeof line, "  #%-2d 0x%012lx %s+0x%lx\n", depth,
-                 (unsigned long)ip, name, (unsigned long)off);
-        write_str(fd, line);
+        if (depth > 0 && ip == last) {
+            repeats++;
+        } else {
+            if (repeats) {
+                snprintf(line, sizeof line, "      ... the frame above %d more times\n", repeats);
+                write_str(fd, line);
+                repeats = 0;
+            }
+            if (unw_get_proc_name(&cursor, name, sizeof name, &off) != 0)
+                snprintf(name, sizeof name, "?");
+            snprintf(line, sizeof line, "  #%-5d 0x%012lx %s+0x%lx\n", depth,
+                     (unsigned long)ip, name, (unsigned long)off);
+            write_str(fd, line);
+            printed++;
+        }
+        last = ip;
         if (unw_step(&cursor) <= 0)
             break;
+    }
+    if (repeats) {
+        char line[96];
+        snprintf(line, sizeof line, "      ... the frame above %d more times\n", repeats);
+        write_str(fd, line);
     }
 }
 
@@ -138,18 +168,20 @@ void goro__fault_install(void)
  * coroutine stack could not push a signal frame there. */
 int goro__fault_thread_init(struct goro_m *m)
 {
-    void *mem = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE,
+    long sys = sysconf(_SC_SIGSTKSZ);   /* larger with SVE/AMX state */
+    size_t size = sys > ALTSTACK_MIN ? (size_t)sys * 4 : ALTSTACK_MIN;
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED)
         return -errno;
-    stack_t ss = { .ss_sp = mem, .ss_size = ALTSTACK_SIZE, .ss_flags = 0 };
+    stack_t ss = { .ss_sp = mem, .ss_size = size, .ss_flags = 0 };
     if (sigaltstack(&ss, NULL) != 0) {
         int e = errno;
-        munmap(mem, ALTSTACK_SIZE);
+        munmap(mem, size);
         return -e;
     }
     m->altstack = mem;
-    m->altstack_size = ALTSTACK_SIZE;
+    m->altstack_size = size;
     return 0;
 }
 

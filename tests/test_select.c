@@ -257,40 +257,62 @@ static long select_and_return(struct sel_wait *s)
     return goro_select(s->cs, s->n, s->flags);
 }
 
+/* Probing a queue with try_send/try_recv drops a stale select waiter on
+ * the way (the waiter's select has fired), which would hide one that was
+ * left behind: so some rounds look at the queues with goro_chan_free()
+ * first, which refuses (-EBUSY) while anything is still queued. */
 START_TEST(wait_woken_by_one_others_left_clean)
 {
-    goro_chan_t *c[4];
-    for (int i = 0; i < 4; i++)
-        c[i] = new_chan(sizeof(long), 0);
-    for (int woke = 0; woke < 3; woke++) {
-        struct sel_wait s = { .n = 4 };
+    enum { NC = 6 };                /* recv on 0..3, send on 4..5 */
+    for (int probe_first = 0; probe_first < 2; probe_first++)
+    for (int woke = 0; woke < NC; woke++) {
+        goro_chan_t *c[NC];
+        for (int i = 0; i < NC; i++)
+            c[i] = new_chan(sizeof(long), 0);
+        struct sel_wait s = { .n = NC };
         long out = 1000 + woke;
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < NC; i++) {
             s.v[i] = -1;
-            s.cs[i] = (goro_case_t){ c[i], GORO_RECV, &s.v[i], -99 };
+            s.cs[i] = i < 4 ? (goro_case_t){ c[i], GORO_RECV, &s.v[i], -99 }
+                            : (goro_case_t){ c[i], GORO_SEND, &out, -99 };
         }
-        s.cs[3] = (goro_case_t){ c[3], GORO_SEND, &out, -99 };
         goro_t *h = go(select_and_return, &s);
         ck_assert_ptr_nonnull(h);
-        long x = 500 + woke;
-        ck_assert_int_eq(send_when_waited(c[woke], &x), 0);   /* it was parked */
+        long x = 500 + woke, got = -1;
+        if (woke < 4)
+            ck_assert_int_eq(send_when_waited(c[woke], &x), 0);  /* it was parked */
+        else
+            ck_assert_int_eq(recv_when_waited(c[woke], &got), 1);
         long r = -1;
         ck_assert_int_eq(goro_join(h, &r), 0);
         ck_assert_int_eq(r, woke);
-        ck_assert_int_eq(s.cs[woke].result, 1);
-        ck_assert_int_eq(s.v[woke], 500 + woke);
-        for (int i = 0; i < 3; i++)
-            if (i != woke)
-                ck_assert_int_eq(s.v[i], -1);
-        /* the finished select must not take anything more */
-        for (int i = 0; i < 3; i++)
-            ck_assert_int_eq(goro_chan_try_send(c[i], &x), -EAGAIN);
-        long got = 0;
-        ck_assert_int_eq(goro_chan_try_recv(c[3], &got), -EAGAIN);
+        if (woke < 4) {
+            ck_assert_int_eq(s.cs[woke].result, 1);
+            ck_assert_int_eq(s.v[woke], 500 + woke);
+        } else {
+            ck_assert_int_eq(s.cs[woke].result, 0);
+            ck_assert_int_eq(got, 1000 + woke);
+        }
+        for (int i = 0; i < NC; i++)
+            if (i != woke) {
+                ck_assert_int_eq(s.cs[i].result, -99);
+                if (i < 4)
+                    ck_assert_int_eq(s.v[i], -1);
+            }
+        if (probe_first) {
+            /* the finished select must not take or give anything more */
+            for (int i = 0; i < NC; i++)
+                if (i < 4)
+                    ck_assert_int_eq(goro_chan_try_send(c[i], &x), -EAGAIN);
+                else
+                    ck_assert_int_eq(goro_chan_try_recv(c[i], &got), -EAGAIN);
+        }
+        /* nothing is left queued anywhere */
+        for (int i = 0; i < NC; i++)
+            ck_assert_msg(goro_chan_free(c[i]) == 0, "woken by case %d, %s: a waiter "
+                          "is left on the channel of case %d", woke,
+                          probe_first ? "after probing" : "not probed", i);
     }
-    /* and nothing is left queued anywhere */
-    for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(goro_chan_free(c[i]), 0);
 }
 END_TEST
 
@@ -529,10 +551,17 @@ START_TEST(many_cases_heap_path)
     for (int i = 0; i < N; i++)
         ck_assert_msg(hits[i] > 0, "case %d of %d never chosen in 4000 selects", i, N);
 
-    /* parked on 40 channels, half of them as a sender: woken by one */
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(goro_chan_free(b[i]), 0);
+        ck_assert_int_eq(goro_chan_free(u[i]), 0);
+    }
+
+    /* parked on 40 channels, half of them as a sender: woken by one; the
+     * first half of the others is probed, all must be left with no waiter */
     long out[N];
     for (int woke = 5; woke < N; woke += 17) {
         for (int i = 0; i < N; i++) {
+            u[i] = new_chan(sizeof(long), 0);
             v[i] = -1;
             out[i] = 2000 + i;
             cs[i] = (goro_case_t){ u[i], i % 2 ? GORO_SEND : GORO_RECV,
@@ -555,16 +584,15 @@ START_TEST(many_cases_heap_path)
             ck_assert_int_eq(v[woke], 3000 + woke);
             ck_assert_int_eq(cs[woke].result, 1);
         }
-        for (int i = 0; i < N; i++) {
+        for (int i = 0; i < N / 2; i++) {
             if (i % 2)
                 ck_assert_int_eq(goro_chan_try_recv(u[i], &got), -EAGAIN);
             else
                 ck_assert_int_eq(goro_chan_try_send(u[i], &x), -EAGAIN);
         }
-    }
-    for (int i = 0; i < N; i++) {
-        ck_assert_int_eq(goro_chan_free(b[i]), 0);
-        ck_assert_int_eq(goro_chan_free(u[i]), 0);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(goro_chan_free(u[i]) == 0, "woken by case %d of %d: a waiter "
+                          "is left on the channel of case %d", woke, N, i);
     }
     free(m.cs);
 }

@@ -88,14 +88,20 @@ goro__ctx_switch:
 /* First code a new context runs: goro__ctx_switch "returns" here with
  * r12 = argument and r13 = the C entry function, which never returns.
  * It is the outermost frame: the return address column is undefined, so
- * unwinders stop here instead of walking into garbage. */
+ * unwinders stop here instead of walking into garbage. Unwinders look a
+ * return address up at address - 1; for a context not started yet that is
+ * the nop under goro__ctx_fresh, which this same outermost FDE covers. */
         .globl  goro__ctx_entry
         .hidden goro__ctx_entry
         .type   goro__ctx_entry, @function
+        .type   goro__ctx_fresh, @function
         .p2align 4
-goro__ctx_entry:
+goro__ctx_fresh:
         .cfi_startproc
         .cfi_undefined %rip
+        nop
+        .size   goro__ctx_fresh, .-goro__ctx_fresh
+goro__ctx_entry:
         xorl    %ebp, %ebp
         movq    %r12, %rdi
         callq   *%r13

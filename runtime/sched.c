@@ -35,11 +35,14 @@
  *
  * 5. No lost wake-ups. A producer makes work visible (run queue or global
  *    queue), then - with a full barrier in between - reads nmspinning and
- *    npidle and wakes an idle M if nobody spins (wakep). A spinning M that
- *    gives up first decrements nmspinning, then - full barrier - looks
- *    again at every run queue and the global queue before it sleeps. One of
- *    the two always sees the other: either the producer sees the spinner
- *    (which will see the work) or the spinner sees the work.
+ *    npidle and wakes an idle M if nobody spins (wakep). Producers are
+ *    spawn, wake-ups, and an M that moves extras from the global queue onto
+ *    its own ring. An M that gives up puts its P on the idle list, stops
+ *    spinning if it was, then - full barrier - looks again at every run
+ *    queue and the global queue before it sleeps. One of the two always
+ *    sees the other: either the producer sees the idle P and no spinner
+ *    (and wakes one), or a spinner that will look, or the idle M sees the
+ *    work.
  *
  * 6. At most one M is woken at a time (nmspinning 0 -> 1 by CAS), an M may
  *    start spinning only while 2 * nmspinning < busy Ps, and a spinner that
@@ -332,13 +335,21 @@ static struct goro *globrunq_get_locked(struct goro_p *p, int max)
     return g;
 }
 
+static void wake_if_idle(void);
+
+/* Takes from the global queue. Extras land on p's ring, where idle Ms may
+ * steal them: that is new work, so the producer's check follows (inv. 5). */
 static struct goro *globrunq_get(struct goro_p *p, int max)
 {
     if (atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0)
         return NULL;
     goro__lock(&S.lock);
+    uint32_t tail = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
     struct goro *g = globrunq_get_locked(p, max);
+    bool extras = atomic_load_explicit(&p->runq_tail, memory_order_relaxed) != tail;
     goro__unlock(&S.lock);
+    if (extras)
+        wake_if_idle();
     return g;
 }
 
@@ -492,17 +503,22 @@ top:
 
     /* Nothing: give up P (goes idle), then recheck (invariant 5). */
     goro__lock(&S.lock);
-    if ((g = globrunq_get_locked(p, 0))) {
+    if (atomic_load_explicit(&S.gq_size, memory_order_relaxed) > 0) {
         goro__unlock(&S.lock);
-        return g;
+        goto top;                   /* globrunq_get does the producer's part */
     }
     pidle_put(p);
     atomic_store_explicit(&p->running, 0, memory_order_relaxed);
     goro__unlock(&S.lock);
 
-    if (m->spinning) {
-        m->spinning = false;
-        atomic_fetch_sub(&S.nmspinning, 1);
+    /* Every M going idle rechecks, spinning or not: work another M moved
+     * onto its own ring (say, extras from the global queue) while this one
+     * was on its way here is then seen by one of the two sides. */
+    {
+        if (m->spinning) {
+            m->spinning = false;
+            atomic_fetch_sub(&S.nmspinning, 1);
+        }
         full_barrier();
         if (any_runq_nonempty() || atomic_load(&S.gq_size) > 0) {
             goro__lock(&S.lock);

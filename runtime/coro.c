@@ -63,8 +63,10 @@ static int spawn(goro_t **h, const goro_attr_t *attr, struct goro **out)
         strncpy(g->name, attr->name, sizeof g->name - 1);
         g->name[sizeof g->name - 1] = 0;
     }
-    if (!h)
+    if (!h) {
         g->flags |= GORO_F_DETACHED;
+        atomic_store_explicit(&g->exit_word, GORO_EXIT_DETACHED, memory_order_relaxed);
+    }
     goro__san_stack_reset(g);
     g->sp = goro__ctx_make(g->hi, goro__coro_main, g);
     goro__san_fiber_create(g);
@@ -122,15 +124,14 @@ goro_t *goro__handle_or_errno(int err, goro_t *h)
  * longer in use): hand it to its joiner, or free it if detached. */
 void goro__release(struct goro *g)
 {
-    goro__lock(&g->lock);
-    atomic_store_explicit(&g->state, GORO_S_DEAD, memory_order_release);
-    struct goro *joiner = g->joiner;
-    bool detached = g->flags & GORO_F_DETACHED;
-    goro__unlock(&g->lock);
-    if (detached)
+    /* After the exchange a joiner may free g at any moment: touch g no more. */
+    atomic_store_explicit(&g->state, GORO_S_DEAD, memory_order_relaxed);
+    uintptr_t old = atomic_exchange_explicit(&g->exit_word, GORO_EXIT_DEAD,
+                                             memory_order_acq_rel);
+    if (old == GORO_EXIT_DETACHED)
         goro__slab_put(g);
-    else if (joiner)
-        goro__ready(joiner);
+    else if (old != GORO_EXIT_RUNNING)
+        goro__ready((struct goro *)old);     /* the parked joiner */
     goro__coroutine_ended();
 }
 
@@ -140,7 +141,17 @@ void goro__release(struct goro *g)
 static bool handle_invalid(const struct goro *h)
 {
     return !h || (h->flags & GORO_F_DETACHED) ||
-           atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_FREE;
+           atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_FREE ||
+           atomic_load_explicit(&h->exit_word, memory_order_relaxed) == GORO_EXIT_DETACHED;
+}
+
+/* Run once the joiner is saved: publish it, unless h ended meanwhile. */
+static bool join_commit(void *arg, struct goro *self)
+{
+    struct goro *h = arg;
+    uintptr_t expect = GORO_EXIT_RUNNING;
+    return atomic_compare_exchange_strong_explicit(&h->exit_word, &expect,
+        (uintptr_t)self, memory_order_acq_rel, memory_order_acquire);
 }
 
 int goro_join(goro_t *h, long *result)
@@ -150,19 +161,16 @@ int goro_join(goro_t *h, long *result)
     struct goro *self = goro__current();
     if (self == h)
         return -EDEADLK;
-    if (!self)
-        self = goro__external_self();
-    goro__lock(&h->lock);
-    if (h->joiner) {
-        goro__unlock(&h->lock);
+    uintptr_t w = atomic_load_explicit(&h->exit_word, memory_order_acquire);
+    if (w != GORO_EXIT_RUNNING && w != GORO_EXIT_DEAD)
         return -EINVAL;             /* somebody already joins it */
+    if (w == GORO_EXIT_RUNNING) {
+        goro__park_commit(GORO_W_JOIN, h, join_commit, h);
+        /* Woken by goro__release, or never parked: h is dead now. */
+        w = atomic_load_explicit(&h->exit_word, memory_order_acquire);
+        if (w != GORO_EXIT_DEAD)
+            return -EINVAL;         /* lost a race with another joiner */
     }
-    if (atomic_load_explicit(&h->state, memory_order_acquire) != GORO_S_DEAD) {
-        h->joiner = self;
-        goro__park(GORO_W_JOIN, h, goro__unlock_cb, &h->lock);
-        goro__lock(&h->lock);       /* pairs with goro__release's unlock */
-    }
-    goro__unlock(&h->lock);
     if (result)
         *result = h->result;
     goro__slab_put(h);
@@ -173,16 +181,13 @@ int goro_detach(goro_t *h)
 {
     if (handle_invalid(h))
         return -EINVAL;
-    goro__lock(&h->lock);
-    if (h->joiner) {
-        goro__unlock(&h->lock);
-        return -EINVAL;
-    }
-    bool dead = atomic_load_explicit(&h->state, memory_order_acquire) == GORO_S_DEAD;
-    h->flags |= GORO_F_DETACHED;
-    goro__unlock(&h->lock);
-    if (dead)
-        goro__slab_put(h);
+    uintptr_t expect = GORO_EXIT_RUNNING;
+    if (atomic_compare_exchange_strong_explicit(&h->exit_word, &expect,
+            GORO_EXIT_DETACHED, memory_order_acq_rel, memory_order_acquire))
+        return 0;                   /* it frees itself when it ends */
+    if (expect != GORO_EXIT_DEAD)
+        return -EINVAL;             /* somebody joins it */
+    goro__slab_put(h);
     return 0;
 }
 

@@ -51,6 +51,13 @@ enum goro_wait {
 /* How a coroutine entered: go() captured registers, or goro_spawn(fn, arg). */
 enum goro_entry_kind { GORO_ENTRY_CAPTURED, GORO_ENTRY_PLAIN };
 
+/* exit_word: orders the end of a coroutine against join and detach with
+ * one atomic word. RUNNING -> DEAD (exit first), -> DETACHED (detach
+ * first), or -> the joiner's struct goro (join first, then exit wakes it). */
+#define GORO_EXIT_RUNNING 0u
+#define GORO_EXIT_DETACHED 1u
+#define GORO_EXIT_DEAD 2u
+
 #define GORO_F_DETACHED 0x1u  /* nobody will join: free on exit */
 #define GORO_F_EXTERNAL 0x2u  /* stands for a thread the runtime does not own */
 #define GORO_F_G0       0x4u  /* a worker's scheduling context (thread stack) */
@@ -79,8 +86,7 @@ struct goro {
     int saved_errno;
     int wake_result;               /* set by the waker (e.g. chan closed) */
     long result;                   /* join value */
-    struct goro *joiner;           /* coroutine or thread waiting in join */
-    goro_lock_t lock;              /* orders exit against join/detach */
+    _Atomic uintptr_t exit_word;   /* GORO_EXIT_* or the joiner's record */
     _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
 
     void (*fn)(void);              /* entry function */
@@ -147,6 +153,7 @@ struct goro_m {
     enum goro_post post;
     struct goro *post_g;
     void (*post_unlock)(void *);
+    bool (*post_commit)(void *, struct goro *);
     void *post_arg;
     void *altstack;
     size_t altstack_size;
@@ -180,6 +187,10 @@ GORO_HIDDEN struct goro *goro__current(void);
 GORO_HIDDEN void goro__ready(struct goro *g);
 GORO_HIDDEN void goro__park(enum goro_wait why, const void *obj,
                             void (*unlock)(void *), void *arg);
+/* Parks unless commit(arg, self), run once self is saved, returns false;
+ * then self continues at once. For waits published by one atomic step. */
+GORO_HIDDEN void goro__park_commit(enum goro_wait why, const void *obj,
+                                   bool (*commit)(void *, struct goro *), void *arg);
 GORO_HIDDEN __attribute__((noreturn)) void goro__exit_current(long result);
 GORO_HIDDEN void goro__schedule_new(struct goro *g);
 GORO_HIDDEN int goro__sched_start(int nprocs);

@@ -574,6 +574,8 @@ static void post_switch(struct goro_m *m)
     case GORO_POST_PARK:
         if (m->post_unlock)
             m->post_unlock(m->post_arg);
+        else if (m->post_commit && !m->post_commit(m->post_arg, prev))
+            goro__ready(prev);      /* the wait was already over */
         break;
     case GORO_POST_EXIT:
         goro__san_fiber_destroy(prev);
@@ -690,7 +692,8 @@ void goro__schedule_new(struct goro *g)
     goro__ready(g);
 }
 
-void goro__park(enum goro_wait why, const void *obj, void (*unlock)(void *), void *arg)
+static void park(enum goro_wait why, const void *obj, void (*unlock)(void *),
+                 bool (*commit)(void *, struct goro *), void *arg)
 {
     struct goro_m *m = goro__m();
     struct goro *self = m ? m->curg : NULL;
@@ -701,6 +704,10 @@ void goro__park(enum goro_wait why, const void *obj, void (*unlock)(void *), voi
         ext->wait_obj = obj;
         if (unlock)
             unlock(arg);
+        if (commit && !commit(arg, ext)) {
+            ext->wait = GORO_W_NONE;
+            return;
+        }
         while (atomic_exchange_explicit(&ext->ext_wake, 0, memory_order_acquire) == 0)
             goro__futex_wait(&ext->ext_wake, 0);
         ext->wait = GORO_W_NONE;
@@ -710,10 +717,22 @@ void goro__park(enum goro_wait why, const void *obj, void (*unlock)(void *), voi
     self->wait_obj = obj;
     atomic_store_explicit(&self->state, GORO_S_PARKED, memory_order_relaxed);
     m->post_unlock = unlock;
+    m->post_commit = commit;
     m->post_arg = arg;
     switch_out(m, self, GORO_POST_PARK);
     self->wait = GORO_W_NONE;
     self->wait_obj = NULL;
+}
+
+void goro__park(enum goro_wait why, const void *obj, void (*unlock)(void *), void *arg)
+{
+    park(why, obj, unlock, NULL, arg);
+}
+
+void goro__park_commit(enum goro_wait why, const void *obj,
+                       bool (*commit)(void *, struct goro *), void *arg)
+{
+    park(why, obj, NULL, commit, arg);
 }
 
 void goro_yield(void)

@@ -130,6 +130,8 @@ struct goro_p {
     _Atomic(struct goro *) runnext;
     _Atomic uint32_t schedtick;    /* bumped each time a new slice starts */
     uint32_t runnext_streak;       /* inherited turns in a row (owner only) */
+    _Atomic uint64_t spawned;      /* coroutines spawned here (owner writes) */
+    _Atomic uint64_t exited;       /* coroutines ended here (owner writes) */
     _Atomic int running;           /* a worker is executing on it */
     struct goro_m *m;              /* the worker that owns it */
     struct goro_p *idle_next;      /* sched.pidle list, under sched.lock */
@@ -173,8 +175,9 @@ struct goro_sched {
     struct goro_m *ms;
     _Atomic int started;
     _Atomic int stopping;
-    _Atomic long live;             /* coroutines spawned and not yet ended */
-    _Atomic uint32_t live_futex;   /* bumped when live reaches 0 */
+    _Atomic uint64_t spawned_ext;  /* spawns from threads without a P */
+    _Atomic int draining;          /* goro_shutdown is waiting */
+    _Atomic uint32_t live_futex;   /* bumped by exits while draining */
     _Atomic uint64_t id_next;
     size_t stack_size;             /* default reserve */
 };

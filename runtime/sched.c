@@ -54,6 +54,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -686,9 +687,20 @@ void goro__ready(struct goro *g)
     wake_if_idle();
 }
 
+/* Owner-only counter: a plain load and store, no read-modify-write. */
+static void bump(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
+
 void goro__schedule_new(struct goro *g)
 {
-    atomic_fetch_add(&S.live, 1);
+    struct goro_m *m = goro__m();
+    if (m)
+        bump(&m->p->spawned);
+    else
+        atomic_fetch_add(&S.spawned_ext, 1);
     goro__ready(g);
 }
 
@@ -761,9 +773,10 @@ void goro__exit_current(long result)
 
 void goro__coroutine_ended(void)
 {
-    if (atomic_fetch_sub(&S.live, 1) == 1) {
+    bump(&goro__m()->p->exited);
+    if (atomic_load_explicit(&S.draining, memory_order_relaxed)) {
         atomic_fetch_add(&S.live_futex, 1);
-        goro__futex_wake(&S.live_futex, 1 << 30);
+        goro__futex_wake(&S.live_futex, 1);
     }
 }
 
@@ -843,15 +856,37 @@ int goro__sched_start(int nprocs)
     return 0;
 }
 
+/* Coroutines alive, from per-P counters. Exits are read before spawns:
+ * every exit counted then has its spawn counted too (the spawn happened
+ * before the exit, which happened before it was read), and a coroutine
+ * alive throughout keeps the difference above zero - so 0 means none is
+ * left, even with counters read one by one while coroutines still run.
+ * (Threads without a P must not spawn during goro_shutdown.) */
+static uint64_t live_count(void)
+{
+    uint64_t exited = 0, spawned = 0;
+    for (int i = 0; i < S.nprocs; i++)
+        exited += atomic_load_explicit(&S.procs[i].exited, memory_order_acquire);
+    for (int i = 0; i < S.nprocs; i++)
+        spawned += atomic_load_explicit(&S.procs[i].spawned, memory_order_acquire);
+    spawned += atomic_load_explicit(&S.spawned_ext, memory_order_acquire);
+    return spawned - exited;
+}
+
 /* Waits for every coroutine to end, then stops the Ms. */
 void goro__sched_stop(void)
 {
+    atomic_store(&S.draining, 1);
     for (;;) {
         uint32_t seen = atomic_load(&S.live_futex);
-        if (atomic_load(&S.live) == 0)
+        if (live_count() == 0)
             break;
-        goro__futex_wait(&S.live_futex, seen);
+        /* An exit racing the draining flag may not wake us: poll too. */
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        syscall(SYS_futex, &S.live_futex, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
     }
+    atomic_store(&S.draining, 0);
+    atomic_store(&S.spawned_ext, 0);
     atomic_store(&S.stopping, 1);
     for (int i = 0; i < S.nprocs; i++)
         note_wake(&S.ms[i]);

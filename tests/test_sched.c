@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,13 @@ static void busy(uint32_t spins)
 {
     for (volatile uint32_t i = 0; i < spins; i++)
         ;
+}
+
+/* In a loop that keeps a worker busy on purpose: lets the kernel (or
+ * valgrind, which runs one thread at a time) run the other workers. */
+static void spin_pause(void)
+{
+    sched_yield();
 }
 
 /* Under the sanitizers every channel operation costs ~10x more. */
@@ -178,7 +186,10 @@ static struct {
     goro_chan_t *ping[LP], *pong[LP];
     goro_chan_t *tick;
     atomic_long trips[LP];
+    atomic_long ended;              /* coroutines that have finished */
     atomic_int stop, ticker_stop;
+    goro_chan_t *hand;              /* the hand-off pair */
+    atomic_long acked, handoffs;
 } lw;
 
 static long total_trips(void)
@@ -213,6 +224,7 @@ static void lw_initiator(long i)
         atomic_fetch_add(&lw.trips[i], 1);
     }
     goro_chan_close(lw.ping[i]);
+    atomic_fetch_add(&lw.ended, 1);
 }
 
 static void lw_responder(long i)
@@ -227,9 +239,55 @@ static void lw_responder(long i)
         seq++;
         if (goro_chan_send(lw.pong[i], &seq) != 0) {
             t_fail("responder %ld: pong failed", i);
-            return;
+            break;
         }
     }
+    atomic_fetch_add(&lw.ended, 1);
+}
+
+/* A hand-off that only another worker can complete: the sender makes the
+ * receiver runnable (into its own worker's runnext) and then keeps that
+ * worker busy until the receiver has run. Only an idle worker woken by the
+ * send (or a spinner that sees the receiver) can run it. Everything else
+ * in the hunt parks quickly, so a second worker is always free soon; a
+ * receiver left unrun for a second means a wake-up was lost. */
+static void lw_hand_sender(void)
+{
+    uint32_t r = 0x9e3779b9u;
+    double limit = t_timeout(1.0);
+    for (long seq = 1; !atomic_load(&lw.stop); seq++) {
+        uint32_t x = rnd(&r);
+        if (x % 4 == 0 && goro_chan_recv(lw.tick, NULL) != 1)
+            break;
+        busy(x % 1024);
+        if (goro_chan_send(lw.hand, &seq) != 0) {
+            t_fail("hand-off sender: send failed");
+            break;
+        }
+        double end = t_now() + limit;
+        unsigned spins = 0;
+        while (atomic_load(&lw.acked) != seq) {
+            if (++spins % 256 == 0)
+                spin_pause();
+            if (spins % 256 == 0 && t_now() > end) {
+                t_fail("lost wake-up: a coroutine made runnable at hand-off %ld was "
+                       "not run by the other worker(s) for %.1f s", seq, limit);
+                while (atomic_load(&lw.acked) != seq)
+                    goro_yield();       /* let it run here, and go on */
+            }
+        }
+        atomic_fetch_add(&lw.handoffs, 1);
+    }
+    goro_chan_close(lw.hand);
+    atomic_fetch_add(&lw.ended, 1);
+}
+
+static void lw_hand_receiver(void)
+{
+    long seq;
+    while (goro_chan_recv(lw.hand, &seq) == 1)
+        atomic_store(&lw.acked, seq);
+    atomic_fetch_add(&lw.ended, 1);
 }
 
 static void *lw_ticker(void *arg)
@@ -259,66 +317,151 @@ START_TEST(lost_wakeup_hunt)
         ck_assert_int_eq(goro_chan_new(&lw.pong[i], sizeof(long), 0), 0);
     }
     ck_assert_int_eq(goro_chan_new(&lw.tick, 0, 0), 0);
+    ck_assert_int_eq(goro_chan_new(&lw.hand, sizeof(long), 0), 0);
     pthread_t tickers[LT];
     for (long i = 0; i < LT; i++)
         ck_assert_int_eq(pthread_create(&tickers[i], NULL, lw_ticker, (void *)(i + 1)), 0);
-    goro_t *ini[LP], *resp[LP];
+    goro_t *ini[LP], *resp[LP], *hs, *hr;
     for (long i = 0; i < LP; i++) {
         ck_assert_ptr_nonnull(resp[i] = go(lw_responder, i));
         ck_assert_ptr_nonnull(ini[i] = go(lw_initiator, i));
     }
+    ck_assert_ptr_nonnull(hr = go(lw_hand_receiver));
+    ck_assert_ptr_nonnull(hs = go(lw_hand_sender));
 
-    /* the watchdog: progress must never stop for stall_limit */
-    double start = t_now(), last_change = start;
-    long last = 0;
-    char stall[256] = "";
-    while (t_now() - start < duration) {
+    /* The watchdog: progress (round trips, then coroutines ending once
+     * told to stop) must never pause for stall_limit. */
+    double start = t_now(), last_change = start, dt = 0;
+    long last = 0, trips = 0;
+    while (atomic_load(&lw.ended) < 2 * LP + 2) {
         nap(0.005);
-        long now = total_trips();
+        if (!atomic_load(&lw.stop) && t_now() - start >= duration) {
+            trips = total_trips();
+            dt = t_now() - start;
+            atomic_store(&lw.stop, 1);
+        }
+        long now = total_trips() + atomic_load(&lw.handoffs) + atomic_load(&lw.ended);
         if (now != last) {
             last = now;
             last_change = t_now();
         } else if (t_now() - last_change > stall_limit) {
+            char stall[256];
             int len = snprintf(stall, sizeof stall, "no progress for %.1f s after %ld "
-                               "round trips (per pair:", stall_limit, now);
+                               "round trips, %ld of %d coroutines ended (per pair:",
+                               stall_limit, total_trips(), atomic_load(&lw.ended), 2 * LP + 2);
             for (int i = 0; i < LP; i++)
                 len += snprintf(stall + len, sizeof stall - (size_t)len, " %ld",
                                 atomic_load(&lw.trips[i]));
-            /* a spawn wakes an idle worker: does that revive them? */
-            goro_t *k = go(nothing);
-            if (k)
-                goro_join(k, NULL);
+            /* a spawn wakes an idle worker: does that revive them? (not
+             * joined: if nothing runs it, joining would hang too) */
+            goro_go(NULL, NULL, nothing);
             nap(t_timeout(0.2));
             snprintf(stall + len, sizeof stall - (size_t)len, ")%s",
-                     total_trips() != now ? "; resumed after a spawn woke a worker: "
-                     "a lost wake-up" : "; still stuck after a spawn");
-            break;
+                     total_trips() + atomic_load(&lw.handoffs) + atomic_load(&lw.ended) != now
+                         ? "; resumed after a spawn woke a worker: a lost wake-up"
+                         : "; still stuck after a spawn");
+            /* coroutines may be stranded: do not wait for them */
+            ck_abort_msg("lost wake-up hunt: %s", stall);
         }
-    }
-    long trips = total_trips();
-    double dt = t_now() - start;
-    atomic_store(&lw.stop, 1);
-    if (stall[0] && total_trips() == trips) {
-        /* stuck for good: do not wait for them, the process is lost */
-        ck_abort_msg("lost wake-up hunt: %s", stall);
     }
     for (int i = 0; i < LP; i++) {
         ck_assert_int_eq(goro_join(ini[i], NULL), 0);
         ck_assert_int_eq(goro_join(resp[i], NULL), 0);
     }
+    ck_assert_int_eq(goro_join(hs, NULL), 0);
+    ck_assert_int_eq(goro_join(hr, NULL), 0);
     atomic_store(&lw.ticker_stop, 1);
     goro_chan_close(lw.tick);           /* releases a ticker stuck in send */
     for (int i = 0; i < LT; i++)
         pthread_join(tickers[i], NULL);
-    printf("lost wake-up hunt: %ld round trips in %.1f s\n", trips, dt);
-    ck_assert_msg(!stall[0], "lost wake-up hunt: %s", stall);
+    long handoffs = atomic_load(&lw.handoffs);
+    printf("lost wake-up hunt: %ld round trips and %ld cross-worker hand-offs in %.1f s\n",
+           trips, handoffs, dt);
     ck_assert_msg(!t_failed(), "%s", t_failed());
-    ck_assert_msg(trips > 1000, "only %ld round trips in %.1f s", trips, dt);
+    ck_assert_msg(trips > t_scale(1000), "only %ld round trips in %.1f s", trips, dt);
+    ck_assert_msg(handoffs > t_scale(100), "only %ld hand-offs in %.1f s", handoffs, dt);
     for (int i = 0; i < LP; i++) {
         ck_assert_int_eq(goro_chan_free(lw.ping[i]), 0);
         ck_assert_int_eq(goro_chan_free(lw.pong[i]), 0);
     }
     ck_assert_int_eq(goro_chan_free(lw.tick), 0);
+    ck_assert_int_eq(goro_chan_free(lw.hand), 0);
+}
+END_TEST
+
+/* ---- a wake-up that only an idle worker can serve ---- */
+
+/* Nothing else runs: each hand-off wakes the receiver into the sender's own
+ * runnext while the sender keeps its worker busy, so another worker, idle
+ * or on its way to idling (the delay before each send is random, to land
+ * in every phase of that), has to pick the receiver up. If that wake-up is
+ * lost nothing else would ever wake the idle worker: the sender notices
+ * after a second and reports it. */
+static struct {
+    goro_chan_t *ch;
+    atomic_long acked;
+    atomic_long worst_ns;
+    long rounds;
+} ho;
+
+static void ho_receiver(void)
+{
+    long seq;
+    while (goro_chan_recv(ho.ch, &seq) == 1)
+        atomic_store(&ho.acked, seq);
+}
+
+static void ho_sender(void)
+{
+    uint32_t r = 0x2545f491u;
+    double limit = t_timeout(1.0);
+    for (long seq = 1; seq <= ho.rounds; seq++) {
+        busy(rnd(&r) % 8192);
+        double t0 = t_now();
+        if (goro_chan_send(ho.ch, &seq) != 0) {
+            t_fail("hand-off: send failed");
+            break;
+        }
+        unsigned spins = 0;
+        while (atomic_load(&ho.acked) != seq) {
+            if (++spins % 256 == 0)
+                spin_pause();
+            if (spins % 256 == 0 && t_now() - t0 > limit) {
+                t_fail("lost wake-up: hand-off %ld of %ld: the receiver made runnable "
+                       "while the sender kept its worker busy was not run by another "
+                       "worker for %.1f s", seq, ho.rounds, limit);
+                while (atomic_load(&ho.acked) != seq)
+                    goro_yield();       /* run it here and end */
+                seq = ho.rounds;
+                break;
+            }
+        }
+        long ns = (long)((t_now() - t0) * 1e9);
+        if (ns > atomic_load(&ho.worst_ns))
+            atomic_store(&ho.worst_ns, ns);
+    }
+    goro_chan_close(ho.ch);
+}
+
+START_TEST(handoff_wakes_idle_worker)
+{
+    ck_assert_int_ge(goro_workers(), 2);
+    ho.rounds = t_scale(20000);
+    atomic_store(&ho.acked, 0);
+    atomic_store(&ho.worst_ns, 0);
+    t_fail_reset();
+    ck_assert_int_eq(goro_chan_new(&ho.ch, sizeof(long), 0), 0);
+    double t0 = t_now();
+    goro_t *rx = go(ho_receiver), *tx = go(ho_sender);
+    ck_assert_ptr_nonnull(rx);
+    ck_assert_ptr_nonnull(tx);
+    ck_assert_int_eq(goro_join(tx, NULL), 0);
+    ck_assert_int_eq(goro_join(rx, NULL), 0);
+    printf("cross-worker hand-offs: %ld in %.2f s, slowest %.1f us\n", ho.rounds,
+           t_now() - t0, (double)atomic_load(&ho.worst_ns) / 1e3);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(atomic_load(&ho.acked), ho.rounds);
+    ck_assert_int_eq(goro_chan_free(ho.ch), 0);
 }
 END_TEST
 
@@ -512,11 +655,13 @@ static long run_until_joined(struct runner *r)
     atomic_store(&r->tid, t_tid());
     atomic_store(&r->started, 1);
     double end = t_now() + t_timeout(5);
-    while (!atomic_load(&r->joining))
+    while (!atomic_load(&r->joining)) {
+        spin_pause();                    /* keeps the worker: never yields */
         if (t_now() > end) {
             t_fail("run_until_joined: the joiner never came");
             break;
         }
+    }
     busy(r->tail_spins);                 /* vary the race with the join */
     atomic_store(&r->done, 1);
     return 4242;
@@ -535,7 +680,7 @@ static void *join_running_thread(void *arg)
         }
         double end = t_now() + t_timeout(5);
         while (!atomic_load(&r.started) && t_now() < end)
-            ;
+            spin_pause();
         atomic_store(&r.joining, 1);
         long res = -1;
         if (goro_join(h, &res) != 0 || res != 4242)
@@ -571,11 +716,13 @@ static void joiner(struct runner *r, goro_t *target)
     /* the target never yields: if it has started and we run, we are on
      * another worker */
     double end = t_now() + t_timeout(5);
-    while (!atomic_load(&r->started))
+    while (!atomic_load(&r->started)) {
+        spin_pause();
         if (t_now() > end) {
             t_fail("joiner: target never started");
             break;
         }
+    }
     long me = t_tid();
     if (me == atomic_load(&r->tid))
         t_fail("joiner on the same thread as the running target");
@@ -617,6 +764,7 @@ Suite *sched_suite(void)
     tcase_set_timeout(tc, t_timeout(60));
     tcase_add_test(tc, stress_messages_no_loss_no_duplicate);
     tcase_add_test(tc, lost_wakeup_hunt);
+    tcase_add_test(tc, handoff_wakes_idle_worker);
     tcase_add_test(tc, spawn_and_join_from_foreign_threads);
     tcase_add_test(tc, join_across_workers);
     tcase_add_test(tc, idle_cpu_near_zero);

@@ -47,8 +47,14 @@ void goro__coro_main(void *arg)
     goro__exit_current(r);
 }
 
-static int spawn(goro_t **h, const goro_attr_t *attr, struct goro **out)
+/* Everything both spawn forms share; the caller fills in the entry and
+ * schedules the coroutine. */
+static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct goro **out)
 {
+    if (h)
+        *h = NULL;
+    if (!fn)
+        return -EINVAL;
     int err = goro__ensure_started();
     if (err)
         return err;
@@ -68,6 +74,7 @@ static int spawn(goro_t **h, const goro_attr_t *attr, struct goro **out)
         atomic_store_explicit(&g->exit_word, GORO_EXIT_DETACHED, memory_order_relaxed);
     }
     goro__san_stack_reset(g);
+    g->fn = fn;
     g->sp = goro__ctx_make(g->hi, goro__coro_main, g);
     goro__san_fiber_create(g);
     *out = g;
@@ -79,16 +86,11 @@ static int spawn(goro_t **h, const goro_attr_t *attr, struct goro **out)
 int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), int ret)
 {
     struct goro *g;
-    if (h)
-        *h = NULL;
-    if (!fn)
-        return -EINVAL;
-    int err = spawn(h, attr, &g);
+    int err = spawn(h, attr, fn, &g);
     if (err)
         return err;
     g->entry_kind = GORO_ENTRY_CAPTURED;
     g->ret_kind = (uint8_t)ret;
-    g->fn = fn;
     g->call = captured;             /* nothing since the capture ran go() */
     goro__schedule_new(g);
     return 0;
@@ -97,15 +99,10 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), 
 int goro_spawn(goro_t **h, const goro_attr_t *attr, long (*fn)(void *), void *arg)
 {
     struct goro *g;
-    if (h)
-        *h = NULL;
-    if (!fn)
-        return -EINVAL;
-    int err = spawn(h, attr, &g);
+    int err = spawn(h, attr, (void (*)(void))fn, &g);
     if (err)
         return err;
     g->entry_kind = GORO_ENTRY_PLAIN;
-    g->fn = (void (*)(void))fn;
     g->arg = arg;
     goro__schedule_new(g);
     return 0;

@@ -73,6 +73,7 @@ struct goro_p;
  * debuggers find every one of them.
  */
 struct goro {
+    /* Per life: zeroed at every spawn (everything before `call`). */
     void *sp;                      /* saved context; valid while not running */
     _Atomic int state;             /* enum goro_state */
     uint8_t wait;                  /* enum goro_wait, while PARKED */
@@ -82,34 +83,32 @@ struct goro {
     uint64_t id;
     struct goro_m *m;              /* worker running it, NULL if not running */
     const void *wait_obj;          /* what it is parked on (debugging) */
-    struct goro *next;             /* run queue / waiter list link */
+    struct goro *next;             /* wake-list link */
     int saved_errno;
-    int wake_result;               /* set by the waker (e.g. chan closed) */
+    _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
     _Atomic uintptr_t exit_word;   /* GORO_EXIT_* or the joiner's record */
-    _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
-
     void (*fn)(void);              /* entry function */
     void *arg;                     /* its argument (GORO_ENTRY_PLAIN) */
-    struct goro_callregs call;     /* its arguments (GORO_ENTRY_CAPTURED) */
-
-    /* The stack: [map, map+guard) is PROT_NONE; [lo, hi) is usable. */
-    char *map;
-    size_t map_size;
-    size_t stack_size;             /* the reserve asked for */
-    char *lo, *hi;
     uintptr_t min_sp;              /* lowest sp seen at switches (trim hint) */
-    uint32_t reuses;               /* times this slab was reused (trim pacing) */
     struct goro *pool_next;
-    uint32_t registry_slot;
-    unsigned valgrind_id;
-
     void *tsan_fiber;
     void *asan_fake_stack;
     const void *asan_stack_lo;     /* g0 only: the thread stack, for ASan */
     size_t asan_stack_size;
-
     char name[32];
+
+    struct goro_callregs call;     /* its arguments (GORO_ENTRY_CAPTURED) */
+
+    /* The slab, set when mapped and kept across lives. [map, map + guard)
+     * is PROT_NONE; [lo, hi) is the usable stack. */
+    char *map;
+    size_t map_size;
+    size_t stack_size;             /* the reserve asked for */
+    char *lo, *hi;
+    uint32_t reuses;               /* times this slab was reused (trim pacing) */
+    uint32_t registry_slot;
+    unsigned valgrind_id;
 };
 
 /* Post-switch actions: what the context that is switched to does with the

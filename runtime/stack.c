@@ -165,27 +165,12 @@ static void slab_trim(struct goro *g)
         madvise(g->lo, keep - (uintptr_t)g->lo, MADV_DONTNEED);
 }
 
-/* Resets the recycled fields of a slab about to be reused. */
+/* Starts a new life on a pooled slab: the per-life fields come first in
+ * struct goro, so one memset clears them and keeps the slab's own. */
 static struct goro *slab_reset(struct goro *g)
 {
-    char *map = g->map, *lo = g->lo, *hi = g->hi;
-    size_t map_size = g->map_size, stack_size = g->stack_size;
-    uint32_t reuses = g->reuses, slot = g->registry_slot;
-    unsigned vid = g->valgrind_id;
     memset(g, 0, offsetof(struct goro, call));
-    g->name[0] = 0;
-    g->map = map;
-    g->map_size = map_size;
-    g->stack_size = stack_size;
-    g->lo = lo;
-    g->hi = hi;
-    g->reuses = reuses;
-    g->registry_slot = slot;
-    g->valgrind_id = vid;
     g->min_sp = UINTPTR_MAX;
-    g->asan_fake_stack = NULL;
-    g->tsan_fiber = NULL;
-    g->pool_next = NULL;
     return g;
 }
 

@@ -76,7 +76,7 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
     goro__san_stack_reset(g);
     g->fn = fn;
     g->sp = goro__ctx_make(g->hi, goro__coro_main, g);
-    goro__san_fiber_create(g);
+    goro__san_fiber_name(g);
     *out = g;
     if (h)
         *h = g;

@@ -92,7 +92,6 @@ struct goro {
     void *arg;                     /* its argument (GORO_ENTRY_PLAIN) */
     uintptr_t min_sp;              /* lowest sp seen at switches (trim hint) */
     struct goro *pool_next;
-    void *tsan_fiber;
     void *asan_fake_stack;
     const void *asan_stack_lo;     /* g0 only: the thread stack, for ASan */
     size_t asan_stack_size;
@@ -109,6 +108,7 @@ struct goro {
     uint32_t reuses;               /* times this slab was reused (trim pacing) */
     uint32_t registry_slot;
     unsigned valgrind_id;
+    void *tsan_fiber;              /* TSan's record: costly, so one per slab */
 };
 
 /* Post-switch actions: what the context that is switched to does with the

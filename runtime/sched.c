@@ -579,7 +579,6 @@ static void post_switch(struct goro_m *m)
             goro__ready(prev);      /* the wait was already over */
         break;
     case GORO_POST_EXIT:
-        goro__san_fiber_destroy(prev);
         goro__release(prev);
         break;
     }

@@ -29,6 +29,7 @@
 #include <valgrind/valgrind.h>
 
 #include "internal.h"
+#include "sanitizer.h"
 
 #define GUARD_MIN (16 * 1024)         /* catches frames up to 16 KiB past the end */
 #define KEEP_BYTES (16 * 1024)        /* top of a pooled stack kept resident */
@@ -44,10 +45,13 @@ static _Atomic int pool_count;
 
 size_t goro__page_size(void)
 {
-    static size_t page;
-    if (!page)
-        page = (size_t)sysconf(_SC_PAGESIZE);
-    return page;
+    static _Atomic size_t page;      /* racing first calls store the same value */
+    size_t p = atomic_load_explicit(&page, memory_order_relaxed);
+    if (!p) {
+        p = (size_t)sysconf(_SC_PAGESIZE);
+        atomic_store_explicit(&page, p, memory_order_relaxed);
+    }
+    return p;
 }
 
 static size_t guard_size(void)
@@ -136,7 +140,9 @@ static struct goro *slab_map(size_t stack_size, int *err)
     g->lo = map + guard;
     g->hi = (char *)((uintptr_t)g & ~(uintptr_t)15);
     g->valgrind_id = VALGRIND_STACK_REGISTER(g->lo, g->hi);
+    goro__san_fiber_create(g);
     if ((*err = goro__registry_add(g)) != 0) {
+        goro__san_fiber_destroy(g);
         VALGRIND_STACK_DEREGISTER(g->valgrind_id);
         munmap(map, map_size);
         return NULL;
@@ -147,6 +153,7 @@ static struct goro *slab_map(size_t stack_size, int *err)
 static void slab_unmap(struct goro *g)
 {
     goro__registry_remove(g);
+    goro__san_fiber_destroy(g);
     VALGRIND_STACK_DEREGISTER(g->valgrind_id);
     munmap(g->map, g->map_size);
 }

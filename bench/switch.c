@@ -23,7 +23,7 @@
 #include "ctx_layout.h"
 
 /* Hidden in libgoro.a, linkable from a static executable. */
-void goro__ctx_switch(void **save_sp, void *load_sp);
+void *goro__ctx_switch(void **save_sp, void *load_sp, void *value);
 
 #define ROUND_TRIPS 10000000L /* 2e7 switches per repetition */
 #define REPS 5
@@ -41,7 +41,7 @@ static volatile long hops;
 __attribute__((noinline)) static void hop_loop(void **self, void **other)
 {
     while (hops-- > 0)
-        goro__ctx_switch(self, *other);
+        goro__ctx_switch(self, *other, NULL);
 }
 
 __attribute__((noreturn)) static void b_entry(void *arg)
@@ -49,7 +49,7 @@ __attribute__((noreturn)) static void b_entry(void *arg)
     (void)arg;
     for (;;) {
         hop_loop(&b_sp, &a_sp);
-        goro__ctx_switch(&b_sp, a_sp);   /* out of hops: hand back to A */
+        goro__ctx_switch(&b_sp, a_sp, NULL);   /* out of hops: hand back to A */
     }
 }
 
@@ -74,8 +74,8 @@ __attribute__((noreturn)) static void co_entry(void *arg)
 {
     (void)arg;
     while (!stop)
-        goro__ctx_switch(&co_sp, main_sp);
-    goro__ctx_switch(&co_sp, main_sp); /* final hand-back; never resumed */
+        goro__ctx_switch(&co_sp, main_sp, NULL);
+    goro__ctx_switch(&co_sp, main_sp, NULL); /* final hand-back; never resumed */
     abort();
 }
 
@@ -89,20 +89,20 @@ int main(void)
     co_sp = goro__ctx_make(top, co_entry, NULL);
 
     for (long i = 0; i < 100000; i++) /* warm-up */
-        goro__ctx_switch(&main_sp, co_sp);
+        goro__ctx_switch(&main_sp, co_sp, NULL);
 
     double best = 1e300;
     for (int r = 0; r < REPS; r++) {
         double t0 = bench_now_ns();
         for (long i = 0; i < ROUND_TRIPS; i++)
-            goro__ctx_switch(&main_sp, co_sp);
+            goro__ctx_switch(&main_sp, co_sp, NULL);
         double t = (bench_now_ns() - t0) / (2.0 * ROUND_TRIPS);
         if (t < best)
             best = t;
     }
 
     stop = 1;
-    goro__ctx_switch(&main_sp, co_sp);   /* co_entry sees stop and hands back */
+    goro__ctx_switch(&main_sp, co_sp, NULL);   /* co_entry sees stop and hands back */
     bench_report("switch", best, "ns");
     bench_report("switch_same_site", same_site(top), "ns");
     munmap(stack, STACK_SIZE);

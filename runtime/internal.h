@@ -30,7 +30,7 @@ struct goro_callregs {
     unsigned char stack[GORO__STACK_ARGS];
 };
 
-void goro__ctx_switch(void **save_sp, void *load_sp);
+void *goro__ctx_switch(void **save_sp, void *load_sp, void *value);
 long goro__invoke(const struct goro_callregs *regs, void (*fn)(void));
 
 /* Coroutine states. Transitions: FREE -> RUNNABLE (spawn) -> RUNNING <->
@@ -150,6 +150,7 @@ struct goro_m {
     struct goro *curg;             /* the coroutine running here, or NULL */
     struct goro g0;                /* the thread's own stack: schedules */
     _Atomic uint32_t note;         /* sleep/wake futex word */
+    int *errno_ptr;                /* this thread's errno */
     bool spinning;                 /* looking for work (counted in nmspinning) */
     enum goro_post post;
     struct goro *post_g;

@@ -86,8 +86,6 @@ GORO_NOINLINE struct goro *goro__current(void)
     return m ? m->curg : NULL;
 }
 
-GORO_NOINLINE static void errno_save(struct goro *g) { g->saved_errno = errno; }
-GORO_NOINLINE static void errno_restore(struct goro *g) { errno = g->saved_errno; }
 
 /* A full barrier (invariant 5). TSan does not model fences (gcc rejects
  * them under -fsanitize=thread), so there a seq_cst read-modify-write
@@ -633,13 +631,18 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
     else
         m->curg = NULL;
     self->m = NULL;
-    errno_save(self);
+    /* errno is per thread and the coroutine may come back on another one:
+     * save it here, restore it into the thread it resumes on. Each M keeps
+     * its thread's errno address (fixed for the thread's life), and the M
+     * is looked up again after the switch. */
+    self->saved_errno = *m->errno_ptr;
     goro__san_leave(self, to, what == GORO_POST_EXIT);
-    goro__ctx_switch(&self->sp, to->sp);
-    /* Resumed: everything about "here" must be looked up again. */
+    /* Resumed: everything about "here" is new - the M we now run on is the
+     * one the resumer passed (it knows which M it runs on). */
+    struct goro_m *now = goro__ctx_switch(&self->sp, to->sp, m);
     goro__san_arrive(self);
-    post_switch(goro__m());
-    errno_restore(self);
+    post_switch(now);
+    *now->errno_ptr = self->saved_errno;
 }
 
 /* As switch_to, with the next local coroutine if there is one. */
@@ -662,7 +665,7 @@ static void execute(struct goro_m *m, struct goro *g, bool inherit)
 {
     start_slice(m, g, inherit);
     goro__san_leave(&m->g0, g, 0);
-    goro__ctx_switch(&m->g0.sp, g->sp);
+    goro__ctx_switch(&m->g0.sp, g->sp, m);
     goro__san_arrive(&m->g0);
     post_switch(m);                 /* g0 never migrates */
 }
@@ -785,6 +788,7 @@ static void *m_main(void *arg)
 {
     struct goro_m *m = arg;
     tls_m = m;
+    m->errno_ptr = &errno;
     m->tid = (pid_t)syscall(SYS_gettid);
     m->g0.flags = GORO_F_G0;
     goro__san_thread_init(&m->g0);

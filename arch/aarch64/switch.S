@@ -31,9 +31,11 @@
  */
         .text
 
-/* void goro__ctx_switch(void **save_sp, void *load_sp)
+/* void *goro__ctx_switch(void **save_sp, void *load_sp, void *value)
  * Saves the running context, stores its sp in *save_sp and resumes the
- * context whose sp is load_sp. Returns when something switches back. */
+ * context whose sp is load_sp, whose own goro__ctx_switch call returns
+ * value. Returns when something switches back, with that switcher's value
+ * (the runtime passes the worker it runs on). */
         .globl  goro__ctx_switch
         .hidden goro__ctx_switch
         .type   goro__ctx_switch, %function
@@ -116,6 +118,7 @@ goro__ctx_switch:
         .cfi_restore d15
         .cfi_restore x29
         .cfi_restore x30
+        mov     x0, x2                  /* hand the resumer's value back */
         ret
         .cfi_endproc
         .size   goro__ctx_switch, .-goro__ctx_switch

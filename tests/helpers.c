@@ -83,7 +83,8 @@ static char fail_msg[512];
 
 void t_fail(const char *fmt, ...)
 {
-    if (atomic_exchange(&fail_set, 1))
+    int zero = 0;               /* only the first failure writes the note */
+    if (!atomic_compare_exchange_strong(&fail_set, &zero, 1))
         return;
     va_list ap;
     va_start(ap, fmt);

@@ -470,7 +470,9 @@ START_TEST(free_with_waiters_is_busy)
     /* the receiver got one value: it was parked, and parks again */
     long x = 8;
     ck_assert_int_eq(goro_chan_send(ch, &x), 0);
-    settle();
+    /* a free that succeeds here would pull the channel from under the
+     * receiver: give it ample time to park */
+    nap(t_timeout(0.2));
     ck_assert_int_eq(goro_chan_free(ch), -EBUSY);
     ck_assert_int_eq(goro_chan_free(ch), -EBUSY);   /* still intact */
     x = 9;
@@ -487,7 +489,7 @@ START_TEST(free_with_waiters_is_busy)
     atomic_store(&sent_flag, 0);
     h = go(send_one, s, 1L);
     ck_assert_ptr_nonnull(h);
-    settle();
+    nap(t_timeout(0.2));
     ck_assert_int_eq(goro_chan_free(s), -EBUSY);
     ck_assert_int_eq(goro_chan_recv(s, &got), 1);
     ck_assert_int_eq(got, 1);

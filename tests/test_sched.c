@@ -44,15 +44,6 @@ static void spin_pause(void)
     sched_yield();
 }
 
-/* Under the sanitizers every channel operation costs ~10x more. */
-static long stress_scale(long n)
-{
-    long r = t_scale(n);
-    if (t_sanitized() && !t_slow())
-        r /= 5;
-    return r < 1 ? 1 : r;
-}
-
 /* ---- many messages, several producers and consumers ---- */
 
 enum { SP = 4, SC = 6 };
@@ -142,7 +133,7 @@ static void stress_consumer(long c)
 
 START_TEST(stress_messages_no_loss_no_duplicate)
 {
-    st.n = stress_scale(1000000);
+    st.n = t_scale(1000000);
     size_t words = (size_t)(st.n + 63) / 64;
     st.seen = calloc(words, sizeof *st.seen);
     ck_assert_ptr_nonnull(st.seen);
@@ -273,11 +264,13 @@ static void lw_hand_sender(void)
                 t_fail("lost wake-up: a coroutine made runnable at hand-off %ld was "
                        "not run by the other worker(s) for %.1f s", seq, limit);
                 while (atomic_load(&lw.acked) != seq)
-                    goro_yield();       /* let it run here, and go on */
+                    goro_yield();       /* let it run here, and end */
+                goto out;
             }
         }
         atomic_fetch_add(&lw.handoffs, 1);
     }
+out:
     goro_chan_close(lw.hand);
     atomic_fetch_add(&lw.ended, 1);
 }

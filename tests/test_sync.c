@@ -531,10 +531,15 @@ END_TEST
 
 static goro_sem_t sem;
 static atomic_long sem_inside, sem_max;
+static goro_chan_t *sem_gate;       /* closed once all tasks exist */
 
 static void sem_task(long id)
 {
     uint32_t r = (uint32_t)id * 747796405u + 1;
+    /* start together, so that there is a crowd at the semaphore (spawned
+     * one by one, each could be done before the next exists) */
+    if (goro_chan_recv(sem_gate, NULL) != 0)
+        t_fail("sem_task: gate");
     if (goro_sem_acquire(&sem) != 0) {
         t_fail("sem_acquire failed");
         return;
@@ -555,9 +560,11 @@ START_TEST(sem_bounds_parallelism)
     ck_assert_int_eq(goro_sem_init(&sem, 3), 0);
     atomic_store(&sem_inside, 0);
     atomic_store(&sem_max, 0);
+    ck_assert_int_eq(goro_chan_new(&sem_gate, 0, 0), 0);
     goro_t *h[100];
     for (int i = 0; i < 100; i++)
         ck_assert_ptr_nonnull(h[i] = go(sem_task, (long)i));
+    ck_assert_int_eq(goro_chan_close(sem_gate), 0);
     for (int i = 0; i < 100; i++)
         ck_assert_int_eq(goro_join(h[i], NULL), 0);
     ck_assert_msg(!t_failed(), "%s", t_failed());
@@ -570,6 +577,7 @@ START_TEST(sem_bounds_parallelism)
         ck_assert_int_eq(goro_sem_try_acquire(&sem), 0);
     ck_assert_int_eq(goro_sem_try_acquire(&sem), -EAGAIN);
     ck_assert_int_eq(goro_sem_destroy(&sem), 0);
+    ck_assert_int_eq(goro_chan_free(sem_gate), 0);
 }
 END_TEST
 
@@ -632,8 +640,7 @@ static void wg_waiter(long n)
 
 START_TEST(waitgroup_many_members)
 {
-    /* TSan creates a fiber per coroutine, which is slow: 10^4 there */
-    long n = t_scale(t_sanitized() ? 10000 : 100000);
+    long n = t_scale(100000);
     const long in_flight = 8192;    /* stack mappings: see test_spawn.c */
     ck_assert_int_eq(goro_waitgroup_init(&wg), 0);
     atomic_store(&wg_done_count, 0);

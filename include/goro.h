@@ -260,6 +260,20 @@ int goro_waitgroup_destroy(goro_waitgroup_t *wg);
 int goro_once(goro_once_t *once, void (*fn)(void));
 
 /* ------------------------------------------------------------------------
+ * Blocking calls
+ * ------------------------------------------------------------------------ */
+
+/* Runs fn(arg) on a thread of a small pool while the calling coroutine
+ * parks, so the worker thread goes on running other coroutines (may
+ * switch). For calls that can only block: getaddrinfo, file I/O, a library
+ * that blocks. fn's return value goes to *result (if not NULL). Outside a
+ * coroutine it simply calls fn. The pool starts threads on demand, up to
+ * GORO_OFFLOAD_THREADS (default: twice the workers, at least 4); jobs
+ * beyond that wait their turn. Returns 0, -EINVAL (NULL fn), -ENOMEM or
+ * -EAGAIN (no pool thread could be started), -ESHUTDOWN. */
+int goro_offload(long (*fn)(void *), void *arg, long *result);
+
+/* ------------------------------------------------------------------------
  * Implementation of the spawn macros. Not part of the contract.
  * ------------------------------------------------------------------------ */
 

@@ -44,7 +44,8 @@ enum goro_state {
 enum goro_wait {
     GORO_W_NONE, GORO_W_JOIN, GORO_W_CHAN_SEND, GORO_W_CHAN_RECV,
     GORO_W_SELECT, GORO_W_MUTEX, GORO_W_RWLOCK, GORO_W_COND, GORO_W_SEM,
-    GORO_W_WAITGROUP, GORO_W_ONCE, GORO_W_SLEEP, GORO_W_IO, GORO_W_FOREVER,
+    GORO_W_WAITGROUP, GORO_W_ONCE, GORO_W_SLEEP, GORO_W_IO, GORO_W_OFFLOAD,
+    GORO_W_FOREVER,
     GORO_W__COUNT
 };
 
@@ -215,6 +216,9 @@ GORO_HIDDEN int goro__registry_add(struct goro *g);
 GORO_HIDDEN void goro__registry_remove(struct goro *g);
 GORO_HIDDEN void goro__registry_set_ms(struct goro_m *ms, int n);
 GORO_HIDDEN struct goro *goro__registry_last(void);
+
+/* offload.c */
+GORO_HIDDEN void goro__offload_stop(void);
 
 /* fault.c */
 GORO_HIDDEN int goro__fault_thread_init(struct goro_m *m);

@@ -106,6 +106,7 @@ int goro_shutdown(void)
         return -ENOTCONN;
     }
     goro__sched_stop();
+    goro__offload_stop();
     goro__slab_free_all();
     atomic_store(&goro__sched.started, 0);
     goro__unlock(&start_lock);

@@ -18,9 +18,11 @@ Suite *chan_suite(void);        /* test_chan.c */
 Suite *select_suite(void);      /* test_select.c */
 Suite *sync_suite(void);        /* test_sync.c */
 Suite *sched_suite(void);       /* test_sched.c: stress, lost wake-ups, fairness, idle CPU */
+Suite *offload_suite(void);     /* test_offload.c: blocking work on the pool */
 
 #define GORO_TEST_SUITES \
     spawn_suite, args_suite, context_suite, stack_suite, errors_suite, \
-    lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite
+    lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
+    offload_suite
 
 #endif

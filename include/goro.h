@@ -285,6 +285,8 @@ enum goro__ret {
     GORO__RET_S8, GORO__RET_U8, GORO__RET_S16, GORO__RET_U16,
     GORO__RET_S32, GORO__RET_U32
 };
+/* Or'ed into the kind: some argument may travel on the stack. */
+#define GORO__STACK_ARGS 0x100
 
 /* Assembly: called through a pointer cast to fn's own type, so the compiler
  * lays out the arguments exactly as fn expects them; it stores the argument
@@ -316,31 +318,39 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr,
 #define goro__nargs_(z, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, N, ...) N
 /* measured after decay: arrays and string literals pass as pointers */
 #define goro__fits(x) (sizeof(__typeof__((void)0, (x))) <= 16)
-#define goro__fit0() 1
-#define goro__fit1(a) goro__fits(a)
-#define goro__fit2(a, ...) goro__fits(a) && goro__fit1(__VA_ARGS__)
-#define goro__fit3(a, ...) goro__fits(a) && goro__fit2(__VA_ARGS__)
-#define goro__fit4(a, ...) goro__fits(a) && goro__fit3(__VA_ARGS__)
-#define goro__fit5(a, ...) goro__fits(a) && goro__fit4(__VA_ARGS__)
-#define goro__fit6(a, ...) goro__fits(a) && goro__fit5(__VA_ARGS__)
-#define goro__fit7(a, ...) goro__fits(a) && goro__fit6(__VA_ARGS__)
-#define goro__fit8(a, ...) goro__fits(a) && goro__fit7(__VA_ARGS__)
-#define goro__fit9(a, ...) goro__fits(a) && goro__fit8(__VA_ARGS__)
-#define goro__fit10(a, ...) goro__fits(a) && goro__fit9(__VA_ARGS__)
-#define goro__fit11(a, ...) goro__fits(a) && goro__fit10(__VA_ARGS__)
-#define goro__fit12(a, ...) goro__fits(a) && goro__fit11(__VA_ARGS__)
-#define goro__fit13(...) 0
-#define goro__fit14(...) 0
-#define goro__fit15(...) 0
-#define goro__fit16(...) 0
+#define goro__all0(P) 1
+#define goro__all1(P, a) P(a)
+#define goro__all2(P, a, ...) P(a) && goro__all1(P, __VA_ARGS__)
+#define goro__all3(P, a, ...) P(a) && goro__all2(P, __VA_ARGS__)
+#define goro__all4(P, a, ...) P(a) && goro__all3(P, __VA_ARGS__)
+#define goro__all5(P, a, ...) P(a) && goro__all4(P, __VA_ARGS__)
+#define goro__all6(P, a, ...) P(a) && goro__all5(P, __VA_ARGS__)
+#define goro__all7(P, a, ...) P(a) && goro__all6(P, __VA_ARGS__)
+#define goro__all8(P, a, ...) P(a) && goro__all7(P, __VA_ARGS__)
+#define goro__all9(P, a, ...) P(a) && goro__all8(P, __VA_ARGS__)
+#define goro__all10(P, a, ...) P(a) && goro__all9(P, __VA_ARGS__)
+#define goro__all11(P, a, ...) P(a) && goro__all10(P, __VA_ARGS__)
+#define goro__all12(P, a, ...) P(a) && goro__all11(P, __VA_ARGS__)
+#define goro__all13(P, ...) 0
+#define goro__all14(P, ...) 0
+#define goro__all15(P, ...) 0
+#define goro__all16(P, ...) 0
 #define goro__cat(a, b) goro__cat_(a, b)
 #define goro__cat_(a, b) a##b
-#define goro__fit_all(...) (goro__cat(goro__fit, goro__nargs(__VA_ARGS__))(__VA_ARGS__))
+#define goro__all(P, ...) (goro__cat(goro__all, goro__nargs(__VA_ARGS__))(P, ##__VA_ARGS__))
+/* A scalar of at most 8 bytes (not a struct or union): with at most 6 of
+ * them every argument travels in a register on both ABIs, so the spawn
+ * need not carry the caller's stack-argument area. */
+#define goro__in_reg(x) (sizeof(__typeof__((void)0, (x))) <= 8 &&              \
+    __builtin_classify_type(((void)0, (x))) != 12 &&                          \
+    __builtin_classify_type(((void)0, (x))) != 13)
+#define goro__regs_only(...)                                                  \
+    (goro__nargs(__VA_ARGS__) <= 6 && goro__all(goro__in_reg, ##__VA_ARGS__))
 
 #define goro__go(h, attr, fn, ...) __extension__({                            \
     _Static_assert(goro__nargs(__VA_ARGS__) <= GORO_MAX_ARGS,                 \
                    "goro: at most 12 arguments; pass a struct pointer");      \
-    _Static_assert(goro__fit_all(__VA_ARGS__),                                \
+    _Static_assert(goro__all(goro__fits, ##__VA_ARGS__),                                \
                    "goro: an argument is larger than 16 bytes; pass a pointer"); \
     _Static_assert(goro__ret_kind_of((fn)(__VA_ARGS__)) != GORO__RET_BAD,     \
                    "goro: the function must return void, an integer or a "    \
@@ -349,7 +359,8 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr,
     goro__fnptr_t(fn) goro__c = (goro__fnptr_t(fn))(void (*)(void))goro__capture; \
     goro__c(__VA_ARGS__);                                                     \
     goro__spawn_captured((h), (attr), (void (*)(void))goro__f,                \
-                         goro__ret_kind_of((fn)(__VA_ARGS__)));               \
+                         goro__ret_kind_of((fn)(__VA_ARGS__)) |               \
+                         (goro__regs_only(__VA_ARGS__) ? 0 : GORO__STACK_ARGS)); \
 })
 
 goro_t *goro__handle_or_errno(int err, goro_t *h);

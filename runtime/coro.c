@@ -43,7 +43,7 @@ void goro__coro_main(void *arg)
     if (g->entry_kind == GORO_ENTRY_PLAIN)
         r = ((long (*)(void *))(void (*)(void))g->fn)(g->arg);
     else
-        r = widen(goro__invoke(&g->call, g->fn), g->ret_kind);
+        r = widen(goro__invoke(&g->call, g->fn, g->stack_args), g->ret_kind);
     goro__exit_current(r);
 }
 
@@ -90,8 +90,12 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), 
     if (err)
         return err;
     g->entry_kind = GORO_ENTRY_CAPTURED;
-    g->ret_kind = (uint8_t)ret;
-    g->call = captured;             /* nothing since the capture ran go() */
+    g->ret_kind = (uint8_t)(ret & 0xff);
+    /* Nothing since the capture ran go(). Only scalars in registers: the
+     * stack-argument window is not needed (and not copied, twice). */
+    g->stack_args = (ret & GORO__STACK_ARGS) != 0;
+    memcpy(&g->call, &captured, g->stack_args ? sizeof captured
+                                              : offsetof(struct goro_callregs, stack));
     goro__schedule_new(g);
     return 0;
 }

@@ -21,17 +21,17 @@
 
 /* Bytes of the caller's stack-argument area that go() forwards: 12
  * arguments of at most 16 bytes each (enforced by the macro). */
-#define GORO__STACK_ARGS 192
+#define GORO__STACK_WINDOW 192
 
 /* What goro__capture stores (layout fixed by arch/<arch>/call.S). */
 struct goro_callregs {
     uint64_t gpr[8];
     uint64_t vec[8][2];
-    unsigned char stack[GORO__STACK_ARGS];
+    unsigned char stack[GORO__STACK_WINDOW];
 };
 
 void *goro__ctx_switch(void **save_sp, void *load_sp, void *value);
-long goro__invoke(const struct goro_callregs *regs, void (*fn)(void));
+long goro__invoke(const struct goro_callregs *regs, void (*fn)(void), long stack);
 
 /* Coroutine states. Transitions: FREE -> RUNNABLE (spawn) -> RUNNING <->
  * RUNNABLE / PARKED -> DEAD (finished, waiting for join) -> FREE. */
@@ -74,13 +74,14 @@ struct goro_p;
  * debuggers find every one of them.
  */
 struct goro {
-    /* Per life: zeroed at every spawn (everything before `call`). */
+    /* Per life: zeroed at every spawn (everything before `map`). */
     void *sp;                      /* saved context; valid while not running */
     _Atomic int state;             /* enum goro_state */
     uint8_t wait;                  /* enum goro_wait, while PARKED */
     uint8_t ret_kind;              /* enum goro__ret */
     uint8_t entry_kind;            /* enum goro_entry_kind */
     uint8_t flags;                 /* GORO_F_* */
+    uint8_t stack_args;            /* call.stack holds arguments */
     uint64_t id;
     struct goro_m *m;              /* worker running it, NULL if not running */
     const void *wait_obj;          /* what it is parked on (debugging) */
@@ -98,8 +99,6 @@ struct goro {
     size_t asan_stack_size;
     char name[32];
 
-    struct goro_callregs call;     /* its arguments (GORO_ENTRY_CAPTURED) */
-
     /* The slab, set when mapped and kept across lives. [map, map + guard)
      * is PROT_NONE; [lo, hi) is the usable stack. */
     char *map;
@@ -110,11 +109,17 @@ struct goro {
     uint32_t registry_slot;
     unsigned valgrind_id;
     void *tsan_fiber;              /* TSan's record: costly, so one per slab */
+
+    struct goro_callregs call;     /* its arguments (GORO_ENTRY_CAPTURED) */
 };
 
 /* Post-switch actions: what the context that is switched to does with the
  * one that just left, once the leaver's registers are safely saved. */
-enum goro_post { GORO_POST_NONE, GORO_POST_YIELD, GORO_POST_PARK, GORO_POST_EXIT };
+enum goro_post {
+    GORO_POST_NONE, GORO_POST_YIELD, GORO_POST_PARK,
+    GORO_POST_EXIT,                /* release the dead coroutine */
+    GORO_POST_EXIT_JOINED          /* dead, and its joiner runs now: count it */
+};
 
 /* A run queue slot count (Go uses 256: a power of two big enough that the
  * global queue is rarely touched, small enough to scan and steal). */

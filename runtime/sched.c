@@ -579,6 +579,9 @@ static void post_switch(struct goro_m *m)
     case GORO_POST_EXIT:
         goro__release(prev);
         break;
+    case GORO_POST_EXIT_JOINED:
+        goro__coroutine_ended();    /* the joiner frees the slab */
+        break;
     }
 }
 
@@ -636,7 +639,7 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
      * its thread's errno address (fixed for the thread's life), and the M
      * is looked up again after the switch. */
     self->saved_errno = *m->errno_ptr;
-    goro__san_leave(self, to, what == GORO_POST_EXIT);
+    goro__san_leave(self, to, what >= GORO_POST_EXIT);
     /* Resumed: everything about "here" is new - the M we now run on is the
      * one the resumer passed (it knows which M it runs on). */
     struct goro_m *now = goro__ctx_switch(&self->sp, to->sp, m);
@@ -769,6 +772,20 @@ void goro__exit_current(long result)
     struct goro_m *m = goro__m();
     struct goro *self = m->curg;
     self->result = result;
+    /* A joiner already parked on us can be woken by nothing but this exit.
+     * When nothing else is queued here (else it would just go to g0), claim
+     * that wake-up and switch straight to the joiner, which continues our
+     * slice. It frees our slab once it runs, after this stack is left. With
+     * work queued the joiner waits its turn in runnext, as any woken one. */
+    uintptr_t w = atomic_load_explicit(&self->exit_word, memory_order_acquire);
+    struct goro *joiner = (struct goro *)w;
+    if (w > GORO_EXIT_DEAD && !(joiner->flags & GORO_F_EXTERNAL) && runq_empty(m->p) &&
+        atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0) {
+        atomic_store_explicit(&self->state, GORO_S_DEAD, memory_order_relaxed);
+        if (atomic_compare_exchange_strong_explicit(&self->exit_word, &w, GORO_EXIT_DEAD,
+                memory_order_acq_rel, memory_order_relaxed))
+            switch_to(m, self, GORO_POST_EXIT_JOINED, joiner, true);
+    }
     switch_out(m, self, GORO_POST_EXIT);
     __builtin_unreachable();
 }

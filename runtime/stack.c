@@ -176,7 +176,7 @@ static void slab_trim(struct goro *g)
  * struct goro, so one memset clears them and keeps the slab's own. */
 static struct goro *slab_reset(struct goro *g)
 {
-    memset(g, 0, offsetof(struct goro, call));
+    memset(g, 0, offsetof(struct goro, map));
     g->min_sp = UINTPTR_MAX;
     return g;
 }

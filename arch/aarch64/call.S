@@ -64,7 +64,7 @@ goro__capture:
         .cfi_endproc
         .size   goro__capture, .-goro__capture
 
-/* long goro__invoke(const struct goro_callregs *regs, void (*fn)(void))
+/* long goro__invoke(const struct goro_callregs *regs, void (*fn)(void), long stack)
  * Frame: frame record x29/x30, below it 192 bytes of outgoing stack
  * arguments, so that fn finds them at its sp exactly as the original call
  * laid them out. x16/x17 (intra-procedure-call scratch) hold fn and regs
@@ -84,6 +84,7 @@ goro__invoke:
         sub     sp, sp, #192
         mov     x16, x1
         mov     x17, x0
+        cbz     x2, 1f                  /* no stack arguments to carry */
         ldp     q16, q17, [x17, #192]
         ldp     q18, q19, [x17, #224]
         stp     q16, q17, [sp, #0]
@@ -96,7 +97,7 @@ goro__invoke:
         ldp     q18, q19, [x17, #352]
         stp     q16, q17, [sp, #128]
         stp     q18, q19, [sp, #160]
-        ldp     q0, q1, [x17, #64]
+1:      ldp     q0, q1, [x17, #64]
         ldp     q2, q3, [x17, #96]
         ldp     q4, q5, [x17, #128]
         ldp     q6, q7, [x17, #160]

@@ -47,7 +47,8 @@ goro__capture:
         .cfi_endproc
         .size   goro__capture, .-goro__capture
 
-/* long goro__invoke(const struct goro_callregs *regs, void (*fn)(void)) */
+/* long goro__invoke(const struct goro_callregs *regs, void (*fn)(void), long stack)
+ * stack: non-zero when regs->stack must be copied (stack arguments). */
         .globl  goro__invoke
         .hidden goro__invoke
         .type   goro__invoke, @function
@@ -62,10 +63,13 @@ goro__invoke:
         subq    $192, %rsp
         movq    %rsi, %r10
         movq    %rdi, %r11
+        testq   %rdx, %rdx              /* no stack arguments to carry */
+        jz      1f
         .irp    off, 0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176
         movups  192+\off(%r11), %xmm0
         movaps  %xmm0, \off(%rsp)
         .endr
+1:
         movups  64(%r11), %xmm0
         movups  80(%r11), %xmm1
         movups  96(%r11), %xmm2

@@ -6,14 +6,6 @@
 
 #include "lock.h"
 
-#if defined(__x86_64__)
-#define cpu_relax() __asm__ volatile("pause")
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ volatile("yield")
-#else
-#define cpu_relax() do { } while (0)
-#endif
-
 void goro__futex_wait(_Atomic uint32_t *word, uint32_t val)
 {
     int saved = errno;

@@ -9,6 +9,15 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* A spin-wait hint to the CPU. */
+#if defined(__x86_64__)
+#define cpu_relax() __asm__ volatile("pause")
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ volatile("yield")
+#else
+#define cpu_relax() do { } while (0)
+#endif
+
 /* 0 = free, 1 = held, 2 = held and somebody may be sleeping on it. */
 typedef struct { _Atomic uint32_t word; } goro_lock_t;
 

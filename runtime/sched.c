@@ -354,15 +354,36 @@ static struct goro *globrunq_get(struct goro_p *p, int max)
 
 /* ---- sleeping and waking Ms ---- */
 
+/* An M's note: EMPTY, NOTIFIED, or SLEEPING (in the kernel). A sleeper
+ * spins a little first: work often comes back within microseconds, and a
+ * waker that finds it still spinning needs no system call, nor does it. */
+enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING };
+#define NOTE_SPINS 1000
+
 static void note_sleep(struct goro_m *m)
 {
-    while (atomic_exchange_explicit(&m->note, 0, memory_order_acquire) == 0)
-        goro__futex_wait(&m->note, 0);
+    for (int i = 0; i < NOTE_SPINS; i++) {
+        if (atomic_load_explicit(&m->note, memory_order_relaxed) == NOTE_NOTIFIED)
+            break;
+        cpu_relax();
+    }
+    for (;;) {
+        uint32_t n = NOTE_EMPTY;
+        if (atomic_compare_exchange_strong_explicit(&m->note, &n, NOTE_SLEEPING,
+                memory_order_acquire, memory_order_acquire) || n == NOTE_SLEEPING) {
+            goro__futex_wait(&m->note, NOTE_SLEEPING);
+            continue;
+        }
+        /* NOTIFIED (read with acquire above): consume it. A second notice
+         * meanwhile is only ever `stopping`, which the caller checks. */
+        atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
+        return;
+    }
 }
 
 static void note_wake(struct goro_m *m)
 {
-    if (atomic_exchange_explicit(&m->note, 1, memory_order_release) == 0)
+    if (atomic_exchange_explicit(&m->note, NOTE_NOTIFIED, memory_order_release) == NOTE_SLEEPING)
         goro__futex_wake(&m->note, 1);
 }
 
@@ -542,7 +563,8 @@ top:
         }
     }
     /* Idle: a good moment to give surplus stacks back to the kernel. */
-    while (goro__slab_trim_idle() && !atomic_load_explicit(&m->note, memory_order_relaxed))
+    while (goro__slab_trim_idle() &&
+           atomic_load_explicit(&m->note, memory_order_relaxed) != NOTE_NOTIFIED)
         ;
     note_sleep(m);                  /* until a waker hands p back (inv. 7) */
     /* Only wakep wakes an M while running (stopping aside), and it counted

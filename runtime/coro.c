@@ -69,10 +69,8 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
         strncpy(g->name, attr->name, sizeof g->name - 1);
         g->name[sizeof g->name - 1] = 0;
     }
-    if (!h) {
-        g->flags |= GORO_F_DETACHED;
+    if (!h)
         atomic_store_explicit(&g->exit_word, GORO_EXIT_DETACHED, memory_order_relaxed);
-    }
     goro__san_stack_reset(g);
     g->fn = fn;
     g->sp = goro__ctx_make(g->hi, goro__coro_main, g);
@@ -141,8 +139,7 @@ void goro__release(struct goro *g)
  * cannot be (as with pthread_join). */
 static bool handle_invalid(const struct goro *h)
 {
-    return !h || (h->flags & GORO_F_DETACHED) ||
-           atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_FREE ||
+    return !h || atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_FREE ||
            atomic_load_explicit(&h->exit_word, memory_order_relaxed) == GORO_EXIT_DETACHED;
 }
 

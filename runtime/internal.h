@@ -59,7 +59,6 @@ enum goro_entry_kind { GORO_ENTRY_CAPTURED, GORO_ENTRY_PLAIN };
 #define GORO_EXIT_DETACHED 1u
 #define GORO_EXIT_DEAD 2u
 
-#define GORO_F_DETACHED 0x1u  /* nobody will join: free on exit */
 #define GORO_F_EXTERNAL 0x2u  /* stands for a thread the runtime does not own */
 #define GORO_F_G0       0x4u  /* a worker's scheduling context (thread stack) */
 

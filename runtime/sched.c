@@ -493,6 +493,21 @@ static bool any_runq_nonempty(void)
     return false;
 }
 
+/* Picks the next coroutine from local work and the global queue, as a
+ * coroutine leaving and g0 both do first (stealing is g0's job). */
+static struct goro *pick_local(struct goro_m *m, bool *inherit)
+{
+    struct goro_p *p = m->p;
+    struct goro *g;
+    *inherit = false;
+    if (atomic_load_explicit(&p->schedtick, memory_order_relaxed) % 61 == 0 &&
+        (g = globrunq_get(p, 1)))
+        return g;
+    if ((g = runq_get(p, inherit)))
+        return g;
+    return globrunq_get(p, 0);
+}
+
 /* Returns the next coroutine for m, sleeping while there is none; NULL
  * when the runtime stops. *inherit: it came from runnext. */
 static struct goro *find_runnable(struct goro_m *m, bool *inherit)
@@ -503,12 +518,7 @@ top:
     *inherit = false;
     if (atomic_load(&S.stopping))
         return NULL;
-    if (atomic_load_explicit(&p->schedtick, memory_order_relaxed) % 61 == 0 &&
-        (g = globrunq_get(p, 1)))
-        return g;
-    if ((g = runq_get(p, inherit)))
-        return g;
-    if ((g = globrunq_get(p, 0)))
+    if ((g = pick_local(m, inherit)))
         return g;
 
     int busy = S.nprocs - atomic_load(&S.npidle);
@@ -607,20 +617,6 @@ static void post_switch(struct goro_m *m)
     }
 }
 
-/* Picks the next coroutine without leaving the coroutine world: local
- * work and the global queue, not stealing (that is g0's job). */
-static struct goro *pick_local(struct goro_m *m, bool *inherit)
-{
-    struct goro_p *p = m->p;
-    struct goro *g;
-    *inherit = false;
-    if (atomic_load_explicit(&p->schedtick, memory_order_relaxed) % 61 == 0 &&
-        (g = globrunq_get(p, 1)))
-        return g;
-    if ((g = runq_get(p, inherit)))
-        return g;
-    return globrunq_get(p, 0);
-}
 
 /* A new time slice on p. Only p's owner writes schedtick (others, later
  * sysmon, only read it), so no atomic read-modify-write is needed. */

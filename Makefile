@@ -56,7 +56,8 @@ endif
 
 UNWIND_LIBS := $(if $(STATIC),-lunwind-$(ARCH) -lunwind -llzma,-lunwind)
 CHECK_LIBS := $(if $(STATIC),-lcheck -lsubunit,$(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit))
-LIBS := $(UNWIND_LIBS) -lpthread -lm -lrt
+EVENT_LIBS := -levent_pthreads -levent_core
+LIBS := $(EVENT_LIBS) $(UNWIND_LIBS) -lpthread -lm -lrt
 ALL_CFLAGS = $(BASE_CFLAGS) $(SYS_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SYS_LDFLAGS) $(SAN_FLAGS) $(if $(STATIC),-static) $(LDFLAGS)
 
@@ -129,7 +130,7 @@ $(BUILD)/goro.pc: Makefile
 	@mkdir -p $(@D)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	  'Name: goro' 'Description: Go-style concurrency for C' 'Version: $(VERSION)' \
-	  'Libs: -L$${libdir} -lgoro' 'Libs.private: -lunwind -lpthread' \
+	  'Libs: -L$${libdir} -lgoro' 'Libs.private: -levent_pthreads -levent_core -lunwind -lpthread' \
 	  'Cflags: -I$${includedir}' > $@
 
 # ---- samples ----

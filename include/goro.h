@@ -22,6 +22,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -272,6 +276,148 @@ int goro_once(goro_once_t *once, void (*fn)(void));
  * beyond that wait their turn. Returns 0, -EINVAL (NULL fn), -ENOMEM or
  * -EAGAIN (no pool thread could be started), -ESHUTDOWN. */
 int goro_offload(long (*fn)(void *), void *arg, long *result);
+
+/* ------------------------------------------------------------------------
+ * Time, deadlines and cancellation
+ *
+ * Every call that can wait has a form ending in _until that takes an
+ * absolute deadline on goro_now()'s clock; past it the call gives up with
+ * -ETIMEDOUT, having done nothing (nothing sent, received or locked).
+ * GORO_FOREVER means no deadline, which is what the short forms use.
+ *
+ * goro_cancel(h) makes h's current wait, and every later one, return
+ * -ECANCELED at once: I/O, sleep, channels, select, locks, semaphores, wait
+ * groups and join. The coroutine then unwinds normally, releasing what it
+ * holds (unlock, close and free never wait, so they still work). Only
+ * goro_offload() and goro_once() waits run to their end; the next wait
+ * reports the cancellation.
+ * ------------------------------------------------------------------------ */
+
+#define GORO_FOREVER ((int64_t)-1)
+#define GORO_USEC ((int64_t)1000)
+#define GORO_MSEC ((int64_t)1000000)
+#define GORO_SEC ((int64_t)1000000000)
+
+/* Nanoseconds on CLOCK_MONOTONIC: the clock of every deadline. */
+int64_t goro_now(void);
+
+/* Parks the coroutine for ns nanoseconds / until deadline (may switch);
+ * outside a coroutine sleeps the thread. Returns 0, or -ECANCELED. */
+int goro_sleep(int64_t ns);
+int goro_sleep_until(int64_t deadline);
+
+/* Asks h to stop: see above. Cancelling twice, or a coroutine that has
+ * finished but is not joined yet, is harmless. Returns 0 or -EINVAL. */
+int goro_cancel(goro_t *h);
+
+/* 1 if the calling coroutine has been cancelled, else 0. */
+int goro_cancelled(void);
+
+/* Deadline forms of the waiting calls above (same results, plus
+ * -ETIMEDOUT, and -ECANCELED after goro_cancel). goro_cond_wait_until
+ * re-acquires mu before it returns, whatever the result. */
+int goro_join_until(goro_t *h, long *result, int64_t deadline);
+int goro_chan_send_until(goro_chan_t *ch, const void *elem, int64_t deadline);
+int goro_chan_recv_until(goro_chan_t *ch, void *elem, int64_t deadline);
+int goro_select_until(goro_case_t *cases, int ncases, int flags, int64_t deadline);
+int goro_mutex_lock_until(goro_mutex_t *mu, int64_t deadline);
+int goro_rwlock_rdlock_until(goro_rwlock_t *rw, int64_t deadline);
+int goro_rwlock_wrlock_until(goro_rwlock_t *rw, int64_t deadline);
+int goro_cond_wait_until(goro_cond_t *cv, goro_mutex_t *mu, int64_t deadline);
+int goro_sem_acquire_until(goro_sem_t *sem, int64_t deadline);
+int goro_waitgroup_wait_until(goro_waitgroup_t *wg, int64_t deadline);
+
+/* ------------------------------------------------------------------------
+ * I/O
+ *
+ * These look like the system calls they wrap, but a call that would block
+ * parks the coroutine (never the worker thread) until the descriptor is
+ * ready, the deadline passes or the coroutine is cancelled. Results: the
+ * system call's (a count, 0 at end of file) or a negative errno; never
+ * -EAGAIN or -EINTR. Any descriptor works; sockets, pipes, terminals and
+ * event fds park, regular files simply read and write (use goro_offload
+ * for slow disks). The first call on a descriptor makes it non-blocking
+ * (O_NONBLOCK belongs to the open file, so another process sharing it sees
+ * that too). Several coroutines may wait on one descriptor (say, accept):
+ * each readiness wakes them in turn.
+ *
+ * A descriptor used here must be closed with goro_close(), or given up
+ * with goro_fd_release() before it is closed another way: the runtime
+ * keeps it registered with its event base until then. Writes to a socket
+ * whose peer is gone return -EPIPE, never raise SIGPIPE.
+ * ------------------------------------------------------------------------ */
+
+#define GORO_READABLE 0x1
+#define GORO_WRITABLE 0x2
+
+/* Waits until fd is ready for any of events (GORO_READABLE, GORO_WRITABLE)
+ * and returns the ones that are, or -EBADF, -EINVAL, -ETIMEDOUT, -ECANCELED.
+ * Readiness can be spurious: the next call may still find nothing. */
+int goro_wait_fd(int fd, int events, int64_t deadline);
+
+ssize_t goro_read(int fd, void *buf, size_t len);
+ssize_t goro_read_until(int fd, void *buf, size_t len, int64_t deadline);
+ssize_t goro_readv(int fd, const struct iovec *iov, int iovcnt);
+ssize_t goro_readv_until(int fd, const struct iovec *iov, int iovcnt, int64_t deadline);
+
+/* Writes at least one byte (a partial write is normal), like write(). */
+ssize_t goro_write(int fd, const void *buf, size_t len);
+ssize_t goro_write_until(int fd, const void *buf, size_t len, int64_t deadline);
+ssize_t goro_writev(int fd, const struct iovec *iov, int iovcnt);
+ssize_t goro_writev_until(int fd, const struct iovec *iov, int iovcnt, int64_t deadline);
+
+/* Writes all len bytes, waiting as often as needed. Returns len, or a
+ * negative errno; then *written (if not NULL) says how much went out. */
+ssize_t goro_write_all(int fd, const void *buf, size_t len);
+ssize_t goro_write_all_until(int fd, const void *buf, size_t len, size_t *written,
+                             int64_t deadline);
+
+ssize_t goro_recv(int fd, void *buf, size_t len, int flags);
+ssize_t goro_recv_until(int fd, void *buf, size_t len, int flags, int64_t deadline);
+ssize_t goro_send(int fd, const void *buf, size_t len, int flags);
+ssize_t goro_send_until(int fd, const void *buf, size_t len, int flags, int64_t deadline);
+ssize_t goro_recvfrom(int fd, void *buf, size_t len, int flags,
+                      struct sockaddr *from, socklen_t *fromlen);
+ssize_t goro_recvfrom_until(int fd, void *buf, size_t len, int flags,
+                            struct sockaddr *from, socklen_t *fromlen, int64_t deadline);
+ssize_t goro_sendto(int fd, const void *buf, size_t len, int flags,
+                    const struct sockaddr *to, socklen_t tolen);
+ssize_t goro_sendto_until(int fd, const void *buf, size_t len, int flags,
+                          const struct sockaddr *to, socklen_t tolen, int64_t deadline);
+
+/* A new socket, already non-blocking and close-on-exec: the fd or -errno. */
+int goro_socket(int domain, int type, int protocol);
+
+/* Accepts a connection: returns its fd (non-blocking, close-on-exec) or a
+ * negative errno (-EMFILE / -ENFILE at the descriptor limit). */
+int goro_accept(int fd, struct sockaddr *addr, socklen_t *addrlen);
+int goro_accept_until(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline);
+
+/* Connects and waits for the outcome: 0 or a negative errno (e.g.
+ * -ECONNREFUSED). On -ETIMEDOUT / -ECANCELED the attempt may still be in
+ * flight: close the socket. */
+int goro_connect(int fd, const struct sockaddr *addr, socklen_t addrlen);
+int goro_connect_until(int fd, const struct sockaddr *addr, socklen_t addrlen,
+                       int64_t deadline);
+
+/* Closes fd: coroutines waiting on it wake with -EBADF first. Returns 0 or
+ * the negative errno of close() (the descriptor is gone either way). */
+int goro_close(int fd);
+
+/* Forgets fd without closing it (waiters wake with -EBADF), for handing
+ * it to code that is not goro-aware. Returns 0 or -EBADF. */
+int goro_fd_release(int fd);
+
+/* ------------------------------------------------------------------------
+ * Debugging
+ * ------------------------------------------------------------------------ */
+
+/* Prints every coroutine - id, name, state, what it waits on, entry
+ * function and a backtrace - and every worker, to out. Meant for humans
+ * (the format may change). With GORO_DUMP_ON_SIGQUIT=1 in the
+ * environment, SIGQUIT prints it to stderr and the process goes on.
+ * Returns 0 or a negative errno. */
+int goro_dump(FILE *out);
 
 /* ------------------------------------------------------------------------
  * Implementation of the spawn macros. Not part of the contract.

@@ -141,7 +141,31 @@ static int try_recv_locked(struct goro_chan *ch, void *elem, struct goro **wake)
     return -EAGAIN;
 }
 
-static int chan_send(struct goro_chan *ch, const void *elem, bool block)
+/* Parks the caller's waiter w on q (ch->lock held; released once parked)
+ * until a partner completes it or the wait ends otherwise. Returns 0 if a
+ * partner took w (w->success tells whether it was a close), else -errno,
+ * with w off the queue. */
+static int chan_wait(struct goro_chan *ch, struct goro_waitq *q, struct goro_waiter *w,
+                     enum goro_wait why, int64_t deadline)
+{
+    int err = goro__wait_check(deadline);
+    if (err) {
+        goro__unlock(&ch->lock);
+        return err;
+    }
+    goro__waitq_push(q, w);
+    struct goro_park how = { .why = why, .obj = ch, .unlock = goro__unlock_cb,
+                             .arg = &ch->lock, .deadline = deadline };
+    int outcome = goro__park(&how);
+    if (outcome == GORO_WAKE_DONE)
+        return 0;
+    goro__lock(&ch->lock);
+    goro__waitq_remove(q, w);
+    goro__unlock(&ch->lock);
+    return goro__wake_error(outcome);
+}
+
+static int chan_send(struct goro_chan *ch, const void *elem, bool block, int64_t deadline)
 {
     if (!ch)
         return -EINVAL;
@@ -155,12 +179,13 @@ static int chan_send(struct goro_chan *ch, const void *elem, bool block)
         return r;
     }
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = (void *)elem };
-    goro__waitq_push(&ch->sendq, &w);
-    goro__park(GORO_W_CHAN_SEND, ch, goro__unlock_cb, &ch->lock);
+    int err = chan_wait(ch, &ch->sendq, &w, GORO_W_CHAN_SEND, deadline);
+    if (err)
+        return err;
     return w.success ? 0 : -EPIPE;
 }
 
-static int chan_recv(struct goro_chan *ch, void *elem, bool block)
+static int chan_recv(struct goro_chan *ch, void *elem, bool block, int64_t deadline)
 {
     if (!ch)
         return -EINVAL;
@@ -174,16 +199,42 @@ static int chan_recv(struct goro_chan *ch, void *elem, bool block)
         return r;
     }
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = elem };
-    goro__waitq_push(&ch->recvq, &w);
-    goro__park(GORO_W_CHAN_RECV, ch, goro__unlock_cb, &ch->lock);
+    int err = chan_wait(ch, &ch->recvq, &w, GORO_W_CHAN_RECV, deadline);
+    if (err)
+        return err;
     /* A closing channel zeroed elem already. */
     return w.success ? 1 : 0;
 }
 
-int goro_chan_send(goro_chan_t *ch, const void *elem) { return chan_send(ch, elem, true); }
-int goro_chan_try_send(goro_chan_t *ch, const void *elem) { return chan_send(ch, elem, false); }
-int goro_chan_recv(goro_chan_t *ch, void *elem) { return chan_recv(ch, elem, true); }
-int goro_chan_try_recv(goro_chan_t *ch, void *elem) { return chan_recv(ch, elem, false); }
+int goro_chan_send(goro_chan_t *ch, const void *elem)
+{
+    return chan_send(ch, elem, true, GORO_FOREVER);
+}
+
+int goro_chan_send_until(goro_chan_t *ch, const void *elem, int64_t deadline)
+{
+    return chan_send(ch, elem, true, deadline);
+}
+
+int goro_chan_try_send(goro_chan_t *ch, const void *elem)
+{
+    return chan_send(ch, elem, false, GORO_FOREVER);
+}
+
+int goro_chan_recv(goro_chan_t *ch, void *elem)
+{
+    return chan_recv(ch, elem, true, GORO_FOREVER);
+}
+
+int goro_chan_recv_until(goro_chan_t *ch, void *elem, int64_t deadline)
+{
+    return chan_recv(ch, elem, true, deadline);
+}
+
+int goro_chan_try_recv(goro_chan_t *ch, void *elem)
+{
+    return chan_recv(ch, elem, false, GORO_FOREVER);
+}
 
 int goro_chan_close(goro_chan_t *ch)
 {
@@ -273,7 +324,7 @@ static uint32_t select_rand(void)
     return state;
 }
 
-int goro_select(goro_case_t *cases, int n, int flags)
+int goro_select_until(goro_case_t *cases, int n, int flags, int64_t deadline)
 {
     if (!cases || n < 0 || n > 65536 || (flags & ~GORO_SELECT_NOWAIT))
         return -EINVAL;
@@ -344,19 +395,27 @@ int goro_select(goro_case_t *cases, int n, int flags)
         goto out;
     }
 
-    /* Nothing ready: wait on every case at once. */
-    struct goro_select_wait sel = { .fired = -1 };
+    result = goro__wait_check(deadline);
+    if (result) {
+        select_unlock(&locks);
+        goto out;
+    }
+
+    /* Nothing ready: wait on every case at once. The first partner to
+     * claim the wait (waitq.h) completes its case; the rest are dropped. */
     struct goro *self = goro__waiter_self();
     for (int i = 0; i < n; i++) {
         goro_case_t *c = &cases[i];
-        waiters[i] = (struct goro_waiter){ .g = self, .elem = c->elem, .sel = &sel,
-                                           .case_index = i };
+        waiters[i] = (struct goro_waiter){ .g = self, .elem = c->elem, .case_index = i };
         if (c->ch)
             goro__waitq_push(c->op == GORO_SEND ? &c->ch->sendq : &c->ch->recvq, &waiters[i]);
     }
-    goro__park(GORO_W_SELECT, cases, select_unlock, &locks);
+    struct goro_park how = { .why = GORO_W_SELECT, .obj = cases, .unlock = select_unlock,
+                             .arg = &locks, .deadline = deadline };
+    int outcome = goro__park(&how);
+    int fired = self->wake_index;
 
-    /* Woken by the partner of case sel.fired: leave the other queues. */
+    /* Leave the other queues. */
     select_lock(&locks);
     for (int i = 0; i < n; i++) {
         goro_case_t *c = &cases[i];
@@ -364,7 +423,11 @@ int goro_select(goro_case_t *cases, int n, int flags)
             goro__waitq_remove(c->op == GORO_SEND ? &c->ch->sendq : &c->ch->recvq, &waiters[i]);
     }
     select_unlock(&locks);
-    result = sel.fired;
+    if (outcome != GORO_WAKE_DONE) {
+        result = goro__wake_error(outcome);
+        goto out;
+    }
+    result = fired;
     {
         goro_case_t *c = &cases[result];
         bool ok = waiters[result].success;
@@ -377,4 +440,9 @@ out:
         free(waiters);
     }
     return result;
+}
+
+int goro_select(goro_case_t *cases, int n, int flags)
+{
+    return goro_select_until(cases, n, flags, GORO_FOREVER);
 }

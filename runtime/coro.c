@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "sanitizer.h"
+#include "waitq.h"
 
 /* Filled by goro__capture (via goro__capture_store) and consumed by
  * goro__spawn_captured in the same go() expression, on the same thread,
@@ -123,14 +124,23 @@ goro_t *goro__handle_or_errno(int err, goro_t *h)
  * longer in use): hand it to its joiner, or free it if detached. */
 void goro__release(struct goro *g)
 {
-    /* After the exchange a joiner may free g at any moment: touch g no more. */
+    /* After DEAD is stored a joiner may free g at any moment: touch g no
+     * more. A joiner found here is claimed while the word reads WAKING, so
+     * one that gave up meanwhile waits for DEAD before it goes on. */
     atomic_store_explicit(&g->state, GORO_S_DEAD, memory_order_relaxed);
-    uintptr_t old = atomic_exchange_explicit(&g->exit_word, GORO_EXIT_DEAD,
+    uintptr_t old = atomic_exchange_explicit(&g->exit_word, GORO_EXIT_WAKING,
                                              memory_order_acq_rel);
-    if (old == GORO_EXIT_DETACHED)
+    if (old == GORO_EXIT_DETACHED) {
         goro__slab_put(g);
-    else if (old != GORO_EXIT_RUNNING)
-        goro__ready((struct goro *)old);     /* the parked joiner */
+    } else if (old == GORO_EXIT_RUNNING) {
+        atomic_store_explicit(&g->exit_word, GORO_EXIT_DEAD, memory_order_release);
+    } else {
+        struct goro *joiner = (struct goro *)old;
+        bool won = goro__claim(joiner, GORO_WAKE_DONE);
+        atomic_store_explicit(&g->exit_word, GORO_EXIT_DEAD, memory_order_release);
+        if (won)
+            goro__ready(joiner);
+    }
     goro__coroutine_ended();
 }
 
@@ -152,20 +162,53 @@ static bool join_commit(void *arg, struct goro *self)
         (uintptr_t)self, memory_order_acq_rel, memory_order_acquire);
 }
 
-int goro_join(goro_t *h, long *result)
+/* The joiner's wait ended without the exit (deadline, cancel): withdraw
+ * from h. Returns true if withdrawn, false if h died meanwhile (then the
+ * join has succeeded after all). */
+static bool join_withdraw(struct goro *h, struct goro *self)
+{
+    for (;;) {
+        uintptr_t w = (uintptr_t)self;
+        if (atomic_compare_exchange_strong_explicit(&h->exit_word, &w, GORO_EXIT_RUNNING,
+                memory_order_acq_rel, memory_order_acquire))
+            return true;
+        if (w == GORO_EXIT_DEAD)
+            return false;
+        if (w != GORO_EXIT_WAKING)
+            return true;            /* never published: the commit lost to the exit? */
+        cpu_relax();                /* the exit is deciding: a few instructions */
+    }
+}
+
+int goro_join_until(goro_t *h, long *result, int64_t deadline)
 {
     if (handle_invalid(h))
         return -EINVAL;
-    struct goro *self = goro__current();
+    struct goro *self = goro__waiter_self();
     if (self == h)
         return -EDEADLK;
     uintptr_t w = atomic_load_explicit(&h->exit_word, memory_order_acquire);
+    while (w == GORO_EXIT_WAKING) {
+        cpu_relax();
+        w = atomic_load_explicit(&h->exit_word, memory_order_acquire);
+    }
     if (w != GORO_EXIT_RUNNING && w != GORO_EXIT_DEAD)
         return -EINVAL;             /* somebody already joins it */
     if (w == GORO_EXIT_RUNNING) {
-        goro__park_commit(GORO_W_JOIN, h, join_commit, h);
-        /* Woken by goro__release, or never parked: h is dead now. */
+        int err = goro__wait_check(deadline);
+        if (err)
+            return err;
+        struct goro_park how = { .why = GORO_W_JOIN, .obj = h, .commit = join_commit,
+                                 .arg = h, .deadline = deadline };
+        int outcome = goro__park(&how);
+        if (outcome != GORO_WAKE_DONE && join_withdraw(h, self))
+            return goro__wake_error(outcome);
+        /* Woken by the exit, or never parked: h is dead now. */
         w = atomic_load_explicit(&h->exit_word, memory_order_acquire);
+        while (w == GORO_EXIT_WAKING) {
+            cpu_relax();
+            w = atomic_load_explicit(&h->exit_word, memory_order_acquire);
+        }
         if (w != GORO_EXIT_DEAD)
             return -EINVAL;         /* lost a race with another joiner */
     }
@@ -173,6 +216,11 @@ int goro_join(goro_t *h, long *result)
         *result = h->result;
     goro__slab_put(h);
     return 0;
+}
+
+int goro_join(goro_t *h, long *result)
+{
+    return goro_join_until(h, result, GORO_FOREVER);
 }
 
 int goro_detach(goro_t *h)
@@ -187,6 +235,27 @@ int goro_detach(goro_t *h)
         return -EINVAL;             /* somebody joins it */
     goro__slab_put(h);
     return 0;
+}
+
+/* Sets the flag every later wait checks, then ends the current wait if
+ * there is one that may be cancelled. The store and the load of `wake`
+ * are seq_cst, as are their counterparts when a wait is armed (sched.c),
+ * so a wait armed concurrently sees the flag or is seen here. */
+int goro_cancel(goro_t *h)
+{
+    if (!h || atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_FREE ||
+        (h->flags & (GORO_F_EXTERNAL | GORO_F_G0)))
+        return -EINVAL;
+    atomic_store(&h->cancelled, 1);
+    if (atomic_load(&h->wake) == GORO_WAKE_ARMED && goro__claim(h, GORO_WAKE_CANCELED))
+        goro__ready(h);
+    return 0;
+}
+
+int goro_cancelled(void)
+{
+    struct goro *self = goro__current();
+    return self && atomic_load_explicit(&self->cancelled, memory_order_relaxed);
 }
 
 goro_t *goro_self(void)

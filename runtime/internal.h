@@ -49,21 +49,43 @@ enum goro_wait {
     GORO_W__COUNT
 };
 
+/*
+ * Waking a parked coroutine is a claim. Every party that may end a wait -
+ * the partner who completes it, its deadline timer, goro_cancel, close of
+ * an fd - first moves `wake` from ARMED to its outcome by CAS; only the
+ * winner makes the coroutine runnable, the others leave it alone. ARMED is
+ * set after the coroutine is saved (in the post-switch step), before the
+ * object lock is released, so no claim can see a half-parked coroutine.
+ * FIRM waits (offload, once, internal) can be ended by their partner only.
+ */
+enum goro_wake {
+    GORO_WAKE_IDLE,                /* not in a wait */
+    GORO_WAKE_ARMED,               /* parked: anybody may claim */
+    GORO_WAKE_ARMED_FIRM,          /* parked: only the partner may claim */
+    GORO_WAKE_DONE,                /* the partner completed the wait */
+    GORO_WAKE_TIMEDOUT,
+    GORO_WAKE_CANCELED,
+};
+
 /* How a coroutine entered: go() captured registers, or goro_spawn(fn, arg). */
 enum goro_entry_kind { GORO_ENTRY_CAPTURED, GORO_ENTRY_PLAIN };
 
 /* exit_word: orders the end of a coroutine against join and detach with
  * one atomic word. RUNNING -> DEAD (exit first), -> DETACHED (detach
- * first), or -> the joiner's struct goro (join first, then exit wakes it). */
+ * first), or -> the joiner's struct goro (join first, then exit wakes it:
+ * joiner -> WAKING -> DEAD, or back to the joiner if its wait had ended). */
 #define GORO_EXIT_RUNNING 0u
 #define GORO_EXIT_DETACHED 1u
 #define GORO_EXIT_DEAD 2u
+#define GORO_EXIT_WAKING 3u   /* the exit is claiming its joiner's wait */
 
 #define GORO_F_EXTERNAL 0x2u  /* stands for a thread the runtime does not own */
 #define GORO_F_G0       0x4u  /* a worker's scheduling context (thread stack) */
 
 struct goro_m;
 struct goro_p;
+struct event;
+struct event_base;
 
 /*
  * A coroutine. It lives at the top of its own stack mapping ("slab"), so a
@@ -85,6 +107,9 @@ struct goro {
     struct goro_m *m;              /* worker running it, NULL if not running */
     const void *wait_obj;          /* what it is parked on (debugging) */
     struct goro *next;             /* wake-list link */
+    _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
+    int wake_index;                /* select: the case that fired */
+    _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
     int saved_errno;
     _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
@@ -144,6 +169,10 @@ struct goro_p {
     uint64_t id_next, id_end;      /* block of coroutine ids handed to this P */
     struct goro *free_slabs;       /* stack cache */
     int nfree;
+    struct event_base *base;       /* I/O and timers of coroutines run here */
+    struct event *wake_ev;         /* activated to wake an M asleep in base */
+    _Atomic int poll_lock;         /* whoever holds it may loop base */
+    uint32_t poll_tick;            /* schedtick at the last poll */
 };
 
 /* A worker thread. */
@@ -162,6 +191,11 @@ struct goro_m {
     void (*post_unlock)(void *);
     bool (*post_commit)(void *, struct goro *);
     void *post_arg;
+    uint32_t post_armed;           /* GORO_WAKE_ARMED[_FIRM] for POST_PARK */
+    struct event *post_timer;      /* deadline timer to arm, or NULL */
+    int64_t post_deadline;
+    struct goro *polled;           /* made runnable by event callbacks */
+    int npolled;
     void *altstack;
     size_t altstack_size;
 };
@@ -193,12 +227,33 @@ extern GORO_HIDDEN struct goro_sched goro__sched;
 GORO_HIDDEN struct goro_m *goro__m(void);
 GORO_HIDDEN struct goro *goro__current(void);
 GORO_HIDDEN void goro__ready(struct goro *g);
-GORO_HIDDEN void goro__park(enum goro_wait why, const void *obj,
-                            void (*unlock)(void *), void *arg);
-/* Parks unless commit(arg, self), run once self is saved, returns false;
- * then self continues at once. For waits published by one atomic step. */
-GORO_HIDDEN void goro__park_commit(enum goro_wait why, const void *obj,
-                                   bool (*commit)(void *, struct goro *), void *arg);
+/* How a wait is set up: why (for debuggers), the object, the lock to drop
+ * once parked (unlock) or the publishing step (commit: parks unless it
+ * returns false, for waits published by one atomic step), a deadline
+ * (GORO_FOREVER for none) and whether it is firm (not cancellable). */
+struct goro_park {
+    enum goro_wait why;
+    const void *obj;
+    void (*unlock)(void *);
+    bool (*commit)(void *, struct goro *);
+    void *arg;
+    int64_t deadline;
+    bool firm;
+};
+/* Parks the running coroutine (or blocks this thread if it is not one)
+ * until a claim ends the wait; returns the winning enum goro_wake. */
+GORO_HIDDEN int goro__park(const struct goro_park *how);
+/* Claims g's wait with outcome; true if it won (the caller then wakes g). */
+GORO_HIDDEN bool goro__claim(struct goro *g, uint32_t outcome);
+/* Claims with GORO_WAKE_DONE and makes g runnable; false if it lost. */
+GORO_HIDDEN bool goro__wake(struct goro *g);
+/* Before waiting: -ECANCELED, -ETIMEDOUT (deadline passed) or 0. */
+GORO_HIDDEN int goro__wait_check(int64_t deadline);
+/* The error for a park result other than GORO_WAKE_DONE. */
+GORO_HIDDEN int goro__wake_error(int outcome);
+/* From an event callback: g (already claimed) becomes runnable. */
+GORO_HIDDEN void goro__ready_polled(struct goro *g);
+GORO_HIDDEN struct goro_p *goro__current_p(void);
 GORO_HIDDEN __attribute__((noreturn)) void goro__exit_current(long result);
 GORO_HIDDEN void goro__schedule_new(struct goro *g);
 GORO_HIDDEN int goro__sched_start(int nprocs);
@@ -220,6 +275,27 @@ GORO_HIDDEN int goro__registry_add(struct goro *g);
 GORO_HIDDEN void goro__registry_remove(struct goro *g);
 GORO_HIDDEN void goro__registry_set_ms(struct goro_m *ms, int n);
 GORO_HIDDEN struct goro *goro__registry_last(void);
+/* Calls fn for every registered slab, with no slab unmapped meanwhile;
+ * in_signal: gives up waiting for the lock after a while and returns 1. */
+GORO_HIDDEN int goro__registry_walk(void (*fn)(struct goro *g, void *arg), void *arg,
+                                    bool in_signal);
+GORO_HIDDEN struct goro_m *goro__registry_ms(int *n);
+GORO_HIDDEN const char *goro__state_name(int state);
+GORO_HIDDEN const char *goro__wait_name(int wait);
+
+/* timer.c */
+GORO_HIDDEN int64_t goro__now(void);
+GORO_HIDDEN void goro__timer_arm(struct event *ev, struct goro_p *p, struct goro *g,
+                                 int64_t deadline);
+GORO_HIDDEN void goro__timer_disarm(struct event *ev);
+
+/* netpoll.c */
+GORO_HIDDEN int goro__netpoll_init(struct goro_p *p);
+GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
+GORO_HIDDEN int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block);
+GORO_HIDDEN void goro__netpoll_wake(struct goro_p *p);
+GORO_HIDDEN void goro__netpoll_forget_all(void);
+extern GORO_HIDDEN _Atomic int goro__io_used;
 
 /* offload.c */
 GORO_HIDDEN void goro__offload_stop(void);
@@ -229,6 +305,26 @@ GORO_HIDDEN int goro__fault_thread_init(struct goro_m *m);
 GORO_HIDDEN void goro__fault_thread_fini(struct goro_m *m);
 GORO_HIDDEN void goro__fault_install(void);
 GORO_HIDDEN void goro__backtrace_fd(int fd, void *ucontext);
+/* Where reports go: a FILE, or (file NULL) a descriptor written with
+ * write(2), which is what a signal handler uses. */
+struct goro_out {
+    FILE *file;
+    int fd;
+};
+GORO_HIDDEN void goro__outf(struct goro_out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The backtrace of a signal context, or of the caller if ucontext is NULL. */
+GORO_HIDDEN void goro__backtrace_out(struct goro_out *o, void *ucontext);
+/* The backtrace of a coroutine that is not running, from its saved context. */
+GORO_HIDDEN void goro__backtrace_saved(struct goro_out *o, const struct goro *g);
+/* "name" or "name+0x12" or the address, for a code address. */
+GORO_HIDDEN void goro__symbolize(const void *ip, char *buf, size_t len);
+
+/* dump.c */
+GORO_HIDDEN void goro__dump_install(void);
+GORO_HIDDEN void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal);
+/* "chan recv 0x...", "io fd=12", "join coroutine 7": what g waits for. */
+GORO_HIDDEN void goro__describe_wait(const struct goro *g, char *buf, size_t len);
 
 /* coro.c */
 GORO_HIDDEN void goro__coro_main(void *g);

@@ -54,7 +54,7 @@ static void finish(struct job *j)
 {
     uintptr_t old = atomic_exchange_explicit(&j->state, JOB_DONE, memory_order_acq_rel);
     if (old != JOB_PENDING)
-        goro__ready((struct goro *)old);
+        goro__wake((struct goro *)old);   /* a firm wait: the claim always wins */
 }
 
 static void *pool_main(void *unused)
@@ -134,7 +134,10 @@ int goro_offload(long (*fn)(void *), void *arg, long *result)
     pthread_mutex_unlock(&pool_mu);
     if (err)
         return err;
-    goro__park_commit(GORO_W_OFFLOAD, fn, job_commit, &j);
+    /* Firm: j lives in this frame and the pool thread writes to it. */
+    struct goro_park how = { .why = GORO_W_OFFLOAD, .obj = fn, .commit = job_commit,
+                             .arg = &j, .deadline = GORO_FOREVER, .firm = true };
+    goro__park(&how);
     if (result)
         *result = j.result;
     return 0;

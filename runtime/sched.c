@@ -63,6 +63,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event_struct.h>
+
 #include "internal.h"
 #include "sanitizer.h"
 
@@ -354,13 +356,18 @@ static struct goro *globrunq_get(struct goro_p *p, int max)
 
 /* ---- sleeping and waking Ms ---- */
 
-/* An M's note: EMPTY, NOTIFIED, or SLEEPING (in the kernel). A sleeper
- * spins a little first: work often comes back within microseconds, and a
- * waker that finds it still spinning needs no system call, nor does it. */
+/* An M's note: EMPTY, NOTIFIED, or SLEEPING (in its P's event base). A
+ * sleeper spins a little first: work often comes back within microseconds,
+ * and a waker that finds it still spinning needs no system call, nor does
+ * it. Asleep, the M waits in its event base, so that I/O and timers of the
+ * coroutines that parked here wake it too; a waker ends that wait through
+ * libevent's cross-thread notification. */
 enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING };
 #define NOTE_SPINS 1000
 
-static void note_sleep(struct goro_m *m)
+/* Returns true when woken through the note, false when events made
+ * coroutines runnable (in m->polled; the note then still reads SLEEPING). */
+static bool note_sleep(struct goro_m *m)
 {
     for (int i = 0; i < NOTE_SPINS; i++) {
         if (atomic_load_explicit(&m->note, memory_order_relaxed) == NOTE_NOTIFIED)
@@ -371,20 +378,35 @@ static void note_sleep(struct goro_m *m)
         uint32_t n = NOTE_EMPTY;
         if (atomic_compare_exchange_strong_explicit(&m->note, &n, NOTE_SLEEPING,
                 memory_order_acquire, memory_order_acquire) || n == NOTE_SLEEPING) {
-            goro__futex_wait(&m->note, NOTE_SLEEPING);
+            if (goro__netpoll(m, m->p, true) > 0)
+                return false;
             continue;
         }
         /* NOTIFIED (read with acquire above): consume it. A second notice
          * meanwhile is only ever `stopping`, which the caller checks. */
         atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
-        return;
+        return true;
     }
 }
 
 static void note_wake(struct goro_m *m)
 {
     if (atomic_exchange_explicit(&m->note, NOTE_NOTIFIED, memory_order_release) == NOTE_SLEEPING)
-        goro__futex_wake(&m->note, 1);
+        goro__netpoll_wake(m->p);
+}
+
+/* A waker took our P off the idle list while events woke us: its notice
+ * is a few instructions away. Wait for it, so the note is consistent. */
+static void note_absorb(struct goro_m *m)
+{
+    for (int spins = 0;
+         atomic_load_explicit(&m->note, memory_order_acquire) != NOTE_NOTIFIED; spins++) {
+        if (spins > 1000)
+            sched_yield();
+        else
+            cpu_relax();
+    }
+    atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
 }
 
 /* Under S.lock. */
@@ -508,6 +530,72 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
     return globrunq_get(p, 0);
 }
 
+/* ---- the poller in the scheduling loop ---- */
+
+/* How many slices a busy P runs between looks at its event base. */
+#define POLL_INTERVAL 61
+
+struct goro_p *goro__current_p(void)
+{
+    struct goro_m *m = goro__m();
+    return m ? m->p : NULL;
+}
+
+/* Queues what a poll made runnable on m's P and returns one of them to run
+ * now (or NULL). Several: they are new work for idle Ms (invariant 5). */
+static struct goro *inject_polled(struct goro_m *m)
+{
+    struct goro *g = m->polled;
+    int n = m->npolled;
+    m->polled = NULL;
+    m->npolled = 0;
+    if (!g)
+        return NULL;
+    for (struct goro *x = g->next; x; ) {
+        struct goro *next = x->next;
+        runq_put(m->p, x, false);
+        x = next;
+    }
+    if (n > 1)
+        wake_if_idle();
+    return g;
+}
+
+static bool io_in_use(void)
+{
+    return atomic_load_explicit(&goro__io_used, memory_order_relaxed) != 0;
+}
+
+static bool poll_due(struct goro_p *p)
+{
+    return io_in_use() &&
+           atomic_load_explicit(&p->schedtick, memory_order_relaxed) - p->poll_tick >= POLL_INTERVAL;
+}
+
+/* The owner's non-blocking look at its own base. */
+static struct goro *poll_own(struct goro_m *m)
+{
+    struct goro_p *p = m->p;
+    p->poll_tick = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
+    if (!io_in_use() || goro__netpoll(m, p, false) == 0)
+        return NULL;
+    return inject_polled(m);
+}
+
+/* An idle M polls the bases of busy Ps whose owners are not looking:
+ * their I/O would otherwise wait for the owner's next look. */
+static struct goro *poll_others(struct goro_m *m)
+{
+    if (!io_in_use())
+        return NULL;
+    for (int i = 0; i < S.nprocs; i++) {
+        struct goro_p *q = &S.procs[i];
+        if (q != m->p && goro__netpoll(m, q, false) > 0)
+            return inject_polled(m);
+    }
+    return NULL;
+}
+
 /* Returns the next coroutine for m, sleeping while there is none; NULL
  * when the runtime stops. *inherit: it came from runnext. */
 static struct goro *find_runnable(struct goro_m *m, bool *inherit)
@@ -518,7 +606,11 @@ top:
     *inherit = false;
     if (atomic_load(&S.stopping))
         return NULL;
+    if (poll_due(p) && (g = poll_own(m)))
+        return g;
     if ((g = pick_local(m, inherit)))
+        return g;
+    if ((g = poll_own(m)))
         return g;
 
     int busy = S.nprocs - atomic_load(&S.npidle);
@@ -527,7 +619,7 @@ top:
             m->spinning = true;
             atomic_fetch_add(&S.nmspinning, 1);
         }
-        if ((g = steal_work(p)))
+        if ((g = steal_work(p)) || (g = poll_others(m)))
             return g;
     }
 
@@ -576,7 +668,30 @@ top:
     while (goro__slab_trim_idle() &&
            atomic_load_explicit(&m->note, memory_order_relaxed) != NOTE_NOTIFIED)
         ;
-    note_sleep(m);                  /* until a waker hands p back (inv. 7) */
+    if (!note_sleep(m)) {           /* until a waker hands p back (inv. 7) */
+        /* Events made work while p was idle: take p back - unless a waker
+         * took it first, which then counted us as a spinner. */
+        goro__lock(&S.lock);
+        bool mine = p->idle;
+        if (mine) {
+            struct goro_p **pp = &S.pidle;
+            while (*pp != p)
+                pp = &(*pp)->idle_next;
+            *pp = p->idle_next;
+            p->idle = false;
+            atomic_fetch_sub(&S.npidle, 1);
+        }
+        goro__unlock(&S.lock);
+        if (mine)
+            atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
+        else
+            note_absorb(m);
+        m->spinning = !mine;
+        atomic_store_explicit(&p->running, 1, memory_order_relaxed);
+        if ((g = inject_polled(m)))
+            return g;
+        goto top;
+    }
     /* Only wakep wakes an M while running (stopping aside), and it counted
      * us in nmspinning: m->spinning is written by m alone, never by the
      * waker, so it cannot be lost in a race with the recheck above. */
@@ -586,6 +701,8 @@ top:
 }
 
 /* ---- switching ---- */
+
+static void park_commit(struct goro_m *m, struct goro *g);
 
 /* Run by the context that was switched to: finishes what the leaver asked
  * for, now that the leaver's registers are saved (invariant 2). */
@@ -603,10 +720,7 @@ static void post_switch(struct goro_m *m)
         runq_put(m->p, prev, false);
         break;
     case GORO_POST_PARK:
-        if (m->post_unlock)
-            m->post_unlock(m->post_arg);
-        else if (m->post_commit && !m->post_commit(m->post_arg, prev))
-            goro__ready(prev);      /* the wait was already over */
+        park_commit(m, prev);
         break;
     case GORO_POST_EXIT:
         goro__release(prev);
@@ -669,8 +783,10 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
 /* As switch_to, with the next local coroutine if there is one. */
 static void switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
 {
-    bool inherit;
-    struct goro *next = pick_local(m, &inherit);
+    bool inherit = false;
+    /* A poll is due: g0 does it (libevent's loop does not belong on a
+     * coroutine's stack), then picks the next coroutine. */
+    struct goro *next = poll_due(m->p) ? NULL : pick_local(m, &inherit);
     switch_to(m, self, what, next, inherit);
 }
 
@@ -727,47 +843,133 @@ void goro__schedule_new(struct goro *g)
     goro__ready(g);
 }
 
-static void park(enum goro_wait why, const void *obj, void (*unlock)(void *),
-                 bool (*commit)(void *, struct goro *), void *arg)
+/* ---- waiting and waking (the claim protocol: see enum goro_wake) ---- */
+
+bool goro__claim(struct goro *g, uint32_t outcome)
+{
+    uint32_t w = atomic_load_explicit(&g->wake, memory_order_acquire);
+    while (w == GORO_WAKE_ARMED ||
+           (w == GORO_WAKE_ARMED_FIRM && outcome == GORO_WAKE_DONE)) {
+        if (atomic_compare_exchange_weak_explicit(&g->wake, &w, outcome,
+                memory_order_acq_rel, memory_order_acquire))
+            return true;
+    }
+    return false;
+}
+
+bool goro__wake(struct goro *g)
+{
+    if (!goro__claim(g, GORO_WAKE_DONE))
+        return false;
+    goro__ready(g);
+    return true;
+}
+
+int goro__wait_check(int64_t deadline)
+{
+    struct goro *self = goro__current();
+    if (self && atomic_load_explicit(&self->cancelled, memory_order_relaxed))
+        return -ECANCELED;
+    if (deadline >= 0 && goro__now() >= deadline)
+        return -ETIMEDOUT;
+    return 0;
+}
+
+int goro__wake_error(int outcome)
+{
+    switch (outcome) {
+    case GORO_WAKE_DONE: return 0;
+    case GORO_WAKE_TIMEDOUT: return -ETIMEDOUT;
+    case GORO_WAKE_CANCELED: return -ECANCELED;
+    default: return -EINVAL;
+    }
+}
+
+/* Post-switch half of goro__park, on the M the coroutine parked on, once
+ * it is saved: arm the wait, then let wakers in (invariant 2). The armed
+ * store and the cancelled load are both seq_cst, as are goro_cancel's
+ * store and its claim: one of the two sides sees the other. */
+static void park_commit(struct goro_m *m, struct goro *g)
+{
+    bool wake_now = false;
+    atomic_store(&g->wake, m->post_armed);
+    if (m->post_timer)
+        goro__timer_arm(m->post_timer, m->p, g, m->post_deadline);
+    if (m->post_armed == GORO_WAKE_ARMED && atomic_load(&g->cancelled) &&
+        goro__claim(g, GORO_WAKE_CANCELED))
+        wake_now = true;
+    if (m->post_unlock)
+        m->post_unlock(m->post_arg);
+    else if (m->post_commit && !m->post_commit(m->post_arg, g) &&
+             goro__claim(g, GORO_WAKE_DONE))
+        wake_now = true;            /* the wait was over before it began */
+    if (wake_now)
+        goro__ready(g);
+}
+
+/* A thread the runtime does not own waits on its own futex word. */
+static int park_external(const struct goro_park *how)
+{
+    struct goro *ext = goro__external_self();
+    ext->wait = (uint8_t)how->why;
+    ext->wait_obj = how->obj;
+    atomic_store(&ext->wake, how->firm ? GORO_WAKE_ARMED_FIRM : GORO_WAKE_ARMED);
+    if (how->unlock)
+        how->unlock(how->arg);
+    if (how->commit && !how->commit(how->arg, ext) && goro__claim(ext, GORO_WAKE_DONE))
+        atomic_store_explicit(&ext->ext_wake, 1, memory_order_relaxed);
+    for (;;) {
+        if (atomic_exchange_explicit(&ext->ext_wake, 0, memory_order_acquire))
+            break;
+        if (how->deadline < 0) {
+            goro__futex_wait(&ext->ext_wake, 0);
+            continue;
+        }
+        int64_t left = how->deadline - goro__now();
+        if (left <= 0 && goro__claim(ext, GORO_WAKE_TIMEDOUT))
+            break;                  /* nobody will wake us: done */
+        if (left > 0) {
+            struct timespec ts = { left / GORO_SEC, left % GORO_SEC };
+            syscall(SYS_futex, &ext->ext_wake, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+        } else {
+            goro__futex_wait(&ext->ext_wake, 0);  /* a claim won: its wake comes */
+        }
+    }
+    int outcome = (int)atomic_load(&ext->wake);
+    atomic_store(&ext->wake, GORO_WAKE_IDLE);
+    ext->wait = GORO_W_NONE;
+    ext->wait_obj = NULL;
+    return outcome;
+}
+
+int goro__park(const struct goro_park *how)
 {
     struct goro_m *m = goro__m();
     struct goro *self = m ? m->curg : NULL;
-    if (!self) {
-        /* A thread the runtime does not own: it waits on its own futex. */
-        struct goro *ext = goro__external_self();
-        ext->wait = (uint8_t)why;
-        ext->wait_obj = obj;
-        if (unlock)
-            unlock(arg);
-        if (commit && !commit(arg, ext)) {
-            ext->wait = GORO_W_NONE;
-            return;
-        }
-        while (atomic_exchange_explicit(&ext->ext_wake, 0, memory_order_acquire) == 0)
-            goro__futex_wait(&ext->ext_wake, 0);
-        ext->wait = GORO_W_NONE;
-        return;
-    }
-    self->wait = (uint8_t)why;
-    self->wait_obj = obj;
+    if (!self)
+        return park_external(how);
+    /* The deadline timer lives in this frame, which stays put while parked. */
+    struct event timer;
+    bool timed = how->deadline >= 0;
+    self->wait = (uint8_t)how->why;
+    self->wait_obj = how->obj;
     atomic_store_explicit(&self->state, GORO_S_PARKED, memory_order_relaxed);
-    m->post_unlock = unlock;
-    m->post_commit = commit;
-    m->post_arg = arg;
+    m->post_unlock = how->unlock;
+    m->post_commit = how->commit;
+    m->post_arg = how->arg;
+    m->post_armed = how->firm ? GORO_WAKE_ARMED_FIRM : GORO_WAKE_ARMED;
+    m->post_timer = timed ? &timer : NULL;
+    m->post_deadline = how->deadline;
     switch_out(m, self, GORO_POST_PARK);
+    /* The timer must be gone before this frame is, and before the next
+     * wait is armed (a stale timer would claim it). */
+    if (timed)
+        goro__timer_disarm(&timer);
     self->wait = GORO_W_NONE;
     self->wait_obj = NULL;
-}
-
-void goro__park(enum goro_wait why, const void *obj, void (*unlock)(void *), void *arg)
-{
-    park(why, obj, unlock, NULL, arg);
-}
-
-void goro__park_commit(enum goro_wait why, const void *obj,
-                       bool (*commit)(void *, struct goro *), void *arg)
-{
-    park(why, obj, NULL, commit, arg);
+    int outcome = (int)atomic_load_explicit(&self->wake, memory_order_acquire);
+    atomic_store_explicit(&self->wake, GORO_WAKE_IDLE, memory_order_relaxed);
+    return outcome;
 }
 
 void goro_yield(void)
@@ -776,9 +978,10 @@ void goro_yield(void)
     struct goro *self = m ? m->curg : NULL;
     if (!self)
         return;
-    bool inherit;
-    struct goro *next = pick_local(m, &inherit);
-    if (!next) {
+    bool inherit = false;
+    bool poll = poll_due(m->p);     /* then via g0, which polls */
+    struct goro *next = poll ? NULL : pick_local(m, &inherit);
+    if (!next && !poll) {
         tick(m->p);
         return;                     /* nobody to yield to */
     }
@@ -794,15 +997,21 @@ void goro__exit_current(long result)
      * When nothing else is queued here (else it would just go to g0), claim
      * that wake-up and switch straight to the joiner, which continues our
      * slice. It frees our slab once it runs, after this stack is left. With
-     * work queued the joiner waits its turn in runnext, as any woken one. */
+     * work queued the joiner waits its turn in runnext, as any woken one.
+     * WAKING keeps a joiner whose deadline fired from leaving meanwhile. */
     uintptr_t w = atomic_load_explicit(&self->exit_word, memory_order_acquire);
     struct goro *joiner = (struct goro *)w;
-    if (w > GORO_EXIT_DEAD && !(joiner->flags & GORO_F_EXTERNAL) && runq_empty(m->p) &&
-        atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0) {
-        atomic_store_explicit(&self->state, GORO_S_DEAD, memory_order_relaxed);
-        if (atomic_compare_exchange_strong_explicit(&self->exit_word, &w, GORO_EXIT_DEAD,
-                memory_order_acq_rel, memory_order_relaxed))
+    if (w > GORO_EXIT_WAKING && !(joiner->flags & GORO_F_EXTERNAL) && runq_empty(m->p) &&
+        atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_strong_explicit(&self->exit_word, &w, GORO_EXIT_WAKING,
+            memory_order_acq_rel, memory_order_relaxed)) {
+        if (goro__claim(joiner, GORO_WAKE_DONE)) {
+            atomic_store_explicit(&self->state, GORO_S_DEAD, memory_order_relaxed);
+            atomic_store_explicit(&self->exit_word, GORO_EXIT_DEAD, memory_order_release);
             switch_to(m, self, GORO_POST_EXIT_JOINED, joiner, true);
+        }
+        /* The joiner gave up (deadline, cancel): let it withdraw. */
+        atomic_store_explicit(&self->exit_word, w, memory_order_release);
     }
     switch_out(m, self, GORO_POST_EXIT);
     __builtin_unreachable();
@@ -867,8 +1076,19 @@ int goro__sched_start(int nprocs)
         S.ms[i].p = &S.procs[i];
     }
     steal_order_init(nprocs);
-    goro__registry_set_ms(S.ms, nprocs);
     int started = 0, err = 0;
+    for (int i = 0; i < nprocs && !err; i++)
+        err = goro__netpoll_init(&S.procs[i]);
+    if (err) {
+        for (int i = 0; i < nprocs; i++)
+            goro__netpoll_fini(&S.procs[i]);
+        free(S.procs);
+        free(S.ms);
+        S.procs = NULL;
+        S.ms = NULL;
+        return err;
+    }
+    goro__registry_set_ms(S.ms, nprocs);
     for (; started < nprocs; started++) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -885,6 +1105,8 @@ int goro__sched_start(int nprocs)
             pthread_join(S.ms[i].thread, NULL);
         }
         goro__registry_set_ms(NULL, 0);
+        for (int i = 0; i < nprocs; i++)
+            goro__netpoll_fini(&S.procs[i]);
         free(S.procs);
         free(S.ms);
         S.procs = NULL;
@@ -931,6 +1153,10 @@ void goro__sched_stop(void)
     for (int i = 0; i < S.nprocs; i++)
         pthread_join(S.ms[i].thread, NULL);
     goro__registry_set_ms(NULL, 0);
+    goro__netpoll_forget_all();
+    for (int i = 0; i < S.nprocs; i++)
+        goro__netpoll_fini(&S.procs[i]);
+    atomic_store(&goro__io_used, 0);
     /* Return the Ps' stack caches to the global pool before freeing them. */
     for (int i = 0; i < S.nprocs; i++) {
         struct goro *g = S.procs[i].free_slabs;

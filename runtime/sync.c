@@ -59,13 +59,30 @@ _Static_assert(sizeof(struct sem_impl) <= sizeof(goro_sem_t), "sem layout");
 _Static_assert(sizeof(struct wg_impl) <= sizeof(goro_waitgroup_t), "waitgroup layout");
 _Static_assert(sizeof(struct once_impl) <= sizeof(goro_once_t), "once layout");
 
-/* Parks the caller on q (whose owner's lock lk is held) until woken. */
-static void wait_on(struct goro_waitq *q, goro_lock_t *lk, enum goro_wait why,
-                    const void *obj, int kind)
+/* Parks the caller on q (whose owner's lock lk is held; released once
+ * parked) until a partner hands it what it waits for, its deadline passes
+ * or it is cancelled. Returns 0 (handed over) or -errno, with the waiter
+ * off the queue and nothing handed over (a partner's pop claims the wait
+ * first, so it cannot hand over to a waiter that gave up). */
+static int wait_on(struct goro_waitq *q, goro_lock_t *lk, enum goro_wait why,
+                   const void *obj, int kind, int64_t deadline, bool firm)
 {
+    int err = firm ? 0 : goro__wait_check(deadline);
+    if (err) {
+        goro__unlock(lk);
+        return err;
+    }
     struct goro_waiter w = { .g = goro__waiter_self(), .kind = kind };
     goro__waitq_push(q, &w);
-    goro__park(why, obj, goro__unlock_cb, lk);
+    struct goro_park how = { .why = why, .obj = obj, .unlock = goro__unlock_cb,
+                             .arg = lk, .deadline = deadline, .firm = firm };
+    int outcome = goro__park(&how);
+    if (outcome == GORO_WAKE_DONE)
+        return 0;
+    goro__lock(lk);
+    goro__waitq_remove(q, &w);
+    goro__unlock(lk);
+    return goro__wake_error(outcome);
 }
 
 /* Unlinks every waiter of q into a list through g->next, to wake after
@@ -100,7 +117,7 @@ int goro_mutex_init(goro_mutex_t *mu)
     return 0;
 }
 
-int goro_mutex_lock(goro_mutex_t *mu)
+static int mutex_lock(goro_mutex_t *mu, int64_t deadline, bool firm)
 {
     if (!mu)
         return -EINVAL;
@@ -111,8 +128,15 @@ int goro_mutex_lock(goro_mutex_t *mu)
         goro__unlock(&m->lk);
         return 0;
     }
-    wait_on(&m->q, &m->lk, GORO_W_MUTEX, mu, 0);
-    return 0;                      /* handed over by unlock: we own it */
+    /* 0: handed over by unlock, we own it. */
+    return wait_on(&m->q, &m->lk, GORO_W_MUTEX, mu, 0, deadline, firm);
+}
+
+int goro_mutex_lock(goro_mutex_t *mu) { return mutex_lock(mu, GORO_FOREVER, false); }
+
+int goro_mutex_lock_until(goro_mutex_t *mu, int64_t deadline)
+{
+    return mutex_lock(mu, deadline, false);
 }
 
 int goro_mutex_trylock(goro_mutex_t *mu)
@@ -142,7 +166,7 @@ int goro_mutex_unlock(goro_mutex_t *mu)
         m->locked = 0;             /* else it stays locked, now by w */
     goro__unlock(&m->lk);
     if (w)
-        goro__ready(w->g);
+        goro__ready(w->g);          /* claimed by the pop */
     return 0;
 }
 
@@ -167,7 +191,30 @@ int goro_rwlock_init(goro_rwlock_t *rw)
     return 0;
 }
 
-static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait)
+/* Under r->lk: grants in FIFO order - one writer, or a run of readers -
+ * and returns the coroutines to wake. A waiter whose wait cannot be
+ * claimed (it is giving up) is skipped. */
+static struct goro *grant_locked(struct rwlock_impl *r)
+{
+    struct goro *wake = NULL;
+    while (r->q.head && !r->writer) {
+        struct goro_waiter *w = r->q.head;
+        if (w->kind && r->readers)
+            break;
+        goro__waitq_remove(&r->q, w);
+        if (!goro__claim(w->g, GORO_WAKE_DONE))
+            continue;
+        if (w->kind)
+            r->writer = 1;
+        else
+            r->readers++;
+        w->g->next = wake;
+        wake = w->g;
+    }
+    return wake;
+}
+
+static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
 {
     if (!rw)
         return -EINVAL;
@@ -188,14 +235,32 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait)
         goro__unlock(&r->lk);
         return -EBUSY;
     }
-    wait_on(&r->q, &r->lk, GORO_W_RWLOCK, rw, writer);
-    return 0;                      /* granted by unlock */
+    /* 0: granted by unlock. */
+    int err = wait_on(&r->q, &r->lk, GORO_W_RWLOCK, rw, writer, deadline, false);
+    if (err) {
+        /* A writer that gave up no longer holds back the readers behind it. */
+        goro__lock(&r->lk);
+        struct goro *wake = grant_locked(r);
+        goro__unlock(&r->lk);
+        wake_list(wake);
+    }
+    return err;
 }
 
-int goro_rwlock_rdlock(goro_rwlock_t *rw) { return rw_lock(rw, false, true); }
-int goro_rwlock_wrlock(goro_rwlock_t *rw) { return rw_lock(rw, true, true); }
-int goro_rwlock_tryrdlock(goro_rwlock_t *rw) { return rw_lock(rw, false, false); }
-int goro_rwlock_trywrlock(goro_rwlock_t *rw) { return rw_lock(rw, true, false); }
+int goro_rwlock_rdlock(goro_rwlock_t *rw) { return rw_lock(rw, false, true, GORO_FOREVER); }
+int goro_rwlock_wrlock(goro_rwlock_t *rw) { return rw_lock(rw, true, true, GORO_FOREVER); }
+int goro_rwlock_tryrdlock(goro_rwlock_t *rw) { return rw_lock(rw, false, false, GORO_FOREVER); }
+int goro_rwlock_trywrlock(goro_rwlock_t *rw) { return rw_lock(rw, true, false, GORO_FOREVER); }
+
+int goro_rwlock_rdlock_until(goro_rwlock_t *rw, int64_t deadline)
+{
+    return rw_lock(rw, false, true, deadline);
+}
+
+int goro_rwlock_wrlock_until(goro_rwlock_t *rw, int64_t deadline)
+{
+    return rw_lock(rw, true, true, deadline);
+}
 
 int goro_rwlock_unlock(goro_rwlock_t *rw)
 {
@@ -211,21 +276,7 @@ int goro_rwlock_unlock(goro_rwlock_t *rw)
         goro__unlock(&r->lk);
         return -EPERM;
     }
-    /* Grant in FIFO order: one writer, or a run of readers. */
-    struct goro *wake = NULL;
-    while (r->q.head && !r->writer) {
-        struct goro_waiter *w = r->q.head;
-        if (w->kind) {
-            if (r->readers)
-                break;
-            r->writer = 1;
-        } else {
-            r->readers++;
-        }
-        goro__waitq_remove(&r->q, w);
-        w->g->next = wake;
-        wake = w->g;
-    }
+    struct goro *wake = grant_locked(r);
     goro__unlock(&r->lk);
     wake_list(wake);
     return 0;
@@ -252,7 +303,7 @@ int goro_cond_init(goro_cond_t *cv)
     return 0;
 }
 
-int goro_cond_wait(goro_cond_t *cv, goro_mutex_t *mu)
+int goro_cond_wait_until(goro_cond_t *cv, goro_mutex_t *mu, int64_t deadline)
 {
     if (!cv || !mu)
         return -EINVAL;
@@ -265,8 +316,16 @@ int goro_cond_wait(goro_cond_t *cv, goro_mutex_t *mu)
         goro__unlock(&c->lk);
         return err;
     }
-    wait_on(&c->q, &c->lk, GORO_W_COND, cv, 0);
-    return goro_mutex_lock(mu);
+    err = wait_on(&c->q, &c->lk, GORO_W_COND, cv, 0, deadline, false);
+    /* mu is taken back whatever happened, even when cancelled: the caller's
+     * unlock path expects to hold it (as with pthread_cond_timedwait). */
+    int lock_err = mutex_lock(mu, GORO_FOREVER, true);
+    return err ? err : lock_err;
+}
+
+int goro_cond_wait(goro_cond_t *cv, goro_mutex_t *mu)
+{
+    return goro_cond_wait_until(cv, mu, GORO_FOREVER);
 }
 
 int goro_cond_signal(goro_cond_t *cv)
@@ -278,7 +337,7 @@ int goro_cond_signal(goro_cond_t *cv)
     struct goro_waiter *w = goro__waitq_pop(&c->q);
     goro__unlock(&c->lk);
     if (w)
-        goro__ready(w->g);
+        goro__ready(w->g);          /* claimed by the pop */
     return 0;
 }
 
@@ -316,7 +375,7 @@ int goro_sem_init(goro_sem_t *sem, long count)
     return 0;
 }
 
-static int sem_acquire(goro_sem_t *sem, bool wait)
+static int sem_acquire(goro_sem_t *sem, bool wait, int64_t deadline)
 {
     if (!sem)
         return -EINVAL;
@@ -331,12 +390,17 @@ static int sem_acquire(goro_sem_t *sem, bool wait)
         goro__unlock(&s->lk);
         return -EAGAIN;
     }
-    wait_on(&s->q, &s->lk, GORO_W_SEM, sem, 0);
-    return 0;                      /* release handed us its unit */
+    /* 0: release handed us its unit. */
+    return wait_on(&s->q, &s->lk, GORO_W_SEM, sem, 0, deadline, false);
 }
 
-int goro_sem_acquire(goro_sem_t *sem) { return sem_acquire(sem, true); }
-int goro_sem_try_acquire(goro_sem_t *sem) { return sem_acquire(sem, false); }
+int goro_sem_acquire(goro_sem_t *sem) { return sem_acquire(sem, true, GORO_FOREVER); }
+int goro_sem_try_acquire(goro_sem_t *sem) { return sem_acquire(sem, false, GORO_FOREVER); }
+
+int goro_sem_acquire_until(goro_sem_t *sem, int64_t deadline)
+{
+    return sem_acquire(sem, true, deadline);
+}
 
 int goro_sem_release(goro_sem_t *sem)
 {
@@ -349,7 +413,7 @@ int goro_sem_release(goro_sem_t *sem)
         s->count++;
     goro__unlock(&s->lk);
     if (w)
-        goro__ready(w->g);
+        goro__ready(w->g);          /* claimed by the pop */
     return 0;
 }
 
@@ -398,6 +462,11 @@ int goro_waitgroup_done(goro_waitgroup_t *wg)
 
 int goro_waitgroup_wait(goro_waitgroup_t *wg)
 {
+    return goro_waitgroup_wait_until(wg, GORO_FOREVER);
+}
+
+int goro_waitgroup_wait_until(goro_waitgroup_t *wg, int64_t deadline)
+{
     if (!wg)
         return -EINVAL;
     struct wg_impl *w = (struct wg_impl *)wg;
@@ -406,8 +475,7 @@ int goro_waitgroup_wait(goro_waitgroup_t *wg)
         goro__unlock(&w->lk);
         return 0;
     }
-    wait_on(&w->q, &w->lk, GORO_W_WAITGROUP, wg, 0);
-    return 0;
+    return wait_on(&w->q, &w->lk, GORO_W_WAITGROUP, wg, 0, deadline, false);
 }
 
 int goro_waitgroup_destroy(goro_waitgroup_t *wg)
@@ -437,8 +505,8 @@ int goro_once(goro_once_t *once, void (*fn)(void))
         return 0;
     }
     if (st == 1) {
-        wait_on(&o->q, &o->lk, GORO_W_ONCE, once, 0);
-        return 0;
+        /* Firm: returning before fn has run would break the promise. */
+        return wait_on(&o->q, &o->lk, GORO_W_ONCE, once, 0, GORO_FOREVER, true);
     }
     atomic_store_explicit(&o->state, 1, memory_order_relaxed);
     goro__unlock(&o->lk);

@@ -2,8 +2,13 @@
  * the sync primitives. A waiter lives on the stack of the coroutine (or
  * thread) that waits, which stays put while it is parked. Queues are
  * doubly linked so that a waiter can leave from the middle (a select that
- * fired elsewhere; later, a timeout or a cancellation). All queue
- * operations happen under the lock of the object the queue belongs to. */
+ * fired elsewhere, a deadline, a cancellation). All queue operations happen
+ * under the lock of the object the queue belongs to.
+ *
+ * Taking a waiter from a queue claims its coroutine's wait (enum
+ * goro_wake): a waiter whose wait already ended - a select that fired on
+ * another case, a deadline, a cancellation - is dropped instead, and it
+ * removes itself (a no-op once dropped) when it runs. */
 #ifndef GORO_WAITQ_H
 #define GORO_WAITQ_H
 
@@ -12,18 +17,11 @@
 
 #include "internal.h"
 
-/* Shared by the waiters of one select: the first waker to claim it wins. */
-struct goro_select_wait {
-    _Atomic int done;
-    int fired;                     /* case index that completed */
-};
-
 struct goro_waiter {
     struct goro *g;
     struct goro_waiter *prev, *next;
     void *elem;                    /* channels: element source / destination */
-    struct goro_select_wait *sel;  /* non-NULL when part of a select */
-    int case_index;
+    int case_index;                /* select: which case this waiter is */
     int kind;                      /* rwlock: 1 = writer */
     bool queued;
     bool success;                  /* completed by a partner, not by close */
@@ -61,18 +59,16 @@ static inline void goro__waitq_remove(struct goro_waitq *q, struct goro_waiter *
     w->queued = false;
 }
 
-/* Takes the first waiter that can still be woken: a select waiter whose
- * select already fired elsewhere is dropped on the way. */
+/* Takes the first waiter whose wait it can claim, recording which select
+ * case fired. The caller makes w->g runnable (goro__ready) after it has
+ * finished with w and dropped the lock. */
 static inline struct goro_waiter *goro__waitq_pop(struct goro_waitq *q)
 {
     struct goro_waiter *w;
     while ((w = q->head)) {
         goro__waitq_remove(q, w);
-        if (!w->sel)
-            return w;
-        int zero = 0;
-        if (atomic_compare_exchange_strong(&w->sel->done, &zero, 1)) {
-            w->sel->fired = w->case_index;
+        if (goro__claim(w->g, GORO_WAKE_DONE)) {
+            w->g->wake_index = w->case_index;
             return w;
         }
     }

@@ -1,0 +1,370 @@
+/*
+ * The I/O calls. Each tries its system call first; only when that says
+ * EAGAIN does it wait for readiness (netpoll.c) and try again. A caller
+ * that was woken and then succeeded passes the turn to the next waiter in
+ * the same direction, because the edge that woke it may have brought more
+ * than one caller's worth (several acceptors on one listener).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "netpoll.h"
+
+/* errno right now. Not inlined and opaque to the optimiser: glibc's
+ * __errno_location is declared const, so after a switch to another thread
+ * the compiler could otherwise reuse the old thread's errno address. */
+static GORO_NOINLINE int errno_now(void)
+{
+    int e = errno;
+    __asm__ volatile("" ::: "memory");
+    return e;
+}
+
+/* The arguments of one call, for the generic loop. */
+struct io_call {
+    struct goro_pollfd *pd;
+    void *buf;
+    const void *cbuf;
+    size_t len;
+    int flags;
+    const struct iovec *iov;
+    int iovcnt;
+    struct sockaddr *addr;
+    socklen_t *addrlen;
+    const struct sockaddr *caddr;
+    socklen_t caddrlen;
+};
+
+typedef ssize_t (*io_op)(int fd, struct io_call *c);
+
+static ssize_t io_loop(int fd, int dir, int64_t deadline, io_op op, struct io_call *c)
+{
+    uint32_t gen;
+    int err = goro__fd_begin(fd, &c->pd, &gen);
+    if (err)
+        return err;
+    bool woken = false;
+    for (;;) {
+        ssize_t n = op(fd, c);
+        int e = n < 0 ? errno_now() : 0;
+        if (n < 0 && e == EINTR)
+            continue;
+        if (n >= 0 || (e != EAGAIN && e != EWOULDBLOCK)) {
+            if (woken)
+                goro__fd_pass(c->pd, dir);
+            return n >= 0 ? n : -e;
+        }
+        int r = goro__fd_wait(c->pd, gen, dir, deadline);
+        if (r < 0)
+            return r;
+        woken = true;
+    }
+}
+
+/* ---- reading ---- */
+
+static ssize_t op_read(int fd, struct io_call *c) { return read(fd, c->buf, c->len); }
+static ssize_t op_readv(int fd, struct io_call *c) { return readv(fd, c->iov, c->iovcnt); }
+
+static ssize_t op_recvfrom(int fd, struct io_call *c)
+{
+    return recvfrom(fd, c->buf, c->len, c->flags, c->addr, c->addrlen);
+}
+
+ssize_t goro_read_until(int fd, void *buf, size_t len, int64_t deadline)
+{
+    struct io_call c = { .buf = buf, .len = len };
+    return io_loop(fd, GORO_READABLE, deadline, op_read, &c);
+}
+
+ssize_t goro_read(int fd, void *buf, size_t len)
+{
+    return goro_read_until(fd, buf, len, GORO_FOREVER);
+}
+
+ssize_t goro_readv_until(int fd, const struct iovec *iov, int iovcnt, int64_t deadline)
+{
+    struct io_call c = { .iov = iov, .iovcnt = iovcnt };
+    return io_loop(fd, GORO_READABLE, deadline, op_readv, &c);
+}
+
+ssize_t goro_readv(int fd, const struct iovec *iov, int iovcnt)
+{
+    return goro_readv_until(fd, iov, iovcnt, GORO_FOREVER);
+}
+
+ssize_t goro_recvfrom_until(int fd, void *buf, size_t len, int flags,
+                            struct sockaddr *from, socklen_t *fromlen, int64_t deadline)
+{
+    struct io_call c = { .buf = buf, .len = len, .flags = flags, .addr = from,
+                         .addrlen = fromlen };
+    return io_loop(fd, GORO_READABLE, deadline, op_recvfrom, &c);
+}
+
+ssize_t goro_recvfrom(int fd, void *buf, size_t len, int flags,
+                      struct sockaddr *from, socklen_t *fromlen)
+{
+    return goro_recvfrom_until(fd, buf, len, flags, from, fromlen, GORO_FOREVER);
+}
+
+ssize_t goro_recv_until(int fd, void *buf, size_t len, int flags, int64_t deadline)
+{
+    return goro_recvfrom_until(fd, buf, len, flags, NULL, NULL, deadline);
+}
+
+ssize_t goro_recv(int fd, void *buf, size_t len, int flags)
+{
+    return goro_recvfrom_until(fd, buf, len, flags, NULL, NULL, GORO_FOREVER);
+}
+
+/* ---- writing ----
+ * Sockets are written with MSG_NOSIGNAL, so a vanished peer gives EPIPE
+ * and never SIGPIPE; what turns out not to be a socket is written plainly
+ * from then on. */
+
+static bool try_socket(struct goro_pollfd *pd)
+{
+    return !atomic_load_explicit(&pd->not_socket, memory_order_relaxed);
+}
+
+static ssize_t not_a_socket(struct goro_pollfd *pd)
+{
+    atomic_store_explicit(&pd->not_socket, true, memory_order_relaxed);
+    return -2;                      /* not an answer: try the plain call */
+}
+
+static ssize_t op_write(int fd, struct io_call *c)
+{
+    if (try_socket(c->pd)) {
+        ssize_t n = send(fd, c->cbuf, c->len, MSG_NOSIGNAL);
+        if (n >= 0 || errno_now() != ENOTSOCK)
+            return n;
+        not_a_socket(c->pd);
+    }
+    return write(fd, c->cbuf, c->len);
+}
+
+static ssize_t op_writev(int fd, struct io_call *c)
+{
+    if (try_socket(c->pd)) {
+        struct msghdr msg = { .msg_iov = (struct iovec *)c->iov, .msg_iovlen = (size_t)c->iovcnt };
+        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (n >= 0 || errno_now() != ENOTSOCK)
+            return n;
+        not_a_socket(c->pd);
+    }
+    return writev(fd, c->iov, c->iovcnt);
+}
+
+static ssize_t op_sendto(int fd, struct io_call *c)
+{
+    return sendto(fd, c->cbuf, c->len, c->flags | MSG_NOSIGNAL, c->caddr, c->caddrlen);
+}
+
+ssize_t goro_write_until(int fd, const void *buf, size_t len, int64_t deadline)
+{
+    struct io_call c = { .cbuf = buf, .len = len };
+    return io_loop(fd, GORO_WRITABLE, deadline, op_write, &c);
+}
+
+ssize_t goro_write(int fd, const void *buf, size_t len)
+{
+    return goro_write_until(fd, buf, len, GORO_FOREVER);
+}
+
+ssize_t goro_writev_until(int fd, const struct iovec *iov, int iovcnt, int64_t deadline)
+{
+    struct io_call c = { .iov = iov, .iovcnt = iovcnt };
+    return io_loop(fd, GORO_WRITABLE, deadline, op_writev, &c);
+}
+
+ssize_t goro_writev(int fd, const struct iovec *iov, int iovcnt)
+{
+    return goro_writev_until(fd, iov, iovcnt, GORO_FOREVER);
+}
+
+ssize_t goro_write_all_until(int fd, const void *buf, size_t len, size_t *written,
+                             int64_t deadline)
+{
+    size_t done = 0;
+    ssize_t r = 0;
+    while (done < len) {
+        r = goro_write_until(fd, (const char *)buf + done, len - done, deadline);
+        if (r < 0)
+            break;
+        done += (size_t)r;
+    }
+    if (written)
+        *written = done;
+    if (len == 0)                   /* still report a bad descriptor */
+        r = goro_write_until(fd, buf, 0, deadline);
+    return r < 0 ? r : (ssize_t)len;
+}
+
+ssize_t goro_write_all(int fd, const void *buf, size_t len)
+{
+    return goro_write_all_until(fd, buf, len, NULL, GORO_FOREVER);
+}
+
+ssize_t goro_sendto_until(int fd, const void *buf, size_t len, int flags,
+                          const struct sockaddr *to, socklen_t tolen, int64_t deadline)
+{
+    struct io_call c = { .cbuf = buf, .len = len, .flags = flags, .caddr = to,
+                         .caddrlen = tolen };
+    return io_loop(fd, GORO_WRITABLE, deadline, op_sendto, &c);
+}
+
+ssize_t goro_sendto(int fd, const void *buf, size_t len, int flags,
+                    const struct sockaddr *to, socklen_t tolen)
+{
+    return goro_sendto_until(fd, buf, len, flags, to, tolen, GORO_FOREVER);
+}
+
+ssize_t goro_send_until(int fd, const void *buf, size_t len, int flags, int64_t deadline)
+{
+    return goro_sendto_until(fd, buf, len, flags, NULL, 0, deadline);
+}
+
+ssize_t goro_send(int fd, const void *buf, size_t len, int flags)
+{
+    return goro_sendto_until(fd, buf, len, flags, NULL, 0, GORO_FOREVER);
+}
+
+/* ---- connections ---- */
+
+int goro_socket(int domain, int type, int protocol)
+{
+    int fd = socket(domain, type | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol);
+    if (fd < 0)
+        return -errno_now();
+    goro__fd_new(fd);
+    return fd;
+}
+
+static ssize_t op_accept(int fd, struct io_call *c)
+{
+    for (;;) {
+        int nfd = accept4(fd, c->addr, c->addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        /* A connection reset while queued is not the caller's business. */
+        if (nfd < 0 && errno_now() == ECONNABORTED)
+            continue;
+        return nfd;
+    }
+}
+
+int goro_accept_until(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline)
+{
+    struct io_call c = { .addr = addr, .addrlen = addrlen };
+    ssize_t nfd = io_loop(fd, GORO_READABLE, deadline, op_accept, &c);
+    if (nfd >= 0)
+        goro__fd_new((int)nfd);
+    return (int)nfd;
+}
+
+int goro_accept(int fd, struct sockaddr *addr, socklen_t *addrlen)
+{
+    return goro_accept_until(fd, addr, addrlen, GORO_FOREVER);
+}
+
+int goro_connect_until(int fd, const struct sockaddr *addr, socklen_t addrlen,
+                       int64_t deadline)
+{
+    struct goro_pollfd *pd;
+    uint32_t gen;
+    int err = goro__fd_begin(fd, &pd, &gen);
+    if (err)
+        return err;
+    if (connect(fd, addr, addrlen) == 0)
+        return 0;
+    err = errno_now();
+    /* EINTR: the connection goes on in the background, as EINPROGRESS. */
+    if (err != EINPROGRESS && err != EINTR)
+        return -err;
+    for (;;) {
+        int r = goro__fd_wait(pd, gen, GORO_WRITABLE, deadline);
+        if (r < 0)
+            return r;
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+            return -errno_now();
+        if (soerr != EINPROGRESS && soerr != EALREADY && soerr != EINTR) {
+            if (soerr == 0) {
+                /* Connected, unless the edge was stale: ask the socket. */
+                struct sockaddr_storage peer;
+                socklen_t plen = sizeof peer;
+                if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0 &&
+                    errno_now() == ENOTCONN)
+                    continue;
+            }
+            return -soerr;
+        }
+    }
+}
+
+int goro_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
+{
+    return goro_connect_until(fd, addr, addrlen, GORO_FOREVER);
+}
+
+/* ---- readiness and closing ---- */
+
+/* A level check first: the edges the poller keeps are consumed by the
+ * first waiter, but this call promises "ready now", data left over or not. */
+int goro_wait_fd(int fd, int events, int64_t deadline)
+{
+    if (events == 0 || (events & ~(GORO_READABLE | GORO_WRITABLE)))
+        return -EINVAL;
+    struct goro_pollfd *pd;
+    uint32_t gen;
+    int err = goro__fd_begin(fd, &pd, &gen);
+    if (err)
+        return err;
+    struct pollfd p = { .fd = fd, .events = (short)(((events & GORO_READABLE) ? POLLIN : 0) |
+                                                    ((events & GORO_WRITABLE) ? POLLOUT : 0)) };
+    for (;;) {
+        int n = poll(&p, 1, 0);
+        if (n < 0 && errno_now() == EINTR)
+            continue;
+        if (n < 0)
+            return -errno_now();
+        if (n > 0) {
+            if (p.revents & POLLNVAL)
+                return -EBADF;
+            int seen = 0;
+            if (p.revents & (POLLIN | POLLHUP | POLLERR))
+                seen |= events & GORO_READABLE;
+            if (p.revents & (POLLOUT | POLLHUP | POLLERR))
+                seen |= events & GORO_WRITABLE;
+            if (seen)
+                return seen;
+        }
+        int r = goro__fd_wait(pd, gen, events, deadline);
+        if (r != 0)
+            return r;
+    }
+}
+
+int goro_fd_release(int fd)
+{
+    if (fd < 0)
+        return -EBADF;
+    goro__fd_forget(fd);
+    return fcntl(fd, F_GETFD) < 0 ? -EBADF : 0;
+}
+
+int goro_close(int fd)
+{
+    if (fd < 0)
+        return -EBADF;
+    goro__fd_forget(fd);
+    /* Linux frees the descriptor even when close reports an error: never
+     * retry (the number may already belong to someone else). */
+    return close(fd) < 0 ? -errno_now() : 0;
+}

@@ -1,0 +1,415 @@
+/*
+ * The poller: one libevent base per P, and the table of descriptors that
+ * coroutines wait on.
+ *
+ * A descriptor is registered once, the first time a call on it would
+ * block, with the base of the P running that call: one persistent,
+ * edge-triggered event for both directions. Its readiness is remembered in
+ * the descriptor record (rready / wready) when nobody waits, so an edge is
+ * never lost; waiters queue per direction and an edge wakes the first one.
+ * A woken waiter that then succeeds passes the turn to the next (io.c),
+ * because one edge may stand for more than one waiter's worth of data.
+ *
+ * Bases are looped only by whoever holds the P's poll_lock: the P's own M
+ * (non-blocking every POLL_INTERVAL slices and when it runs out of work;
+ * blocking when it goes to sleep), or an idle M looking for work. Event
+ * callbacks run on that M's g0 and never switch: they claim waits and
+ * collect the coroutines in m->polled, which the scheduler then queues.
+ *
+ * Closed and reused descriptors: goro_close deregisters (event_del, which
+ * waits for a running callback) before close(2), so no event for the old
+ * descriptor can arrive once its number can be reused; a generation count
+ * makes calls that started on the old descriptor fail with EBADF instead
+ * of waiting on the new one.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <event2/thread.h>
+
+#include "internal.h"
+#include "netpoll.h"
+#include "waitq.h"
+
+GORO_HIDDEN _Atomic int goro__io_used;
+
+/* ---- event bases ---- */
+
+static void libevent_log(int severity, const char *msg)
+{
+    /* libevent reports recoverable conditions (a failed epoll_ctl that the
+     * caller sees as an error anyway) as warnings: only errors matter. */
+    if (severity >= EVENT_LOG_ERR)
+        fprintf(stderr, "goro: libevent: %s\n", msg);
+}
+
+static void libevent_setup(void)
+{
+    event_set_log_callback(libevent_log);
+    /* Bases are touched from every worker (timers deleted, fds registered
+     * and woken across threads): libevent must lock them and be able to
+     * wake a thread sleeping in one. */
+    evthread_use_pthreads();
+}
+
+static void wake_event(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;                      /* its job was to end the loop */
+}
+
+int goro__netpoll_init(struct goro_p *p)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, libevent_setup);
+    struct event_config *cfg = event_config_new();
+    if (!cfg)
+        return -ENOMEM;
+    /* Timers to the microsecond (timerfd) rather than epoll's milliseconds;
+     * ignore EVENT_* environment settings meant for other programs. */
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_IGNORE_ENV);
+    event_config_require_features(cfg, EV_FEATURE_ET);
+    p->base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    if (!p->base)
+        return -ENOMEM;
+    p->wake_ev = event_new(p->base, -1, 0, wake_event, NULL);
+    if (!p->wake_ev) {
+        event_base_free(p->base);
+        p->base = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void goro__netpoll_fini(struct goro_p *p)
+{
+    if (p->wake_ev)
+        event_free(p->wake_ev);
+    if (p->base)
+        event_base_free(p->base);
+    p->wake_ev = NULL;
+    p->base = NULL;
+}
+
+/* Loops p's base once for m: returns how many coroutines became runnable
+ * (in m->polled). Only the holder of poll_lock may loop a base; the owner
+ * about to sleep waits for a non-blocking poller to finish, others give up. */
+int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block)
+{
+    if (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire)) {
+        if (!block)
+            return 0;
+        while (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire))
+            cpu_relax();
+    }
+    m->polled = NULL;
+    m->npolled = 0;
+    /* NO_EXIT_ON_EMPTY: a base with nothing registered must still block
+     * (until goro__netpoll_wake), not return at once. */
+    event_base_loop(p->base, block ? EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY : EVLOOP_NONBLOCK);
+    atomic_store_explicit(&p->poll_lock, 0, memory_order_release);
+    return m->npolled;
+}
+
+/* Ends a blocking goro__netpoll on p (or the next one, if none runs). */
+void goro__netpoll_wake(struct goro_p *p)
+{
+    event_active(p->wake_ev, EV_READ, 0);
+}
+
+void goro__ready_polled(struct goro *g)
+{
+    if (g->flags & GORO_F_EXTERNAL) {
+        goro__ready(g);             /* a thread: its futex */
+        return;
+    }
+    struct goro_m *m = goro__m();
+    atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
+    g->next = m->polled;
+    m->polled = g;
+    m->npolled++;
+}
+
+/* ---- the descriptor table ----
+ * Two levels, chunks allocated on first use, never freed while the process
+ * lives (a record must stay valid for callbacks and late callers). */
+
+#define PD_CHUNK 256
+#define PD_MAX (1 << 24)
+static struct goro_pollfd *_Atomic pd_chunks[PD_MAX / PD_CHUNK];
+
+struct goro_pollfd *goro__pollfd(int fd, bool create)
+{
+    if (fd < 0 || fd >= PD_MAX)
+        return NULL;
+    _Atomic(struct goro_pollfd *) *slot = &pd_chunks[fd / PD_CHUNK];
+    struct goro_pollfd *chunk = atomic_load_explicit(slot, memory_order_acquire);
+    if (!chunk) {
+        if (!create)
+            return NULL;
+        struct goro_pollfd *fresh = calloc(PD_CHUNK, sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        for (int i = 0; i < PD_CHUNK; i++)
+            fresh[i].fd = fd / PD_CHUNK * PD_CHUNK + i;
+        if (atomic_compare_exchange_strong(slot, &chunk, fresh))
+            chunk = fresh;
+        else
+            free(fresh);            /* another thread won */
+    }
+    return &chunk[fd % PD_CHUNK];
+}
+
+/* ---- readiness ---- */
+
+/* Under pd->lock: one waiter of q, or the flag, takes the edge. */
+static struct goro *edge_locked(struct goro_waitq *q, bool *ready)
+{
+    struct goro_waiter *w = goro__waitq_pop(q);
+    if (!w) {
+        *ready = true;
+        return NULL;
+    }
+    w->success = true;
+    return w->g;
+}
+
+static void fd_event(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    struct goro_pollfd *pd = arg;
+    struct goro *r = NULL, *w = NULL;
+    goro__lock(&pd->lock);
+    if (pd->state == PD_REGISTERED) {
+        if (what & EV_READ)
+            r = edge_locked(&pd->rq, &pd->rready);
+        if (what & EV_WRITE)
+            w = edge_locked(&pd->wq, &pd->wready);
+    }
+    goro__unlock(&pd->lock);
+    if (r)
+        goro__ready_polled(r);
+    if (w)
+        goro__ready_polled(w);
+}
+
+/* ---- using a descriptor ---- */
+
+/* Under pd->lock, first use since it was (re)opened: make it non-blocking
+ * and find out whether it can be polled at all (regular files cannot). */
+static int prepare_locked(struct goro_pollfd *pd)
+{
+    int flags = fcntl(pd->fd, F_GETFL);
+    if (flags < 0)
+        return -errno;
+    if (!(flags & O_NONBLOCK) && fcntl(pd->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(pd->fd, &st) < 0)
+        return -errno;
+    bool pollable = !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISBLK(st.st_mode);
+    pd->state = pollable ? PD_NONBLOCK : PD_UNPOLLABLE;
+    return 0;
+}
+
+int goro__fd_begin(int fd, struct goro_pollfd **out, uint32_t *gen)
+{
+    if (fd < 0 || fd >= PD_MAX)
+        return -EBADF;
+    if (!goro__m()) {
+        int err = goro__ensure_started();   /* a foreign thread needs the bases */
+        if (err)
+            return err;
+    }
+    struct goro_pollfd *pd = goro__pollfd(fd, true);
+    if (!pd)
+        return -ENOMEM;
+    if (atomic_load_explicit(&pd->state_hint, memory_order_acquire) < PD_NONBLOCK) {
+        goro__lock(&pd->lock);
+        int err = pd->state == PD_UNKNOWN ? prepare_locked(pd) : 0;
+        if (pd->state == PD_CLOSING)
+            err = -EBADF;
+        atomic_store_explicit(&pd->state_hint, pd->state, memory_order_release);
+        goro__unlock(&pd->lock);
+        if (err)
+            return err;
+    }
+    *gen = atomic_load_explicit(&pd->gen, memory_order_acquire);
+    *out = pd;
+    return 0;
+}
+
+void goro__fd_new(int fd)
+{
+    /* A descriptor the kernel just handed out cannot be registered any
+     * more: a record saying otherwise is left over from a close(2) that
+     * bypassed goro_close. Forget it, then note what we know. */
+    struct goro_pollfd *pd = goro__pollfd(fd, true);
+    if (!pd)
+        return;
+    if (atomic_load_explicit(&pd->state_hint, memory_order_acquire) != PD_UNKNOWN)
+        goro__fd_forget(fd);
+    goro__lock(&pd->lock);
+    if (pd->state == PD_UNKNOWN)
+        pd->state = PD_NONBLOCK;    /* sockets made with SOCK_NONBLOCK */
+    atomic_store_explicit(&pd->state_hint, pd->state, memory_order_release);
+    goro__unlock(&pd->lock);
+}
+
+/* Under pd->lock: registers pd with the base of the P we run on. */
+static int register_locked(struct goro_pollfd *pd)
+{
+    struct goro_p *p = goro__current_p();
+    if (!p)
+        p = &goro__sched.procs[0];  /* a foreign thread: any base will do */
+    if (event_assign(&pd->ev, p->base, pd->fd, EV_READ | EV_WRITE | EV_PERSIST | EV_ET,
+                     fd_event, pd) < 0)
+        return -EINVAL;
+    errno = 0;
+    if (event_add(&pd->ev, NULL) < 0)
+        return errno ? -errno : -EBADF;
+    pd->state = PD_REGISTERED;
+    atomic_store_explicit(&pd->state_hint, PD_REGISTERED, memory_order_release);
+    atomic_store_explicit(&goro__io_used, 1, memory_order_relaxed);
+    return 0;
+}
+
+static void io_unlock(void *arg)
+{
+    goro__unlock(&((struct goro_pollfd *)arg)->lock);
+}
+
+/* Under pd->lock: the remembered edges among events, consumed. */
+static int take_ready_locked(struct goro_pollfd *pd, int events)
+{
+    int seen = 0;
+    if ((events & GORO_READABLE) && pd->rready) {
+        pd->rready = false;
+        seen |= GORO_READABLE;
+    }
+    if ((events & GORO_WRITABLE) && pd->wready) {
+        pd->wready = false;
+        seen |= GORO_WRITABLE;
+    }
+    return seen;
+}
+
+int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t deadline)
+{
+    goro__lock(&pd->lock);
+    if (atomic_load_explicit(&pd->gen, memory_order_relaxed) != gen ||
+        pd->state == PD_CLOSING || pd->state == PD_UNKNOWN) {
+        goro__unlock(&pd->lock);
+        return -EBADF;
+    }
+    int seen = pd->state == PD_UNPOLLABLE ? events : take_ready_locked(pd, events);
+    if (seen) {
+        goro__unlock(&pd->lock);
+        return seen;
+    }
+    int err = pd->state == PD_REGISTERED ? 0 : register_locked(pd);
+    if (!err)
+        err = goro__wait_check(deadline);
+    if (err) {
+        goro__unlock(&pd->lock);
+        return err;
+    }
+    /* One waiter per direction, like a select: the first edge claims. */
+    struct goro *self = goro__waiter_self();
+    struct goro_waiter r = { .g = self, .case_index = GORO_READABLE };
+    struct goro_waiter w = { .g = self, .case_index = GORO_WRITABLE };
+    if (events & GORO_READABLE)
+        goro__waitq_push(&pd->rq, &r);
+    if (events & GORO_WRITABLE)
+        goro__waitq_push(&pd->wq, &w);
+    struct goro_park how = { .why = GORO_W_IO, .obj = pd, .unlock = io_unlock, .arg = pd,
+                             .deadline = deadline };
+    int outcome = goro__park(&how);
+    int fired = self->wake_index;
+    if (outcome != GORO_WAKE_DONE || events == (GORO_READABLE | GORO_WRITABLE)) {
+        goro__lock(&pd->lock);
+        goro__waitq_remove(&pd->rq, &r);
+        goro__waitq_remove(&pd->wq, &w);
+        goro__unlock(&pd->lock);
+    }
+    if (outcome != GORO_WAKE_DONE)
+        return goro__wake_error(outcome);
+    bool ok = fired == GORO_READABLE ? r.success : w.success;
+    return ok ? fired : -EBADF;
+}
+
+void goro__fd_pass(struct goro_pollfd *pd, int dir)
+{
+    struct goro_waitq *q = dir == GORO_READABLE ? &pd->rq : &pd->wq;
+    goro__lock(&pd->lock);
+    struct goro_waiter *w = goro__waitq_pop(q);
+    if (w)
+        w->success = true;
+    goro__unlock(&pd->lock);
+    if (w)
+        goro__ready(w->g);
+}
+
+/* Collects every waiter of q (their waits claimed) for waking with EBADF. */
+static struct goro *take_waiters(struct goro_waitq *q, struct goro *list)
+{
+    struct goro_waiter *w;
+    while ((w = goro__waitq_pop(q))) {
+        w->success = false;
+        w->g->next = list;
+        list = w->g;
+    }
+    return list;
+}
+
+int goro__fd_forget(int fd)
+{
+    struct goro_pollfd *pd = goro__pollfd(fd, false);
+    if (!pd)
+        return 0;
+    goro__lock(&pd->lock);
+    bool registered = pd->state == PD_REGISTERED;
+    bool known = pd->state != PD_UNKNOWN;
+    atomic_fetch_add_explicit(&pd->gen, 1, memory_order_release);
+    pd->state = PD_CLOSING;         /* callbacks and new waits keep off */
+    atomic_store_explicit(&pd->state_hint, PD_CLOSING, memory_order_release);
+    pd->rready = pd->wready = false;
+    struct goro *list = take_waiters(&pd->rq, take_waiters(&pd->wq, NULL));
+    goro__unlock(&pd->lock);
+    /* Without pd->lock: event_del waits for a callback running elsewhere,
+     * and that callback takes pd->lock. */
+    if (registered)
+        event_del(&pd->ev);
+    goro__lock(&pd->lock);
+    pd->state = PD_UNKNOWN;
+    atomic_store_explicit(&pd->state_hint, PD_UNKNOWN, memory_order_release);
+    goro__unlock(&pd->lock);
+    while (list) {
+        struct goro *next = list->next;
+        goro__ready(list);
+        list = next;
+    }
+    return known ? 0 : -EBADF;
+}
+
+/* At shutdown, before the bases go: every registration is dropped (no
+ * coroutine is left to wait; records must not point at freed bases). */
+void goro__netpoll_forget_all(void)
+{
+    for (size_t c = 0; c < PD_MAX / PD_CHUNK; c++) {
+        struct goro_pollfd *chunk = atomic_load(&pd_chunks[c]);
+        if (!chunk)
+            continue;
+        for (int i = 0; i < PD_CHUNK; i++)
+            if (chunk[i].state != PD_UNKNOWN)
+                goro__fd_forget(chunk[i].fd);
+    }
+}

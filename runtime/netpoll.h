@@ -1,0 +1,53 @@
+/* Descriptor records of the poller (runtime/netpoll.c), for io.c. */
+#ifndef GORO_NETPOLL_H
+#define GORO_NETPOLL_H
+
+#include <event2/event_struct.h>
+
+#include "internal.h"
+#include "waitq.h"
+
+/* What is known about a descriptor number. */
+enum goro_pd_state {
+    PD_UNKNOWN,                    /* never used, or closed since */
+    PD_CLOSING,                    /* goro_close / goro_fd_release under way */
+    PD_NONBLOCK,                   /* made non-blocking; not registered yet */
+    PD_UNPOLLABLE,                 /* a regular file or the like: never waits */
+    PD_REGISTERED,                 /* its event is in a base */
+};
+
+/* One per descriptor number. fd comes first: debuggers print a parked
+ * coroutine's wait_obj (this record) as its descriptor. */
+struct goro_pollfd {
+    int fd;
+    goro_lock_t lock;              /* everything below but the atomics */
+    _Atomic uint32_t gen;          /* bumped when the descriptor is let go */
+    _Atomic int state_hint;        /* state, readable without the lock */
+    int state;                     /* enum goro_pd_state */
+    bool rready, wready;           /* an edge came while nobody waited */
+    _Atomic bool not_socket;       /* send() said ENOTSOCK: use write() */
+    struct goro_waitq rq, wq;      /* waiting readers / writers, FIFO */
+    struct event ev;               /* persistent, edge-triggered, both ways */
+};
+
+/* The record for fd (NULL if fd is out of range, or if !create and it
+ * was never used). */
+GORO_HIDDEN struct goro_pollfd *goro__pollfd(int fd, bool create);
+/* Every call starts here: the record, ready for use, and its generation. */
+GORO_HIDDEN int goro__fd_begin(int fd, struct goro_pollfd **pd, uint32_t *gen);
+/* fd was just created by the kernel, non-blocking: drop stale state. */
+GORO_HIDDEN void goro__fd_new(int fd);
+/* Waits until pd is ready for one of events (GORO_READABLE and/or
+ * GORO_WRITABLE): the ones seen, or -EBADF (closed), -ETIMEDOUT,
+ * -ECANCELED. An edge is consumed: the caller retries its call until
+ * EAGAIN before it waits again. */
+GORO_HIDDEN int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events,
+                              int64_t deadline);
+/* A woken waiter succeeded: the next one in dir tries its luck too. */
+GORO_HIDDEN void goro__fd_pass(struct goro_pollfd *pd, int dir);
+/* Deregisters fd and wakes its waiters with EBADF (0, or -EBADF if the
+ * runtime never saw it). */
+GORO_HIDDEN int goro__fd_forget(int fd);
+GORO_HIDDEN void goro__netpoll_forget_all(void);
+
+#endif

@@ -44,6 +44,8 @@ extern "C" {
 typedef struct goro_config {
     int workers;          /* worker threads; default: GORO_WORKERS or online CPUs */
     size_t stack_size;    /* default stack reserve; default: GORO_STACK_SIZE or 256 KiB */
+    int64_t slice_ns;     /* time slice before preemption; default: GORO_SLICE
+                             (milliseconds) or 10 ms; negative: never preempt */
 } goro_config_t;
 
 /* Starts the runtime. Optional: the first go() starts it with the defaults.
@@ -407,6 +409,32 @@ int goro_close(int fd);
 /* Forgets fd without closing it (waiters wake with -EBADF), for handing
  * it to code that is not goro-aware. Returns 0 or -EBADF. */
 int goro_fd_release(int fd);
+
+/* ------------------------------------------------------------------------
+ * Preemption
+ *
+ * A coroutine that runs longer than its time slice without a call that
+ * switches is preempted: the monitor thread interrupts its worker with
+ * SIGURG and, if the coroutine is at a safe point, it is suspended there
+ * (every register saved) and resumed later on the same worker thread. A
+ * safe point is an instruction in the program's own code - the executable,
+ * when libc is a shared library - or in code marked below; never in libc,
+ * the dynamic loader, the vDSO or goro. Elsewhere the coroutine yields at
+ * its next goro call instead. See docs/preemption.md.
+ * ------------------------------------------------------------------------ */
+
+/* Puts a function in the code that may be preempted anywhere, even when
+ * the rest of its executable may not be (a statically linked program). */
+#define GORO_PREEMPTIBLE __attribute__((section("goro_preemptible"), noinline))
+
+/* Marks [start, end) - say, the text of a library of your own that takes
+ * no locks - as preemptible. At most 32 ranges. Returns 0, -EINVAL, -ENOSPC. */
+int goro_preempt_allow(const void *start, const void *end);
+
+/* A no-preempt section of the calling coroutine (nests; a no-op outside a
+ * coroutine). Inside, the coroutine is never suspended asynchronously. */
+void goro_preempt_disable(void);
+void goro_preempt_enable(void);
 
 /* ------------------------------------------------------------------------
  * Debugging

@@ -176,6 +176,7 @@ static int chan_send(struct goro_chan *ch, const void *elem, bool block, int64_t
         goro__unlock(&ch->lock);
         if (wake)
             goro__ready(wake);
+        goro__preempt_check();
         return r;
     }
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = (void *)elem };
@@ -196,6 +197,7 @@ static int chan_recv(struct goro_chan *ch, void *elem, bool block, int64_t deadl
         goro__unlock(&ch->lock);
         if (wake)
             goro__ready(wake);
+        goro__preempt_check();
         return r;
     }
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = elem };

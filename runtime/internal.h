@@ -110,6 +110,7 @@ struct goro {
     _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
     int wake_index;                /* select: the case that fired */
     _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
+    _Atomic int nopreempt;         /* depth of no-preempt sections */
     int saved_errno;
     _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
@@ -142,7 +143,8 @@ struct goro {
 enum goro_post {
     GORO_POST_NONE, GORO_POST_YIELD, GORO_POST_PARK,
     GORO_POST_EXIT,                /* release the dead coroutine */
-    GORO_POST_EXIT_JOINED          /* dead, and its joiner runs now: count it */
+    GORO_POST_EXIT_JOINED,         /* dead, and its joiner runs now: count it */
+    GORO_POST_PREEMPT              /* preempted: queue it on this M only */
 };
 
 /* A run queue slot count (Go uses 256: a power of two big enough that the
@@ -173,6 +175,10 @@ struct goro_p {
     struct event *wake_ev;         /* activated to wake an M asleep in base */
     _Atomic int poll_lock;         /* whoever holds it may loop base */
     uint32_t poll_tick;            /* schedtick at the last poll */
+    _Atomic uint32_t npolls;       /* polls of base, by anyone (sysmon watches) */
+    _Atomic uint32_t preempt_req;  /* schedtick + 1 of a slice to cut short */
+    uint32_t sm_tick, sm_npolls;   /* sysmon's last look (sysmon only) */
+    int64_t sm_when, sm_poll_when;
 };
 
 /* A worker thread. */
@@ -196,6 +202,8 @@ struct goro_m {
     int64_t post_deadline;
     struct goro *polled;           /* made runnable by event callbacks */
     int npolled;
+    struct goro *pinned, *pinned_tail;  /* preempted here: resume here (FIFO) */
+    _Atomic int signal_pending;    /* a preemption SIGURG is on its way */
     void *altstack;
     size_t altstack_size;
 };
@@ -219,6 +227,7 @@ struct goro_sched {
     _Atomic uint32_t live_futex;   /* bumped by exits while draining */
     _Atomic uint64_t id_next;
     size_t stack_size;             /* default reserve */
+    int64_t slice_ns;              /* preemption slice; < 0: never */
 };
 
 extern GORO_HIDDEN struct goro_sched goro__sched;
@@ -296,6 +305,23 @@ GORO_HIDDEN int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block);
 GORO_HIDDEN void goro__netpoll_wake(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 extern GORO_HIDDEN _Atomic int goro__io_used;
+
+/* preempt.c */
+GORO_HIDDEN int goro__preempt_install(void);
+GORO_HIDDEN void goro__preempt_signal(struct goro_m *m);
+GORO_HIDDEN bool goro__preempt_async(void);
+/* sched.c: is a preemption asked for p's current slice? Yield if so. */
+GORO_HIDDEN bool goro__preempt_requested(struct goro_p *p);
+GORO_HIDDEN void goro__preempt_check(void);
+GORO_HIDDEN void goro__preempt_park(void);
+
+/* sysmon.c */
+GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
+GORO_HIDDEN void goro__sysmon_stop(void);
+GORO_HIDDEN void goro__sysmon_kick(void);
+/* sched.c, for sysmon */
+GORO_HIDDEN void goro__sysmon_attach(struct goro_m *m);
+GORO_HIDDEN void goro__inject_global(struct goro_m *m);
 
 /* offload.c */
 GORO_HIDDEN void goro__offload_stop(void);

@@ -58,6 +58,8 @@ static ssize_t io_loop(int fd, int dir, int64_t deadline, io_op op, struct io_ca
         if (n >= 0 || (e != EAGAIN && e != EWOULDBLOCK)) {
             if (woken)
                 goro__fd_pass(c->pd, dir);
+            else
+                goro__preempt_check();  /* it never waits when data keeps coming */
             return n >= 0 ? n : -e;
         }
         int r = goro__fd_wait(c->pd, gen, dir, deadline);

@@ -112,6 +112,7 @@ int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block)
     }
     m->polled = NULL;
     m->npolled = 0;
+    atomic_fetch_add_explicit(&p->npolls, 1, memory_order_relaxed);
     /* NO_EXIT_ON_EMPTY: a base with nothing registered must still block
      * (until goro__netpoll_wake), not return at once. */
     event_base_loop(p->base, block ? EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY : EVLOOP_NONBLOCK);

@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #define DEFAULT_STACK (256 * 1024)
+#define DEFAULT_SLICE (10 * GORO_MSEC)
 #define MAX_WORKERS 1024
 
 static goro_lock_t start_lock = GORO_LOCK_INIT;
@@ -54,6 +55,23 @@ static size_t env_stack_size(void)
     return v ? rounded : 0;
 }
 
+/* GORO_SLICE: milliseconds, or "off". */
+static int64_t env_slice(void)
+{
+    const char *s = getenv("GORO_SLICE");
+    if (!s || !*s)
+        return 0;
+    if (strcmp(s, "off") == 0)
+        return -1;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 1 || v > 60000) {
+        fprintf(stderr, "goro: ignoring GORO_SLICE=%s (want 1..60000 ms, or off)\n", s);
+        return 0;
+    }
+    return (int64_t)v * GORO_MSEC;
+}
+
 static int start_locked(const goro_config_t *cfg)
 {
     int workers = cfg && cfg->workers ? cfg->workers : env_workers();
@@ -71,6 +89,8 @@ static int start_locked(const goro_config_t *cfg)
         workers = n < 1 ? 1 : n > MAX_WORKERS ? MAX_WORKERS : (int)n;
     }
     goro__sched.stack_size = stack ? stack : DEFAULT_STACK;
+    int64_t slice = cfg && cfg->slice_ns ? cfg->slice_ns : env_slice();
+    goro__sched.slice_ns = slice ? slice : DEFAULT_SLICE;
     goro__fault_install();
     int err = goro__sched_start(workers);
     if (err == 0)

@@ -442,13 +442,15 @@ static void wakep(void)
         atomic_fetch_sub(&S.nmspinning, 1);
         return;
     }
+    goro__sysmon_kick();            /* a P is busy again: watch it */
     note_wake(p->m);                /* it wakes as the spinner we counted */
 }
 
 /* Producer side of invariant 5: call after making work visible. */
 static void wake_if_idle(void)
 {
-    if (S.nprocs == 1 && goro__m())
+    struct goro_m *self = goro__m();
+    if (S.nprocs == 1 && self && self->p)
         return;                     /* the only M is this one, and awake */
     full_barrier();
     if (atomic_load(&S.npidle) != 0 && atomic_load(&S.nmspinning) == 0)
@@ -517,17 +519,29 @@ static bool any_runq_nonempty(void)
 
 /* Picks the next coroutine from local work and the global queue, as a
  * coroutine leaving and g0 both do first (stealing is g0's job). */
+static struct goro *pinned_pop(struct goro_m *m)
+{
+    struct goro *g = m->pinned;
+    if (g && !(m->pinned = g->next))
+        m->pinned_tail = NULL;
+    return g;
+}
+
 static struct goro *pick_local(struct goro_m *m, bool *inherit)
 {
     struct goro_p *p = m->p;
     struct goro *g;
     *inherit = false;
-    if (atomic_load_explicit(&p->schedtick, memory_order_relaxed) % 61 == 0 &&
-        (g = globrunq_get(p, 1)))
+    uint32_t t = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
+    if (t % 61 == 0 && (g = globrunq_get(p, 1)))
         return g;
-    if ((g = runq_get(p, inherit)))
+    /* Preempted coroutines (they may only run here) wait behind the queue,
+     * which they would otherwise starve, but get a turn every 61 slices. */
+    if (t % 61 == 1 && m->pinned)
+        return pinned_pop(m);
+    if ((g = runq_get(p, inherit)) || (g = globrunq_get(p, 0)))
         return g;
-    return globrunq_get(p, 0);
+    return pinned_pop(m);
 }
 
 /* ---- the poller in the scheduling loop ---- */
@@ -656,6 +670,7 @@ top:
             }
             goro__unlock(&S.lock);
             if (still_idle) {
+                goro__sysmon_kick();
                 atomic_store_explicit(&p->running, 1, memory_order_relaxed);
                 m->spinning = true;
                 atomic_fetch_add(&S.nmspinning, 1);
@@ -682,8 +697,10 @@ top:
             atomic_fetch_sub(&S.npidle, 1);
         }
         goro__unlock(&S.lock);
-        if (mine)
+        if (mine) {
             atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
+            goro__sysmon_kick();
+        }
         else
             note_absorb(m);
         m->spinning = !mine;
@@ -727,6 +744,15 @@ static void post_switch(struct goro_m *m)
         break;
     case GORO_POST_EXIT_JOINED:
         goro__coroutine_ended();    /* the joiner frees the slab */
+        break;
+    case GORO_POST_PREEMPT:
+        atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
+        prev->next = NULL;
+        if (m->pinned_tail)
+            m->pinned_tail->next = prev;
+        else
+            m->pinned = prev;
+        m->pinned_tail = prev;
         break;
     }
 }
@@ -841,6 +867,8 @@ void goro__schedule_new(struct goro *g)
     else
         atomic_fetch_add(&S.spawned_ext, 1);
     goro__ready(g);
+    if (m)
+        goro__preempt_check();
 }
 
 /* ---- waiting and waking (the claim protocol: see enum goro_wake) ---- */
@@ -988,6 +1016,65 @@ void goro_yield(void)
     switch_to(m, self, GORO_POST_YIELD, next, false);
 }
 
+/* ---- preemption (see runtime/preempt.c and runtime/sysmon.c) ---- */
+
+bool goro__preempt_requested(struct goro_p *p)
+{
+    return atomic_load_explicit(&p->preempt_req, memory_order_relaxed) ==
+           atomic_load_explicit(&p->schedtick, memory_order_relaxed) + 1;
+}
+
+/* The cooperative half: goro calls that do not switch anyway look here. */
+GORO_NOINLINE void goro__preempt_check(void)
+{
+    struct goro_m *m = goro__m();
+    struct goro *self = m ? m->curg : NULL;
+    if (self && m->p && goro__preempt_requested(m->p) &&
+        atomic_load_explicit(&self->nopreempt, memory_order_relaxed) == 0)
+        goro_yield();
+}
+
+/* Called by goro__preempt_resume on the interrupted coroutine's stack:
+ * yield, but only to come back on this M (post_switch: PREEMPT). */
+void goro__preempt_park(void)
+{
+    struct goro_m *m = goro__m();
+    struct goro *self = m->curg;
+    bool inherit = false;
+    bool poll = poll_due(m->p);
+    struct goro *next = poll ? NULL : pick_local(m, &inherit);
+    if (!next && !poll) {
+        tick(m->p);                 /* alone here: a new slice, go on */
+        return;
+    }
+    switch_to(m, self, GORO_POST_PREEMPT, next, false);
+}
+
+void goro__sysmon_attach(struct goro_m *m)
+{
+    tls_m = m;
+}
+
+/* sysmon polled a base for m (which has no P): queue what it found. */
+void goro__inject_global(struct goro_m *m)
+{
+    enum { BATCH = 64 };
+    struct goro *batch[BATCH];
+    int n = 0;
+    struct goro *g = m->polled;
+    m->polled = NULL;
+    m->npolled = 0;
+    while (g) {
+        batch[n++] = g;
+        g = g->next;
+        if (n == BATCH || !g) {
+            globrunq_put_batch(batch, n);
+            n = 0;
+        }
+    }
+    wake_if_idle();
+}
+
 void goro__exit_current(long result)
 {
     struct goro_m *m = goro__m();
@@ -1098,6 +1185,8 @@ int goro__sched_start(int nprocs)
         if (err)
             break;
     }
+    if (!err)
+        err = -goro__sysmon_start(S.slice_ns);
     if (err) {
         atomic_store(&S.stopping, 1);
         for (int i = 0; i < started; i++) {
@@ -1147,6 +1236,7 @@ void goro__sched_stop(void)
     }
     atomic_store(&S.draining, 0);
     atomic_store(&S.spawned_ext, 0);
+    goro__sysmon_stop();
     atomic_store(&S.stopping, 1);
     for (int i = 0; i < S.nprocs; i++)
         note_wake(&S.ms[i]);

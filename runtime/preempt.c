@@ -1,0 +1,239 @@
+/*
+ * Asynchronous preemption: the SIGURG handler, and what counts as a safe
+ * point.
+ *
+ * sysmon (sysmon.c) asks for a preemption by setting the P's preempt_req to
+ * its current slice and signalling the worker. The handler, on the
+ * worker's alternate signal stack, suspends the coroutine only if all of
+ * this holds; otherwise the request stays, and the coroutine yields at its
+ * next goro call (goro__preempt_check):
+ *   - the request is for the slice running now (not a stale one);
+ *   - the coroutine is not in a no-preempt section;
+ *   - the interrupted instruction is in code known to take no locks of
+ *     its own: the executable's text when libc is a shared library (in a
+ *     static executable libc is inside it, so only marked code counts), or
+ *     code marked with GORO_PREEMPTIBLE / goro_preempt_allow - and never
+ *     goro's own code (the goro_text section: the build renames .text);
+ *   - the stack has room for the copied frame.
+ * Then the kernel's signal frame is copied onto the coroutine stack and the
+ * handler returns into goro__preempt_resume (arch/<arch>/preempt.S), which
+ * yields; rt_sigreturn on the copy restores everything. The coroutine is
+ * pinned to this worker until its next cooperative switch, because compiled
+ * code may hold thread-local addresses in registers, and because the frame
+ * restores this thread's signal stack settings.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <link.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <valgrind/valgrind.h>
+
+#include "internal.h"
+#include "sanitizer.h"
+#include "sigframe.h"
+
+void goro__preempt_resume(void);
+
+/* goro's code, whatever module it is linked into (see Makefile). */
+extern const char __start_goro_text[] __attribute__((weak, visibility("hidden")));
+extern const char __stop_goro_text[] __attribute__((weak, visibility("hidden")));
+/* Code the program marked with GORO_PREEMPTIBLE. */
+extern const char __start_goro_preemptible[] __attribute__((weak));
+extern const char __stop_goro_preemptible[] __attribute__((weak));
+
+#define MAX_RANGES 40
+struct code_range { uintptr_t lo, hi; };
+static struct code_range ranges[MAX_RANGES];
+static _Atomic int nranges;        /* entries below are complete */
+static goro_lock_t ranges_lock = GORO_LOCK_INIT;
+static struct sigaction app_action;  /* what the program had for SIGURG */
+static bool async_enabled;
+#define GORO_URG_TAG 0x676f726f     /* si_value of our SIGURGs */
+
+static int add_range(uintptr_t lo, uintptr_t hi)
+{
+    if (lo >= hi)
+        return -EINVAL;
+    goro__lock(&ranges_lock);
+    int n = atomic_load_explicit(&nranges, memory_order_relaxed);
+    int err = n < MAX_RANGES ? 0 : -ENOSPC;
+    if (!err) {
+        ranges[n] = (struct code_range){ lo, hi };
+        atomic_store_explicit(&nranges, n + 1, memory_order_release);
+    }
+    goro__unlock(&ranges_lock);
+    return err;
+}
+
+int goro_preempt_allow(const void *start, const void *end)
+{
+    if (!start || !end)
+        return -EINVAL;
+    return add_range((uintptr_t)start, (uintptr_t)end);
+}
+
+/* The executable's own code, if libc is not part of it (it has an
+ * interpreter, hence shared libraries). */
+static int add_executable(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    bool dynamic = false;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_INTERP)
+            dynamic = true;
+    if (dynamic)
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+            const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+            if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
+                add_range(info->dlpi_addr + ph->p_vaddr,
+                          info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
+        }
+    return 1;                       /* the first module is the executable */
+}
+
+static bool in_goro(uintptr_t pc)
+{
+    return __start_goro_text && pc >= (uintptr_t)__start_goro_text &&
+           pc < (uintptr_t)__stop_goro_text;
+}
+
+static bool pc_preemptible(uintptr_t pc)
+{
+    if (in_goro(pc))
+        return false;
+    int n = atomic_load_explicit(&nranges, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (pc >= ranges[i].lo && pc < ranges[i].hi)
+            return true;
+    return false;
+}
+
+/* A copy the sanitizers do not intercept: it writes below the interrupted
+ * stack pointer, on purpose. */
+__attribute__((no_sanitize_address))
+static void frame_copy(void *dst, const void *src, size_t n)
+{
+    volatile unsigned char *d = dst;
+    const unsigned char *s = src;
+    for (size_t i = 0; i < n; i++)
+        d[i] = s[i];
+}
+
+/* Room to leave below the copy: the yield's own frames. */
+#define PREEMPT_STACK_MARGIN (8 * 1024)
+
+static void chain_to_app(int sig, siginfo_t *si, void *uc)
+{
+    if (app_action.sa_flags & SA_SIGINFO) {
+        if (app_action.sa_sigaction)
+            app_action.sa_sigaction(sig, si, uc);
+    } else if (app_action.sa_handler != SIG_IGN && app_action.sa_handler != SIG_DFL) {
+        app_action.sa_handler(sig);
+    }
+    /* SIG_DFL for SIGURG is to ignore it. */
+}
+
+__attribute__((no_sanitize_address))
+static void on_sigurg(int sig, siginfo_t *si, void *ucv)
+{
+    int saved_errno = errno;
+    bool ours = si->si_code == SI_QUEUE && si->si_value.sival_int == GORO_URG_TAG;
+    struct goro_m *m = goro__m();
+    if (!ours || !m) {
+        chain_to_app(sig, si, ucv);
+        errno = saved_errno;
+        return;
+    }
+    atomic_store_explicit(&m->signal_pending, 0, memory_order_relaxed);
+    ucontext_t *uc = ucv;
+    struct goro *g = m->curg;
+    struct goro_p *p = m->p;
+    if (g && p && !(g->flags & GORO_F_G0) &&
+        atomic_load_explicit(&g->nopreempt, memory_order_relaxed) == 0 && async_enabled &&
+        goro__preempt_requested(p) && pc_preemptible(goro__sigframe_pc(uc)))
+        goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,
+                                goro__preempt_resume, frame_copy);
+    errno = saved_errno;
+}
+
+static bool async_wanted(void)
+{
+#if defined(GORO_TSAN)
+    return false;                   /* TSan delivers signals late, on a copy of the context */
+#else
+    const char *s = getenv("GORO_PREEMPT");
+    if (s && strcmp(s, "0") == 0)
+        return false;
+    if (RUNNING_ON_VALGRIND)
+        return false;               /* its signal frames are its own */
+    return true;
+#endif
+}
+
+int goro__preempt_install(void)
+{
+    static bool installed;
+    if (installed)
+        return 0;
+    async_enabled = async_wanted();
+    if (atomic_load(&nranges) == 0) {
+        dl_iterate_phdr(add_executable, NULL);
+        if (__start_goro_preemptible)
+            add_range((uintptr_t)__start_goro_preemptible, (uintptr_t)__stop_goro_preemptible);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigurg;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGURG, &sa, &app_action) != 0)
+        return -errno;
+    installed = true;
+    return 0;
+}
+
+/* sysmon: a tagged SIGURG to m, unless one is on its way already. */
+void goro__preempt_signal(struct goro_m *m)
+{
+    if (atomic_exchange_explicit(&m->signal_pending, 1, memory_order_acq_rel))
+        return;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = SIGURG;
+    si.si_code = SI_QUEUE;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_value.sival_int = GORO_URG_TAG;
+    if (syscall(SYS_rt_tgsigqueueinfo, getpid(), m->tid, SIGURG, &si) != 0)
+        atomic_store_explicit(&m->signal_pending, 0, memory_order_relaxed);
+}
+
+bool goro__preempt_async(void)
+{
+    return async_enabled;
+}
+
+/* Only the coroutine itself and its worker's signal handler touch the
+ * count: same thread, so relaxed atomics (which the compiler may not sink
+ * past the section's code) suffice. */
+void goro_preempt_disable(void)
+{
+    struct goro *g = goro__current();
+    if (g)
+        atomic_fetch_add_explicit(&g->nopreempt, 1, memory_order_relaxed);
+}
+
+void goro_preempt_enable(void)
+{
+    struct goro *g = goro__current();
+    if (g && atomic_load_explicit(&g->nopreempt, memory_order_relaxed) > 0 &&
+        atomic_fetch_sub_explicit(&g->nopreempt, 1, memory_order_relaxed) == 1)
+        goro__preempt_check();      /* a request that waited for us */
+}

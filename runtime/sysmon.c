@@ -1,0 +1,173 @@
+/*
+ * sysmon: the monitor thread. It owns no P and runs no coroutine. Every
+ * 20 us at first - backing off to 10 ms while nothing needs it, asleep
+ * while every P is idle - it looks at each P:
+ *   - a P whose slice (schedtick) has not changed for slice_ns runs one
+ *     coroutine too long: ask for a preemption (preempt.c), again every
+ *     PREEMPT_RETRY while it lasts;
+ *   - a busy P whose event base nobody polled for POLL_STARVED: poll it
+ *     here, so that its I/O and timers are not held up by a long runner
+ *     (what it finds runs at the next slice: lateness <= slice + 2 ms).
+ * A slice is seen to start only when sysmon looks (reading the clock at
+ * every switch would cost more than the switch), so while Ps are busy it
+ * looks at least every slice/4: a long runner is cut after at most 1.25
+ * slices. Only sysmon writes the sm_* fields of a P.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define S goro__sched
+#define DELAY_MIN (20 * GORO_USEC)
+#define DELAY_MAX (10 * GORO_MSEC)
+#define PREEMPT_RETRY GORO_MSEC
+#define POLL_STARVED (2 * GORO_MSEC)
+
+static pthread_t thread;
+static bool thread_running;
+static _Atomic int quit;
+static _Atomic uint32_t sleep_word;    /* futex: bumped to wake sysmon */
+static _Atomic int deep;               /* asleep until a P is busy */
+static int64_t slice;
+static struct goro_m sysmon_m;         /* where its polls collect coroutines */
+
+static void sysmon_wait(uint32_t seen, int64_t ns)
+{
+    struct timespec ts = { (time_t)(ns / GORO_SEC), (long)(ns % GORO_SEC) };
+    syscall(SYS_futex, &sleep_word, FUTEX_WAIT_PRIVATE, seen, ns >= 0 ? &ts : NULL, NULL, 0);
+}
+
+void goro__sysmon_kick(void)
+{
+    if (atomic_load(&deep) && atomic_exchange(&deep, 0)) {
+        atomic_fetch_add(&sleep_word, 1);
+        syscall(SYS_futex, &sleep_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+}
+
+static bool p_busy(struct goro_p *p)
+{
+    return atomic_load_explicit(&p->running, memory_order_relaxed) != 0;
+}
+
+static bool check_slice(struct goro_p *p, int64_t now)
+{
+    uint32_t t = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
+    if (t != p->sm_tick) {
+        p->sm_tick = t;
+        p->sm_when = now;
+        return false;
+    }
+    if (slice <= 0 || !p_busy(p) || now - p->sm_when < slice)
+        return false;
+    atomic_store_explicit(&p->preempt_req, t + 1, memory_order_relaxed);
+    if (goro__preempt_async())
+        goro__preempt_signal(p->m);
+    p->sm_when = now - slice + PREEMPT_RETRY;
+    return true;
+}
+
+static bool check_poll(struct goro_p *p, int64_t now)
+{
+    uint32_t n = atomic_load_explicit(&p->npolls, memory_order_relaxed);
+    if (n != p->sm_npolls) {
+        p->sm_npolls = n;
+        p->sm_poll_when = now;
+        return false;
+    }
+    if (!atomic_load_explicit(&goro__io_used, memory_order_relaxed) || !p_busy(p) ||
+        now - p->sm_poll_when < POLL_STARVED)
+        return false;
+    p->sm_poll_when = now;
+    if (goro__netpoll(&sysmon_m, p, false) == 0)
+        return false;
+    goro__inject_global(&sysmon_m);
+    return true;
+}
+
+static bool all_idle(void)
+{
+    return atomic_load(&S.npidle) == S.nprocs;
+}
+
+static void *sysmon_main(void *arg)
+{
+    (void)arg;
+    goro__sysmon_attach(&sysmon_m);
+    int64_t delay = DELAY_MIN;
+    int64_t delay_max = slice > 0 && slice / 4 < DELAY_MAX ? slice / 4 : DELAY_MAX;
+    if (delay_max < DELAY_MIN)
+        delay_max = DELAY_MIN;
+    int idle_rounds = 0;
+    while (!atomic_load(&quit)) {
+        uint32_t seen = atomic_load(&sleep_word);
+        if (all_idle()) {
+            /* Deep sleep. deep and npidle are both seq_cst, and a P leaving
+             * the idle list decrements npidle before it kicks us. */
+            atomic_store(&deep, 1);
+            if (all_idle() && !atomic_load(&quit))
+                sysmon_wait(seen, -1);
+            atomic_store(&deep, 0);
+            delay = DELAY_MIN;
+            idle_rounds = 0;
+            continue;
+        }
+        sysmon_wait(seen, delay);
+        int64_t now = goro__now();
+        bool acted = false;
+        for (int i = 0; i < S.nprocs; i++) {
+            acted |= check_slice(&S.procs[i], now);
+            acted |= check_poll(&S.procs[i], now);
+        }
+        /* Go's back-off: 20 us while there is work for us, doubling after
+         * 50 quiet rounds, up to 10 ms - or slice/4, see above. */
+        idle_rounds = acted ? 0 : idle_rounds + 1;
+        if (idle_rounds == 0)
+            delay = DELAY_MIN;
+        else if (idle_rounds > 50 && (delay *= 2) > delay_max)
+            delay = delay_max;
+    }
+    return NULL;
+}
+
+int goro__sysmon_start(int64_t slice_ns)
+{
+    slice = slice_ns;
+    atomic_store(&quit, 0);
+    atomic_store(&deep, 0);
+    int64_t now = goro__now();
+    for (int i = 0; i < S.nprocs; i++) {
+        S.procs[i].sm_when = S.procs[i].sm_poll_when = now;
+        S.procs[i].sm_tick = atomic_load(&S.procs[i].schedtick);
+    }
+    int err = goro__preempt_install();
+    if (err)
+        return err;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    err = pthread_create(&thread, &attr, sysmon_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (err)
+        return -err;
+    thread_running = true;
+    return 0;
+}
+
+void goro__sysmon_stop(void)
+{
+    if (!thread_running)
+        return;
+    atomic_store(&quit, 1);
+    atomic_fetch_add(&sleep_word, 1);
+    syscall(SYS_futex, &sleep_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    pthread_join(thread, NULL);
+    thread_running = false;
+}

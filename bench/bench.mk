@@ -2,12 +2,15 @@
 # are compared with (bench/peers/). Included by the top-level Makefile, which
 # defines BUILD, CC, ALL_CFLAGS, ALL_LDFLAGS, LIBS, STATIC_LIB and HEADERS.
 #
-#   make bench    installs the bench packages (tools/deps.sh bench), builds
-#                 every benchmark and peer, runs bench/run.sh $(BUILD)
+#   make bench       installs the bench packages (tools/deps.sh bench),
+#                    builds every benchmark and peer, runs bench/run.sh
+#                    $(BUILD), which ends with the echo servers (bench/echo.sh)
+#   make bench-plot  draws $(BUILD)/bench/echo.csv (written by bench/echo.sh)
+#                    into docs/img/echo.svg
 #
 
 BENCH_OUT := $(BUILD)/bench
-BENCH_NAMES := switch yield spawn forkjoin chan_pingpong skynet parked
+BENCH_NAMES := switch yield spawn forkjoin chan_pingpong skynet parked sleep
 BENCH_BINS := $(addprefix $(BENCH_OUT)/,$(BENCH_NAMES))
 BENCH_OBJS := $(addsuffix .o,$(BENCH_BINS))
 
@@ -31,8 +34,20 @@ bench-deps:
 	@tools/deps.sh bench
 $(PEER_BINS): | bench-deps
 
-bench-build: $(BENCH_BINS) $(PEER_BINS)
+# bench/echo.sh runs the echo server sample and its load generator
+# (samples/echod/echod.mk).
+bench-build: $(BENCH_BINS) $(PEER_BINS) $(ECHOD_BIN) $(ECHOLOAD_BIN)
 
 bench: bench-deps
 	@$(MAKE) --no-print-directory bench-build
 	bench/run.sh $(BUILD)
+
+ECHO_CSV := $(BUILD)/bench/echo.csv
+ECHO_SVG := docs/img/echo.svg
+
+.PHONY: bench-plot
+bench-plot:
+	@tools/deps.sh bench
+	@test -s $(ECHO_CSV) || { echo "no $(ECHO_CSV): run make bench (or bench/echo.sh $(BUILD)) first" >&2; exit 1; }
+	@mkdir -p $(dir $(ECHO_SVG))
+	gnuplot -e "csv='$(ECHO_CSV)'; out='$(ECHO_SVG)'" bench/echo_plot.gp

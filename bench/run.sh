@@ -11,6 +11,8 @@
 #   target <what> <value> <op> <target> ok|MISSED
 # Other lines start with "# " (skips, notes, failures, stderr of a program).
 # Go peers run with GOMAXPROCS equal to goro's worker count for the figure.
+# The TCP echo figures come last, from bench/echo.sh (its own matrix of
+# servers and loads, its own ratios and targets; ECHO_* settings there).
 # Exit status: 1 if a benchmark failed (crashed, timed out, wrong result),
 # else 0; a missed target is reported, not an error.
 set -u
@@ -156,6 +158,10 @@ else
     echo "# skip: parked is not built"
 fi
 
+# ---- timers: 10^4 coroutines sleeping 1 ms, all CPUs ----
+run GOMAXPROCS="$ncpu" "$P/go/sleep"
+run GORO_WORKERS="$ncpu" "$B/sleep"
+
 # ---- ratios ----
 echo "# ratios (impl=goro: goro / peer; targets as in the project brief)"
 ratio switch_vs_boost goro switch goro switch boost_fcontext "<=" 1.2
@@ -183,5 +189,9 @@ ratio forkjoin_2w_vs_go goro forkjoin_2w goro forkjoin_2w go
 p=$(val parked_mem goro)
 [[ -n $p ]] && target parked_mem "$p" "<=" 4608
 ratio parked_mem_vs_go goro parked_mem goro parked_mem go
+ratio sleep_p99_late_vs_go goro sleep_p99_late goro sleep_p99_late go
+
+# ---- TCP echo servers ----
+"$(dirname "$0")/echo.sh" "$build" || failed=1
 
 exit $failed

@@ -144,7 +144,8 @@ enum goro_post {
     GORO_POST_NONE, GORO_POST_YIELD, GORO_POST_PARK,
     GORO_POST_EXIT,                /* release the dead coroutine */
     GORO_POST_EXIT_JOINED,         /* dead, and its joiner runs now: count it */
-    GORO_POST_PREEMPT              /* preempted: queue it on this M only */
+    GORO_POST_PREEMPT,             /* preempted: queue it on this M only */
+    GORO_POST_MIGRATE              /* its M lost its P: to the global queue */
 };
 
 /* A run queue slot count (Go uses 256: a power of two big enough that the
@@ -164,7 +165,8 @@ struct goro_p {
     _Atomic uint64_t spawned;      /* coroutines spawned here (owner writes) */
     _Atomic uint64_t exited;       /* coroutines ended here (owner writes) */
     _Atomic int running;           /* a worker is executing on it */
-    struct goro_m *m;              /* the worker that owns it */
+    struct goro_m *m;              /* the worker that owns it (under S.lock when it changes) */
+    _Atomic(struct goro_m *) owner;  /* m, or GORO_P_RETAKING while sysmon takes it */
     struct goro_p *idle_next;      /* sched.pidle list, under sched.lock */
     bool idle;                     /* on the idle list, under sched.lock */
     uint32_t rand;                 /* steal-order random state */
@@ -178,7 +180,7 @@ struct goro_p {
     _Atomic uint32_t npolls;       /* polls of base, by anyone (sysmon watches) */
     _Atomic uint32_t preempt_req;  /* schedtick + 1 of a slice to cut short */
     uint32_t sm_tick, sm_npolls;   /* sysmon's last look (sysmon only) */
-    int64_t sm_when, sm_poll_when;
+    int64_t sm_when, sm_since, sm_poll_when;
 };
 
 /* A worker thread. */
@@ -203,6 +205,10 @@ struct goro_m {
     struct goro *polled;           /* made runnable by event callbacks */
     int npolled;
     struct goro *pinned, *pinned_tail;  /* preempted here: resume here (FIFO) */
+    _Atomic int in_rt;             /* > 0 while in the runtime (may touch p) */
+    _Atomic uint32_t handed;       /* futex: a P was handed to this P-less M */
+    struct goro_m *next_free;      /* S.spares / S.waitp list link */
+    int stat_fd;                   /* sysmon: /proc/self/task/<tid>/stat, or -1 */
     _Atomic int signal_pending;    /* a preemption SIGURG is on its way */
     void *altstack;
     size_t altstack_size;
@@ -219,7 +225,12 @@ struct goro_sched {
     _Atomic int nmspinning;
     int nprocs;
     struct goro_p *procs;
-    struct goro_m *ms;
+    struct goro_m *ms;             /* [ms_cap]: the first nms are threads */
+    _Atomic int nms;
+    int ms_cap;
+    struct goro_m *spares;         /* P-less Ms, asleep (under lock) */
+    struct goro_m *waitp;          /* P-less Ms with pinned work, waiting for a P */
+    bool handoff_ok;               /* membarrier works: handoff is allowed */
     _Atomic int started;
     _Atomic int stopping;
     _Atomic uint64_t spawned_ext;  /* spawns from threads without a P */
@@ -263,6 +274,12 @@ GORO_HIDDEN int goro__wake_error(int outcome);
 /* From an event callback: g (already claimed) becomes runnable. */
 GORO_HIDDEN void goro__ready_polled(struct goro *g);
 GORO_HIDDEN struct goro_p *goro__current_p(void);
+/* Around code that uses the calling M's P from a coroutine: enter returns
+ * the P (NULL on a thread without one), which is the M's until leave.
+ * A coroutine whose M lost its P (handed off while it blocked) moves to
+ * another worker in enter. */
+GORO_HIDDEN struct goro_p *goro__p_enter(void);
+GORO_HIDDEN void goro__p_leave(void);
 GORO_HIDDEN __attribute__((noreturn)) void goro__exit_current(long result);
 GORO_HIDDEN void goro__schedule_new(struct goro *g);
 GORO_HIDDEN int goro__sched_start(int nprocs);
@@ -320,6 +337,10 @@ GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
 GORO_HIDDEN void goro__sysmon_stop(void);
 GORO_HIDDEN void goro__sysmon_kick(void);
 /* sched.c, for sysmon */
+#define GORO_P_RETAKING ((struct goro_m *)1)
+GORO_HIDDEN bool goro__handoff(struct goro_p *p);
+GORO_HIDDEN bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
+                                      struct goro_m **m);
 GORO_HIDDEN void goro__sysmon_attach(struct goro_m *m);
 GORO_HIDDEN void goro__inject_global(struct goro_m *m);
 

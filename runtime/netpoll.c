@@ -72,9 +72,12 @@ int goro__netpoll_init(struct goro_p *p)
     struct event_config *cfg = event_config_new();
     if (!cfg)
         return -ENOMEM;
-    /* Timers to the microsecond (timerfd) rather than epoll's milliseconds;
+    /* Timers to the microsecond (timerfd, CLOCK_MONOTONIC) rather than
+     * epoll's milliseconds; no cached time, because timers are added from
+     * threads other than the one looping the base, whose cache is stale;
      * ignore EVENT_* environment settings meant for other programs. */
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_IGNORE_ENV);
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_IGNORE_ENV |
+                               EVENT_BASE_FLAG_NO_CACHE_TIME);
     event_config_require_features(cfg, EV_FEATURE_ET);
     p->base = event_base_new_with_config(cfg);
     event_config_free(cfg);

@@ -155,7 +155,8 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
     ucontext_t *uc = ucv;
     struct goro *g = m->curg;
     struct goro_p *p = m->p;
-    if (g && p && !(g->flags & GORO_F_G0) &&
+    if (g && p && atomic_load_explicit(&p->owner, memory_order_relaxed) == m &&
+        !(g->flags & GORO_F_G0) &&
         atomic_load_explicit(&g->nopreempt, memory_order_relaxed) == 0 && async_enabled &&
         goro__preempt_requested(p) && pc_preemptible(goro__sigframe_pc(uc)))
         goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,

@@ -51,10 +51,25 @@
  * 7. An idle M sleeps on its note with its P on the idle list; whoever takes
  *    that P off the list (wakep, or the M itself when it finds work during
  *    its recheck) is the one who makes it run, so a P is never run twice.
+ *
+ * 8. Hand-off. An M may use its P only while p->owner is that M. Runtime
+ *    code that uses the P from a coroutine runs between rt_enter and
+ *    rt_leave, which count m->in_rt (g0 is always inside). sysmon takes
+ *    the P of an M stuck outside the runtime (a blocking system call, code
+ *    that cannot be preempted) in three steps: owner m -> RETAKING by CAS,
+ *    membarrier(), and only if in_rt is still 0 does it give the P to
+ *    another M. The membarrier is the full barrier the M side does not pay
+ *    for on every entry: either sysmon sees in_rt > 0 and gives the P back,
+ *    or the M's rt_enter sees owner != m. An M that finds its P gone moves
+ *    its coroutine to the global queue (any goro call may resume on another
+ *    thread) and becomes a spare; the number of Ps, hence of threads
+ *    running coroutines, never changes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +121,55 @@ static uint32_t fastrand(struct goro_p *p)
     x ^= x >> 17;
     x ^= x << 5;
     return p->rand = x;
+}
+
+/* ---- P ownership (invariant 8) ---- */
+
+static void migrate(struct goro_m *m, struct goro *self);
+
+static struct goro_p *rt_enter(struct goro_m *m, bool may_move)
+{
+    int level = atomic_load_explicit(&m->in_rt, memory_order_relaxed);
+    atomic_store_explicit(&m->in_rt, level + 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (level > 0)
+        return m->p;
+    for (;;) {
+        struct goro_p *p = m->p;
+        struct goro_m *owner = p ? atomic_load_explicit(&p->owner, memory_order_acquire) : NULL;
+        if (likely(owner == m))
+            return p;
+        if (owner == GORO_P_RETAKING) {
+            cpu_relax();            /* sysmon sees in_rt > 0 and backs off */
+            continue;
+        }
+        if (!may_move || !m->curg) {
+            atomic_store_explicit(&m->in_rt, 0, memory_order_release);
+            return NULL;
+        }
+        migrate(m, m->curg);        /* resumes on an M with a P, inside */
+        return goro__m()->p;
+    }
+}
+
+static void rt_leave(struct goro_m *m)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    atomic_store_explicit(&m->in_rt, atomic_load_explicit(&m->in_rt, memory_order_relaxed) - 1,
+                          memory_order_release);
+}
+
+struct goro_p *goro__p_enter(void)
+{
+    struct goro_m *m = goro__m();
+    return m ? rt_enter(m, true) : NULL;
+}
+
+void goro__p_leave(void)
+{
+    struct goro_m *m = goro__m();
+    if (m && atomic_load_explicit(&m->in_rt, memory_order_relaxed) > 0)
+        rt_leave(m);
 }
 
 /* ---- local run queue (Go's runqput/runqget/runqgrab, see invariant 4) ---- */
@@ -391,7 +455,8 @@ static bool note_sleep(struct goro_m *m)
 
 static void note_wake(struct goro_m *m)
 {
-    if (atomic_exchange_explicit(&m->note, NOTE_NOTIFIED, memory_order_release) == NOTE_SLEEPING)
+    if (atomic_exchange_explicit(&m->note, NOTE_NOTIFIED, memory_order_release) == NOTE_SLEEPING &&
+        m->p)
         goro__netpoll_wake(m->p);
 }
 
@@ -437,13 +502,14 @@ static void wakep(void)
         return;
     goro__lock(&S.lock);
     struct goro_p *p = pidle_get();
+    struct goro_m *pm = p ? p->m : NULL;
     goro__unlock(&S.lock);
     if (!p) {
         atomic_fetch_sub(&S.nmspinning, 1);
         return;
     }
     goro__sysmon_kick();            /* a P is busy again: watch it */
-    note_wake(p->m);                /* it wakes as the spinner we counted */
+    note_wake(pm);                  /* it wakes as the spinner we counted */
 }
 
 /* Producer side of invariant 5: call after making work visible. */
@@ -610,6 +676,39 @@ static struct goro *poll_others(struct goro_m *m)
     return NULL;
 }
 
+/* Under S.lock: p goes to M `to` (which sleeps on its handed word). */
+static void give_p_locked(struct goro_p *p, struct goro_m *to)
+{
+    p->m = to;
+    to->p = p;
+    atomic_store_explicit(&p->owner, to, memory_order_release);
+}
+
+static void hand_wake(struct goro_m *to)
+{
+    atomic_store_explicit(&to->handed, 1, memory_order_release);
+    goro__futex_wake(&to->handed, 1);
+}
+
+/* m has no P (it lost it, or gave it to a waiter): sleep as a spare until
+ * one is handed over - first in line if coroutines pinned to m wait.
+ * Returns false when the runtime stops. */
+static bool m_without_p(struct goro_m *m)
+{
+    goro__lock(&S.lock);
+    struct goro_m **list = m->pinned ? &S.waitp : &S.spares;
+    atomic_store_explicit(&m->handed, 0, memory_order_relaxed);
+    m->next_free = *list;
+    *list = m;
+    goro__unlock(&S.lock);
+    while (!atomic_load_explicit(&m->handed, memory_order_acquire)) {
+        if (atomic_load(&S.stopping))
+            return false;
+        goro__futex_wait(&m->handed, 0);
+    }
+    return m->p != NULL && !atomic_load(&S.stopping);
+}
+
 /* Returns the next coroutine for m, sleeping while there is none; NULL
  * when the runtime stops. *inherit: it came from runnext. */
 static struct goro *find_runnable(struct goro_m *m, bool *inherit)
@@ -620,6 +719,11 @@ top:
     *inherit = false;
     if (atomic_load(&S.stopping))
         return NULL;
+    if (!m->p) {
+        if (!m_without_p(m))
+            return NULL;
+        p = m->p;
+    }
     if (poll_due(p) && (g = poll_own(m)))
         return g;
     if ((g = pick_local(m, inherit)))
@@ -642,6 +746,20 @@ top:
     if (atomic_load_explicit(&S.gq_size, memory_order_relaxed) > 0) {
         goro__unlock(&S.lock);
         goto top;                   /* globrunq_get does the producer's part */
+    }
+    if (S.waitp) {
+        /* An M with pinned coroutines needs a P more than we do. */
+        struct goro_m *w = S.waitp;
+        S.waitp = w->next_free;
+        give_p_locked(p, w);
+        goro__unlock(&S.lock);
+        hand_wake(w);
+        m->p = NULL;
+        if (m->spinning) {
+            m->spinning = false;
+            atomic_fetch_sub(&S.nmspinning, 1);
+        }
+        goto top;
     }
     pidle_put(p);
     atomic_store_explicit(&p->running, 0, memory_order_relaxed);
@@ -745,6 +863,11 @@ static void post_switch(struct goro_m *m)
     case GORO_POST_EXIT_JOINED:
         goro__coroutine_ended();    /* the joiner frees the slab */
         break;
+    case GORO_POST_MIGRATE:
+        atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
+        globrunq_put_batch(&prev, 1);
+        wake_if_idle();
+        break;
     case GORO_POST_PREEMPT:
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
         prev->next = NULL;
@@ -820,7 +943,9 @@ static void switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
 GORO_HIDDEN void goro__coro_start(struct goro *g)
 {
     goro__san_arrive(g);
-    post_switch(goro__m());
+    struct goro_m *m = goro__m();
+    post_switch(m);
+    rt_leave(m);                    /* to the coroutine's own code */
 }
 
 /* g0 side: run g until it switches back here. */
@@ -844,12 +969,14 @@ void goro__ready(struct goro *g)
     }
     atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
     struct goro_m *m = goro__m();
-    if (m) {
-        runq_put(m->p, g, true);
-    } else {
+    struct goro_p *p = m ? rt_enter(m, true) : NULL;
+    if (p)
+        runq_put(p, g, true);
+    else
         globrunq_put_batch(&g, 1);
-    }
     wake_if_idle();
+    if (p)
+        rt_leave(goro__m());
 }
 
 /* Owner-only counter: a plain load and store, no read-modify-write. */
@@ -862,13 +989,16 @@ static void bump(_Atomic uint64_t *c)
 void goro__schedule_new(struct goro *g)
 {
     struct goro_m *m = goro__m();
-    if (m)
-        bump(&m->p->spawned);
+    struct goro_p *p = m ? rt_enter(m, true) : NULL;
+    if (p)
+        bump(&p->spawned);
     else
         atomic_fetch_add(&S.spawned_ext, 1);
     goro__ready(g);
-    if (m)
+    if (p) {
+        rt_leave(goro__m());
         goro__preempt_check();
+    }
 }
 
 /* ---- waiting and waking (the claim protocol: see enum goro_wake) ---- */
@@ -976,6 +1106,8 @@ int goro__park(const struct goro_park *how)
     struct goro *self = m ? m->curg : NULL;
     if (!self)
         return park_external(how);
+    rt_enter(m, true);
+    m = goro__m();
     /* The deadline timer lives in this frame, which stays put while parked. */
     struct event timer;
     bool timed = how->deadline >= 0;
@@ -989,6 +1121,7 @@ int goro__park(const struct goro_park *how)
     m->post_timer = timed ? &timer : NULL;
     m->post_deadline = how->deadline;
     switch_out(m, self, GORO_POST_PARK);
+    rt_leave(goro__m());
     /* The timer must be gone before this frame is, and before the next
      * wait is armed (a stale timer would claim it). */
     if (timed)
@@ -1006,14 +1139,16 @@ void goro_yield(void)
     struct goro *self = m ? m->curg : NULL;
     if (!self)
         return;
+    rt_enter(m, true);
+    m = goro__m();
     bool inherit = false;
     bool poll = poll_due(m->p);     /* then via g0, which polls */
     struct goro *next = poll ? NULL : pick_local(m, &inherit);
-    if (!next && !poll) {
-        tick(m->p);
-        return;                     /* nobody to yield to */
-    }
-    switch_to(m, self, GORO_POST_YIELD, next, false);
+    if (!next && !poll)
+        tick(m->p);                 /* nobody to yield to */
+    else
+        switch_to(m, self, GORO_POST_YIELD, next, false);
+    rt_leave(goro__m());
 }
 
 /* ---- preemption (see runtime/preempt.c and runtime/sysmon.c) ---- */
@@ -1040,14 +1175,122 @@ void goro__preempt_park(void)
 {
     struct goro_m *m = goro__m();
     struct goro *self = m->curg;
+    if (!rt_enter(m, false))
+        return;                     /* P handed off: go on; the next goro call moves */
     bool inherit = false;
     bool poll = poll_due(m->p);
     struct goro *next = poll ? NULL : pick_local(m, &inherit);
-    if (!next && !poll) {
+    if (!next && !poll)
         tick(m->p);                 /* alone here: a new slice, go on */
-        return;
+    else
+        switch_to(m, self, GORO_POST_PREEMPT, next, false);
+    rt_leave(m);                    /* pinned: the same M */
+}
+
+/* m lost its P: self goes to the global queue by way of m's g0, which
+ * then finds itself without a P (find_runnable) and becomes a spare. */
+static void migrate(struct goro_m *m, struct goro *self)
+{
+    m->p = NULL;
+    switch_to(m, self, GORO_POST_MIGRATE, NULL, false);
+}
+
+#define MAX_EXTRA_MS 256           /* spare threads beyond the Ps */
+
+static void *m_main(void *arg);
+
+static char thread_state(struct goro_m *m)
+{
+    if (m->stat_fd < 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)m->tid);
+        m->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (m->stat_fd < 0)
+            return '?';
     }
-    switch_to(m, self, GORO_POST_PREEMPT, next, false);
+    char buf[256];
+    ssize_t n = pread(m->stat_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return '?';
+    buf[n] = 0;
+    char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+/* sysmon: is p's M stuck where the P could be given away - in the
+ * kernel (a blocking call: state S or D), or running for `long_run`? */
+bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
+                          struct goro_m **mp)
+{
+    *blocked = false;
+    goro__lock(&S.lock);
+    struct goro_m *m = p->idle ? NULL : p->m;
+    goro__unlock(&S.lock);
+    *mp = m;
+    if (!m || !S.handoff_ok || atomic_load_explicit(&m->in_rt, memory_order_acquire) != 0)
+        return false;
+    char st = thread_state(m);
+    *blocked = st == 'S' || st == 'D';
+    bool work = !runq_empty(p) || atomic_load(&S.gq_size) > 0 || io_in_use() || m->pinned;
+    return work && (*blocked || long_run);
+}
+
+/* sysmon: gives p to another M (a waiting or spare one, or a new thread)
+ * if its M is outside the runtime (invariant 8). */
+bool goro__handoff(struct goro_p *p)
+{
+    goro__lock(&S.lock);
+    struct goro_m *m = p->idle ? NULL : p->m;
+    goro__unlock(&S.lock);
+    if (!m)
+        return false;
+    struct goro_m *expect = m;
+    if (!atomic_compare_exchange_strong(&p->owner, &expect, GORO_P_RETAKING))
+        return false;
+    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    if (atomic_load_explicit(&m->in_rt, memory_order_acquire) != 0) {
+        atomic_store_explicit(&p->owner, m, memory_order_release);
+        return false;
+    }
+    goro__lock(&S.lock);
+    struct goro_m *to = S.waitp ? S.waitp : S.spares;
+    bool fresh = !to;
+    if (to == S.waitp && to)
+        S.waitp = to->next_free;
+    else if (to)
+        S.spares = to->next_free;
+    else if (atomic_load(&S.nms) < S.ms_cap)
+        to = &S.ms[atomic_load(&S.nms)];
+    if (!to) {
+        atomic_store_explicit(&p->owner, m, memory_order_release);
+        goro__unlock(&S.lock);
+        return false;
+    }
+    if (fresh) {
+        int id = atomic_load(&S.nms);
+        memset(to, 0, sizeof *to);
+        to->id = id;
+        to->stat_fd = -1;
+        to->p = p;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        int err = pthread_create(&to->thread, &attr, m_main, to);
+        pthread_attr_destroy(&attr);
+        if (err) {
+            to->p = NULL;
+            atomic_store_explicit(&p->owner, m, memory_order_release);
+            goro__unlock(&S.lock);
+            return false;
+        }
+        atomic_store(&S.nms, id + 1);
+        goro__registry_set_ms(S.ms, id + 1);
+    }
+    give_p_locked(p, to);
+    goro__unlock(&S.lock);
+    if (!fresh)
+        hand_wake(to);
+    return true;
 }
 
 void goro__sysmon_attach(struct goro_m *m)
@@ -1078,6 +1321,8 @@ void goro__inject_global(struct goro_m *m)
 void goro__exit_current(long result)
 {
     struct goro_m *m = goro__m();
+    rt_enter(m, true);              /* never left: this context ends */
+    m = goro__m();
     struct goro *self = m->curg;
     self->result = result;
     /* A joiner already parked on us can be woken by nothing but this exit.
@@ -1122,9 +1367,11 @@ static void *m_main(void *arg)
     m->errno_ptr = &errno;
     m->tid = (pid_t)syscall(SYS_gettid);
     m->g0.flags = GORO_F_G0;
+    atomic_store_explicit(&m->in_rt, 1, memory_order_relaxed);   /* g0 is runtime */
     goro__san_thread_init(&m->g0);
     goro__fault_thread_init(m);
-    atomic_store_explicit(&m->p->running, 1, memory_order_relaxed);
+    if (m->p)
+        atomic_store_explicit(&m->p->running, 1, memory_order_relaxed);
     for (;;) {
         bool inherit;
         struct goro *g = find_runnable(m, &inherit);
@@ -1143,7 +1390,11 @@ int goro__sched_start(int nprocs)
 {
     S.nprocs = nprocs;
     S.procs = calloc((size_t)nprocs, sizeof *S.procs);
-    S.ms = calloc((size_t)nprocs, sizeof *S.ms);
+    S.ms_cap = nprocs + MAX_EXTRA_MS;
+    S.ms = calloc((size_t)S.ms_cap, sizeof *S.ms);
+    S.spares = S.waitp = NULL;
+    /* The hand-off needs the asymmetric barrier (invariant 8). */
+    S.handoff_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
     if (!S.procs || !S.ms) {
         free(S.procs);
         free(S.ms);
@@ -1161,6 +1412,8 @@ int goro__sched_start(int nprocs)
         S.procs[i].rand = 0x9e3779b9u * (uint32_t)(i + 1);
         S.ms[i].id = i;
         S.ms[i].p = &S.procs[i];
+        S.ms[i].stat_fd = -1;
+        atomic_store(&S.procs[i].owner, &S.ms[i]);
     }
     steal_order_init(nprocs);
     int started = 0, err = 0;
@@ -1175,6 +1428,7 @@ int goro__sched_start(int nprocs)
         S.ms = NULL;
         return err;
     }
+    atomic_store(&S.nms, nprocs);
     goro__registry_set_ms(S.ms, nprocs);
     for (; started < nprocs; started++) {
         pthread_attr_t attr;
@@ -1238,10 +1492,18 @@ void goro__sched_stop(void)
     atomic_store(&S.spawned_ext, 0);
     goro__sysmon_stop();
     atomic_store(&S.stopping, 1);
-    for (int i = 0; i < S.nprocs; i++)
+    int nms = atomic_load(&S.nms);
+    for (int i = 0; i < nms; i++) {
         note_wake(&S.ms[i]);
-    for (int i = 0; i < S.nprocs; i++)
+        hand_wake(&S.ms[i]);        /* spares sleep on this one */
+    }
+    for (int i = 0; i < nms; i++) {
         pthread_join(S.ms[i].thread, NULL);
+        if (S.ms[i].stat_fd >= 0)
+            close(S.ms[i].stat_fd);
+    }
+    atomic_store(&S.nms, 0);
+    S.spares = S.waitp = NULL;
     goro__registry_set_ms(NULL, 0);
     goro__netpoll_forget_all();
     for (int i = 0; i < S.nprocs; i++)
@@ -1272,13 +1534,15 @@ void goro__sched_stop(void)
 uint64_t goro__next_id(void)
 {
     struct goro_m *m = goro__m();
-    if (m) {
-        struct goro_p *p = m->p;
+    struct goro_p *p = m ? rt_enter(m, true) : NULL;
+    if (p) {
         if (p->id_next == p->id_end) {
             p->id_next = atomic_fetch_add(&S.id_next, 16) + 1;
             p->id_end = p->id_next + 16;
         }
-        return p->id_next++;
+        uint64_t id = p->id_next++;
+        rt_leave(goro__m());
+        return id;
     }
     return atomic_fetch_add(&S.id_next, 1) + 1;
 }

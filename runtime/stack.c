@@ -185,8 +185,7 @@ struct goro *goro__slab_get(size_t stack_size, int *err)
 {
     *err = 0;
     if (stack_size == goro__sched.stack_size) {
-        struct goro_m *m = goro__m();
-        struct goro_p *p = m ? m->p : NULL;
+        struct goro_p *p = goro__p_enter();
         if (p && !p->free_slabs) {
             /* Refill half the cache from the global pool in one go. */
             goro__lock(&pool_lock);
@@ -204,8 +203,11 @@ struct goro *goro__slab_get(size_t stack_size, int *err)
             struct goro *g = p->free_slabs;
             p->free_slabs = g->pool_next;
             p->nfree--;
+            goro__p_leave();
             return slab_reset(g);
         }
+        if (p)
+            goro__p_leave();
         if (!p) {
             goro__lock(&pool_lock);
             struct goro *g = pool;
@@ -232,12 +234,12 @@ void goro__slab_put(struct goro *g)
     }
     atomic_store_explicit(&g->state, GORO_S_FREE, memory_order_relaxed);
     slab_trim(g);
-    struct goro_m *m = goro__m();
-    struct goro_p *p = m ? m->p : NULL;
+    struct goro_p *p = goro__p_enter();
     if (p && p->nfree < P_CACHE_MAX) {
         g->pool_next = p->free_slabs;
         p->free_slabs = g;
         p->nfree++;
+        goro__p_leave();
         return;
     }
     goro__lock(&pool_lock);
@@ -262,6 +264,8 @@ void goro__slab_put(struct goro *g)
         pool_count++;
     }
     goro__unlock(&pool_lock);
+    if (p)
+        goro__p_leave();
 }
 
 /* Unmaps up to TRIM_BATCH pooled slabs above POOL_KEEP. Returns whether

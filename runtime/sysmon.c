@@ -57,20 +57,32 @@ static bool p_busy(struct goro_p *p)
     return atomic_load_explicit(&p->running, memory_order_relaxed) != 0;
 }
 
+/* A P whose slice has lasted slice_ns: preempt its coroutine, or - if its
+ * M is blocked in the kernel, or has resisted preemption for 3 slices -
+ * hand the P to another M (sched.c, invariant 8). */
 static bool check_slice(struct goro_p *p, int64_t now)
 {
     uint32_t t = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
     if (t != p->sm_tick) {
         p->sm_tick = t;
-        p->sm_when = now;
+        p->sm_when = p->sm_since = now;
         return false;
     }
     if (slice <= 0 || !p_busy(p) || now - p->sm_when < slice)
         return false;
-    atomic_store_explicit(&p->preempt_req, t + 1, memory_order_relaxed);
-    if (goro__preempt_async())
-        goro__preempt_signal(p->m);
     p->sm_when = now - slice + PREEMPT_RETRY;
+    bool blocked;
+    struct goro_m *m;
+    bool long_run = now - p->sm_since >= 3 * slice;
+    if (goro__handoff_wanted(p, long_run, &blocked, &m) && goro__handoff(p)) {
+        p->sm_since = now;
+        return true;
+    }
+    /* A thread blocked in a system call is not signalled: the call would
+     * fail with EINTR (sleep() and friends are never restarted). */
+    atomic_store_explicit(&p->preempt_req, t + 1, memory_order_relaxed);
+    if (goro__preempt_async() && !blocked && m)
+        goro__preempt_signal(m);
     return true;
 }
 
@@ -144,7 +156,7 @@ int goro__sysmon_start(int64_t slice_ns)
     atomic_store(&deep, 0);
     int64_t now = goro__now();
     for (int i = 0; i < S.nprocs; i++) {
-        S.procs[i].sm_when = S.procs[i].sm_poll_when = now;
+        S.procs[i].sm_when = S.procs[i].sm_poll_when = S.procs[i].sm_since = now;
         S.procs[i].sm_tick = atomic_load(&S.procs[i].schedtick);
     }
     int err = goro__preempt_install();

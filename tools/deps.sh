@@ -8,7 +8,7 @@ set -euo pipefail
 declare -A group=(
   [core]="gcc make pkg-config libunwind-dev libevent-dev check valgrind"
   [test]="valgrind"
-  [bench]="g++ libboost-context-dev golang-go"
+  [bench]="g++ libboost-context-dev golang-go gnuplot-nox"
   [gdb]="gdb gdb-multiarch"
 )
 

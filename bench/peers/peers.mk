@@ -13,9 +13,10 @@ PEER_CXXFLAGS ?= -O2 -std=c++17 -Wall -Wextra
 PEER_GO       ?= go
 PEER_GOENV    := GO111MODULE=off GOCACHE=$(abspath $(BUILD))/gocache
 
-PEER_C_BINS  := $(PEER_OUT)/switch_ucontext $(PEER_OUT)/spawn_pthread
+PEER_C_BINS  := $(PEER_OUT)/switch_ucontext $(PEER_OUT)/spawn_pthread \
+                $(PEER_OUT)/echo_epoll $(PEER_OUT)/echo_libevent
 PEER_CC_BINS := $(PEER_OUT)/switch_boost
-PEER_GO_NAMES := skynet pingpong yield spawn forkjoin parked
+PEER_GO_NAMES := skynet pingpong yield spawn forkjoin parked sleep echo
 PEER_GO_BINS := $(addprefix $(PEER_OUT)/go/,$(PEER_GO_NAMES))
 
 PEER_BINS := $(PEER_C_BINS) $(PEER_CC_BINS) $(PEER_GO_BINS)
@@ -27,6 +28,14 @@ $(PEER_OUT)/switch_ucontext: $(PEER_SRC)/switch_ucontext.c
 $(PEER_OUT)/spawn_pthread: $(PEER_SRC)/spawn_pthread.c
 	@mkdir -p $(@D)
 	$(CC) $(PEER_CFLAGS) -pthread -o $@ $<
+
+$(PEER_OUT)/echo_epoll: $(PEER_SRC)/echo_epoll.c
+	@mkdir -p $(@D)
+	$(CC) $(PEER_CFLAGS) -pthread -o $@ $<
+
+$(PEER_OUT)/echo_libevent: $(PEER_SRC)/echo_libevent.c
+	@mkdir -p $(@D)
+	$(CC) $(PEER_CFLAGS) -o $@ $< -levent_core
 
 $(PEER_OUT)/switch_boost: $(PEER_SRC)/switch_boost.cc
 	@mkdir -p $(@D)

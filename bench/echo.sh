@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# bench/echo.sh - TCP echo throughput and latency: goro's echo server
+# (samples/echod) against a hand-written epoll server (1 and 2 threads), a
+# libevent server and a Go server (bench/peers/).
+#
+#   bench/echo.sh [BUILD]         BUILD: the build directory (default: build)
+#
+# For every load point (connections x message size) each server is started
+# on a fresh port and loaded for ECHO_DURATION seconds by samples/echoload
+# (one worker thread; a closed loop per connection: send a message, wait
+# for all of it to come back); the servers take turns per load point, so slow phases of the
+# machine hit all of them alike. Output, as bench/run.sh's:
+#   name=echo_c<conns>_s<size> impl=<who> value=<round trips/s> unit=rt/s
+#   name=echo_c<conns>_s<size>_p99 impl=<who> value=<us> unit=us
+# then goro's ratios to Go and to the fastest C server
+#   name=echo_c<conns>_s<size> impl=goro ratio_vs=<who> value=<x> unit=x
+# and target lines (target <what> <value> <op> <limit> ok|MISSED): at 1000
+# connections and more, goro's round trips >= 1.3 x Go's and >= 1.0 x the
+# fastest C server's, its p99 <= Go's. Every run also goes to
+# BUILD/bench/echo.csv, which `make bench-plot` draws.
+#
+# Settings (environment):
+#   ECHO_DURATION   seconds measured per run (default 5; plus 1 s warm-up)
+#   ECHO_CONNS      connection counts (default "100 1000 10000")
+#   ECHO_SIZES      message sizes in bytes (default "64 4096")
+#   ECHO_IMPLS      servers (default "goro epoll1 epoll2 libevent go")
+#   ECHO_WORKERS    threads of goro, Go and epoll2 (default 2)
+#   ECHO_REPS       runs per server and point, best reported (default 1)
+#   ECHO_QUICK=1    default matrix 100 and 1000 connections x 64 bytes
+# Exit status: 1 if a run failed (server died, no RESULT line), else 0.
+set -u
+
+build=${1:-build}
+P=$build/bench/peers
+LOAD=$build/samples/echoload
+csv=$build/bench/echo.csv
+
+if [[ ${ECHO_QUICK:-0} == 1 ]]; then
+    def_conns="100 1000" def_sizes="64"
+else
+    def_conns="100 1000 10000" def_sizes="64 4096"
+fi
+DURATION=${ECHO_DURATION:-5}
+WARMUP=1
+read -r -a CONNS <<<"${ECHO_CONNS:-$def_conns}"
+read -r -a SIZES <<<"${ECHO_SIZES:-$def_sizes}"
+read -r -a IMPLS <<<"${ECHO_IMPLS:-goro epoll1 epoll2 libevent go}"
+WORKERS=${ECHO_WORKERS:-2}
+REPS=${ECHO_REPS:-1}
+LIMIT=$((DURATION + WARMUP + 120))  # seconds per load run, hard limit
+FD_SPARE=100                        # descriptors beyond one per connection
+
+results=$(mktemp)   # figure lines
+runs=$(mktemp)      # one line per run: conns size impl rtps p99
+errf=$(mktemp)
+serr=$(mktemp)
+server_pid=
+cleanup() {
+    [[ -n $server_pid ]] && stop_server
+    rm -f "$results" "$runs" "$errf" "$serr"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+failed=0
+
+# server_cmd IMPL PORT: the command line that starts IMPL on PORT.
+server_cmd() {
+    case $1 in
+        goro)     echo "$build/samples/echod --port $2 --workers $WORKERS" ;;
+        epoll1)   echo "$P/echo_epoll --port $2 --threads 1" ;;
+        epoll2)   echo "$P/echo_epoll --port $2 --threads $WORKERS" ;;
+        libevent) echo "$P/echo_libevent --port $2" ;;
+        go)       echo "env GOMAXPROCS=$WORKERS $P/go/echo --port $2" ;;
+        *)        return 1 ;;
+    esac
+}
+
+# The binary a command line runs (the word after any env VAR=value).
+cmd_binary() {
+    local w
+    for w in $1; do
+        [[ $w == env || $w == *=* ]] || { echo "$w"; return; }
+    done
+}
+
+# Drops the implementations that are unknown or not built.
+usable_impls() {
+    local impl bin keep=()
+    for impl in "${IMPLS[@]}"; do
+        if ! server_cmd "$impl" 0 >/dev/null; then
+            echo "# skip: echo ($impl): unknown server; known: goro epoll1 epoll2 libevent go"
+            continue
+        fi
+        bin=$(cmd_binary "$(server_cmd "$impl" 0)")
+        if [[ ! -x $bin ]]; then
+            echo "# skip: echo ($impl): ${bin#"$build"/} is not built"
+            continue
+        fi
+        keep+=("$impl")
+    done
+    IMPLS=("${keep[@]}")
+}
+
+# Sets $port to one below the ephemeral range (the load generator's source
+# ports) that nothing listens on. Each run gets a new one, so sockets a
+# previous server left in TIME_WAIT never stand in the way.
+port=$((20000 + RANDOM % 10000))
+next_port() {
+    for ((;;)); do
+        port=$((port >= 32000 ? 20000 : port + 1))
+        [[ -z $(ss -Htln "sport = :$port" 2>/dev/null) ]] && return
+    done
+}
+
+# start_server IMPL PORT: starts it in the background and waits (up to
+# 10 s) until it accepts a connection. Returns 1 if it does not.
+start_server() {
+    local cmd i
+    cmd=$(server_cmd "$1" "$2")
+    # shellcheck disable=SC2086  # the command line is split on purpose
+    $cmd >/dev/null 2>"$serr" &
+    server_pid=$!
+    for ((i = 0; i < 200; i++)); do
+        kill -0 "$server_pid" 2>/dev/null || return 1
+        (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# Stops the server (SIGTERM, then SIGKILL after 5 s) and reaps it.
+stop_server() {
+    local i
+    kill -TERM "$server_pid" 2>/dev/null
+    for ((i = 0; i < 50; i++)); do
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+    server_pid=
+}
+
+# What the server printed, shown when a run went wrong (servers print a
+# line or two at start and stop, noise otherwise).
+show_server_stderr() {
+    head -n 10 "$serr" | sed "s/^/#   stderr ($1): /"
+}
+
+# field KEY LINE: the value of KEY=value in LINE.
+field() {
+    sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p" <<<" $2"
+}
+
+# figure NAME IMPL VALUE UNIT: prints and records one figure.
+figure() {
+    echo "name=$1 impl=$2 value=$3 unit=$4" | tee -a "$results"
+}
+
+# figures CONNS SIZE IMPL: the point's figures from its runs: the best
+# (most round trips, lowest p99) of the repetitions, as bench/run.sh's.
+figures() {
+    local best
+    best=$(awk -v c="$1" -v s="$2" -v i="$3" '$1 == c && $2 == s && $3 == i {
+        if (n++ == 0 || $4 > r) r = $4
+        if (n == 1 || $5 < p) p = $5 }
+        END { if (n) print r, p }' "$runs")
+    [[ -z $best ]] && return
+    figure "echo_c$1_s$2" "$3" "${best% *}" rt/s
+    figure "echo_c$1_s$2_p99" "$3" "${best#* }" us
+}
+
+# run_point IMPL CONNS SIZE: one server, one load run. On a failure,
+# shows what both programs printed.
+run_point() {
+    local impl=$1 c=$2 s=$3 out rc res label bad=0
+    label="echo_c${c}_s${s} ($impl)"
+    next_port
+    if ! start_server "$impl" "$port"; then
+        echo "# FAILED: $label: server did not start on port $port"
+        show_server_stderr "$impl"
+        failed=1
+        stop_server
+        return
+    fi
+    out=$(timeout -k 5 "$LIMIT" "$LOAD" --port "$port" --conns "$c" --size "$s" \
+          --duration "$DURATION" --warmup "$WARMUP" --workers 1 --quiet 2>"$errf")
+    rc=$?
+    res=$(tail -n 1 <<<"$out")
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+        echo "# FAILED: $label: the server died during the run"
+        bad=1
+    fi
+    stop_server
+    if ((rc == 124 || rc == 137)); then
+        echo "# FAILED: $label: load timed out after ${LIMIT}s"
+        bad=1
+    elif [[ $res != RESULT* ]]; then
+        echo "# FAILED: $label: no RESULT line (echoload exit status $rc)"
+        bad=1
+    else
+        record "$impl" "$c" "$s" "$res" || bad=1
+        # echoload fails when a connection failed or an echo came back
+        # wrong: the figures stand, the run counts as failed.
+        if ((rc != 0)); then
+            echo "# FAILED: $label: echoload exit status $rc"
+            bad=1
+        fi
+    fi
+    if ((bad)); then
+        failed=1
+        show_server_stderr "$impl"
+        head -n 10 "$errf" | sed "s/^/#   stderr (echoload): /"
+    fi
+}
+
+# record IMPL CONNS SIZE RESULT_LINE: notes, CSV row, the run for figures.
+# Returns 1 if the line cannot be read.
+record() {
+    local impl=$1 c=$2 s=$3 res=$4 got rtps p50 p99 p999 errs
+    got=$(field conns "$res") rtps=$(field rtps "$res")
+    p50=$(field p50_us "$res") p99=$(field p99_us "$res")
+    p999=$(field p999_us "$res") errs=$(field errors "$res")
+    if [[ -z $rtps || -z $p99 ]]; then
+        echo "# FAILED: echo_c${c}_s${s} ($impl): unreadable result: $res"
+        return 1
+    fi
+    [[ $got != "$c" ]] && echo "# note: echo_c${c}_s${s} ($impl): only $got of $c connections connected"
+    [[ ${errs:-0} != 0 ]] && echo "# note: echo_c${c}_s${s} ($impl): $errs connection errors"
+    echo "$c $s $impl $rtps $p99" >>"$runs"
+    echo "$c,$s,$impl,$rtps,$p50,$p99,$p999,${errs:-},${got:-}" >>"$csv"
+}
+
+# fds_ok CONNS: whether a process may open CONNS + FD_SPARE descriptors.
+fds_ok() {
+    local hard
+    hard=$(ulimit -Hn)
+    [[ $hard == unlimited ]] || ((hard >= $1 + FD_SPARE))
+}
+
+# val NAME IMPL: the recorded value, or nothing.
+val() {
+    awk -v n="name=$1" -v i="impl=$2" \
+        '$1 == n && $2 == i { sub(/^value=/, "", $3); v = $3 } END { if (v != "") print v }' \
+        "$results"
+}
+
+# target WHAT VALUE OP LIMIT (as bench/run.sh)
+target() {
+    local ok
+    ok=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN {
+        if (op == "<=") r = (v + 0 <= t + 0); else r = (v + 0 >= t + 0)
+        print r ? "ok" : "MISSED" }')
+    echo "target $1 $2 $3 $4 $ok"
+}
+
+# ratio NAME VS A B: prints goro's ratio A / B against VS and leaves it
+# in $R.
+ratio() {
+    R=$(awk -v a="$3" -v b="$4" 'BEGIN { if (b == 0) print "inf"; else printf "%.3f", a / b }')
+    echo "name=$1 impl=goro ratio_vs=$2 value=$R unit=x"
+}
+
+# best_c NAME: "impl value" of the C server with the most round trips.
+best_c() {
+    local impl v best="" bv=0
+    for impl in epoll1 epoll2 libevent; do
+        v=$(val "$1" "$impl")
+        [[ -z $v ]] && continue
+        if [[ -z $best ]] || awk -v a="$v" -v b="$bv" 'BEGIN { exit !(a > b) }'; then
+            best=$impl bv=$v
+        fi
+    done
+    [[ -n $best ]] && echo "$best $bv"
+}
+
+# ratios_for CONNS SIZE: goro against Go and the fastest C server;
+# targets at 1000 connections and more.
+ratios_for() {
+    local n="echo_c$1_s$2" g go gp gop bc bv t=0
+    g=$(val "$n" goro)
+    [[ -z $g ]] && return
+    (($1 >= 1000)) && t=1
+    go=$(val "$n" go)
+    if [[ -n $go ]]; then
+        ratio "$n" go "$g" "$go"
+        ((t)) && target "${n}_vs_go" "$R" ">=" 1.3
+        gp=$(val "${n}_p99" goro) gop=$(val "${n}_p99" go)
+        ratio "${n}_p99" go "$gp" "$gop"
+        ((t)) && target "${n}_p99_vs_go" "$R" "<=" 1.0
+    fi
+    read -r bc bv <<<"$(best_c "$n")"
+    if [[ -n $bc ]]; then
+        ratio "$n" "$bc" "$g" "$bv"
+        ((t)) && target "${n}_vs_best_c" "$R" ">=" 1.0
+    fi
+}
+
+main() {
+    local c s k i n r
+    ulimit -Sn "$(ulimit -Hn)" 2>/dev/null   # echoload inherits it
+    echo "# echo: ${IMPLS[*]}; ${CONNS[*]} connections x ${SIZES[*]} bytes;" \
+         "$REPS x ${DURATION}s per point; $WORKERS server threads (goro, go, epoll2);" \
+         "$(nproc) CPUs"
+    if [[ ! -x $LOAD ]]; then
+        echo "# skip: echo: ${LOAD#"$build"/} is not built"
+        return
+    fi
+    usable_impls
+    ((${#IMPLS[@]} == 0)) && return
+    mkdir -p "$(dirname "$csv")"
+    echo "conns,size,impl,rtps,p50_us,p99_us,p999_us,errors,connected" >"$csv"
+    k=0
+    for c in "${CONNS[@]}"; do
+        if ! fds_ok "$c"; then
+            echo "# skip: echo_c$c: needs $((c + FD_SPARE)) descriptors per process," \
+                 "the hard limit is $(ulimit -Hn) (raise it: ulimit -Hn, limits.conf)"
+            continue
+        fi
+        for s in "${SIZES[@]}"; do
+            # Servers take turns, a different one first each round.
+            n=${#IMPLS[@]}
+            for ((r = 0; r < REPS; r++)); do
+                for ((i = 0; i < n; i++)); do
+                    run_point "${IMPLS[(i + k) % n]}" "$c" "$s"
+                done
+                k=$((k + 1))
+            done
+            for i in "${IMPLS[@]}"; do
+                figures "$c" "$s" "$i"
+            done
+        done
+    done
+    echo "# echo ratios (impl=goro: goro / peer; best C server per point)"
+    for c in "${CONNS[@]}"; do
+        for s in "${SIZES[@]}"; do
+            ratios_for "$c" "$s"
+        done
+    done
+    echo "# echo figures written to $csv (make bench-plot draws them)"
+}
+
+main
+exit $failed

@@ -208,7 +208,6 @@ struct goro_m {
     _Atomic int in_rt;             /* > 0 while in the runtime (may touch p) */
     _Atomic uint32_t handed;       /* futex: a P was handed to this P-less M */
     struct goro_m *next_free;      /* S.spares / S.waitp list link */
-    int stat_fd;                   /* sysmon: /proc/self/task/<tid>/stat, or -1 */
     _Atomic int signal_pending;    /* a preemption SIGURG is on its way */
     void *altstack;
     size_t altstack_size;

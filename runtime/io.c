@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -182,6 +183,8 @@ ssize_t goro_write(int fd, const void *buf, size_t len)
 
 ssize_t goro_writev_until(int fd, const struct iovec *iov, int iovcnt, int64_t deadline)
 {
+    if (iovcnt < 0 || iovcnt > IOV_MAX)
+        return -EINVAL;             /* as writev(2) says; sendmsg would say EMSGSIZE */
     struct io_call c = { .iov = iov, .iovcnt = iovcnt };
     return io_loop(fd, GORO_WRITABLE, deadline, op_writev, &c);
 }

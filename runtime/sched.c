@@ -1199,17 +1199,18 @@ static void migrate(struct goro_m *m, struct goro *self)
 
 static void *m_main(void *arg);
 
+/* The scheduling state of m's thread: R, S, D ... ('?' if unknown). Read
+ * afresh each time (only for a P that looks stuck), keeping no descriptor. */
 static char thread_state(struct goro_m *m)
 {
-    if (m->stat_fd < 0) {
-        char path[64];
-        snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)m->tid);
-        m->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (m->stat_fd < 0)
-            return '?';
-    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)m->tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return '?';
     char buf[256];
-    ssize_t n = pread(m->stat_fd, buf, sizeof buf - 1, 0);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
     if (n <= 0)
         return '?';
     buf[n] = 0;
@@ -1270,7 +1271,6 @@ bool goro__handoff(struct goro_p *p)
         int id = atomic_load(&S.nms);
         memset(to, 0, sizeof *to);
         to->id = id;
-        to->stat_fd = -1;
         to->p = p;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -1412,7 +1412,6 @@ int goro__sched_start(int nprocs)
         S.procs[i].rand = 0x9e3779b9u * (uint32_t)(i + 1);
         S.ms[i].id = i;
         S.ms[i].p = &S.procs[i];
-        S.ms[i].stat_fd = -1;
         atomic_store(&S.procs[i].owner, &S.ms[i]);
     }
     steal_order_init(nprocs);
@@ -1497,11 +1496,8 @@ void goro__sched_stop(void)
         note_wake(&S.ms[i]);
         hand_wake(&S.ms[i]);        /* spares sleep on this one */
     }
-    for (int i = 0; i < nms; i++) {
+    for (int i = 0; i < nms; i++)
         pthread_join(S.ms[i].thread, NULL);
-        if (S.ms[i].stat_fd >= 0)
-            close(S.ms[i].stat_fd);
-    }
     atomic_store(&S.nms, 0);
     S.spares = S.waitp = NULL;
     goro__registry_set_ms(NULL, 0);

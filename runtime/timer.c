@@ -45,7 +45,9 @@ void goro__timer_arm(struct event *ev, struct goro_p *p, struct goro *g, int64_t
     int64_t left = deadline - goro__now();
     if (left < 0)
         left = 0;
-    left += GORO_USEC - 1;          /* whole microseconds, rounded up: never early */
+    /* Whole microseconds, rounded up, plus one: libevent adds this to its
+     * own clock read truncated to the microsecond. Never early. */
+    left += 2 * GORO_USEC - 1;
     struct timeval tv = { (time_t)(left / GORO_SEC), (suseconds_t)(left % GORO_SEC / 1000) };
     event_assign(ev, p->base, -1, 0, timer_fired, g);
     atomic_store_explicit(&goro__io_used, 1, memory_order_relaxed);

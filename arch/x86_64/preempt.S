@@ -34,6 +34,11 @@
     nop                             /* unwinders look up pc-1 from the caller */
 goro__preempt_resume:
     movq %rdi, %rbx
+    /* C code expects the ABI's state at a call: an empty x87 stack (the
+     * interrupted code may have filled it) and default control words.
+     * The interrupted state is safe in the copy. */
+    fninit
+    ldmxcsr default_mxcsr(%rip)
     call goro__preempt_park
     movq %rbx, %rsp                 /* the kernel finds its frame at rsp - 8 */
     movl $15, %eax                  /* __NR_rt_sigreturn */
@@ -41,5 +46,10 @@ goro__preempt_resume:
     ud2
     .cfi_endproc
     .size goro__preempt_resume, . - goro__preempt_resume
+
+    .section .rodata
+    .p2align 2
+default_mxcsr:
+    .long 0x1f80
 
     .section .note.GNU-stack, "", @progbits

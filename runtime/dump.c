@@ -1,0 +1,210 @@
+/*
+ * goro_dump: every coroutine and every worker, for people - what each
+ * coroutine waits on, where it was spawned from, and where it is now. With
+ * GORO_DUMP_ON_SIGQUIT=1 in the environment, SIGQUIT (Ctrl-\) prints the
+ * dump to stderr and the program goes on, as a Go program prints its
+ * goroutines (Go then exits; this does not).
+ *
+ * A parked or runnable coroutine is unwound from the context it saved when
+ * it switched out; a running one cannot be (its registers are in its
+ * worker's CPU), except the one that asks for the dump or that the signal
+ * interrupted. The other workers keep running meanwhile, so the dump is a
+ * snapshot taken one coroutine at a time: a coroutine may change state
+ * while it is printed. Reading a stack that changes under the unwinder can
+ * fault; fault.c catches that and the backtrace is cut short.
+ *
+ * From the signal handler nothing is allocated and output goes straight to
+ * the descriptor with write(2); see fault.c and docs/debugging.md for what
+ * is not async-signal-safe in POSIX's terms.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct dump {
+    struct goro_out *out;
+    void *ucontext;                /* the signal's context, or NULL */
+    struct goro *self;             /* the coroutine producing the dump, if any */
+    int count;
+};
+
+static struct goro_m *worker_of(const struct goro *g)
+{
+    int n;
+    struct goro_m *ms = goro__registry_ms(&n);
+    for (int i = 0; i < n; i++)
+        if (ms[i].curg == g)
+            return &ms[i];
+    return NULL;
+}
+
+void goro__describe_wait(const struct goro *g, char *buf, size_t len)
+{
+    const void *obj = g->wait_obj;
+    const char *why = goro__wait_name(g->wait);
+    switch (g->wait) {
+    case GORO_W_IO:
+        /* the descriptor record starts with its fd (runtime/netpoll.h) */
+        if (obj) {
+            snprintf(buf, len, "io fd=%d", *(const int *)obj);
+            return;
+        }
+        break;
+    case GORO_W_JOIN:
+        if (obj) {
+            snprintf(buf, len, "join coroutine %llu",
+                     (unsigned long long)((const struct goro *)obj)->id);
+            return;
+        }
+        break;
+    case GORO_W_OFFLOAD:
+        if (obj) {
+            char fn[160];
+            goro__symbolize(obj, fn, sizeof fn);
+            snprintf(buf, len, "offload %s", fn);
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    if (obj)
+        snprintf(buf, len, "%s %p", why, obj);
+    else
+        snprintf(buf, len, "%s", why);
+}
+
+static void print_running(struct dump *d, struct goro *g)
+{
+    struct goro_m *m = worker_of(g);
+    struct goro_m *here = goro__m();
+    if (m)
+        goro__outf(d->out, "  running on worker %d (thread %d)%s\n", m->id, (int)m->tid,
+                   m == here ? ", the one printing this" : "");
+    if (g == d->self && d->ucontext)
+        goro__backtrace_out(d->out, d->ucontext);   /* interrupted by the signal */
+    else if (g == d->self)
+        goro__backtrace_out(d->out, NULL);          /* called goro_dump itself */
+    else
+        goro__outf(d->out, "  (not walked: its registers are live on its worker)\n");
+}
+
+static void dump_coroutine(struct goro *g, void *arg)
+{
+    struct dump *d = arg;
+    int state = atomic_load_explicit(&g->state, memory_order_acquire);
+    if (state == GORO_S_FREE)
+        return;
+    d->count++;
+    char entry[160], wait[160] = "";
+    goro__symbolize((void *)g->fn, entry, sizeof entry);
+    if (state == GORO_S_PARKED) {
+        strcpy(wait, ": ");
+        goro__describe_wait(g, wait + 2, sizeof wait - 2);
+    }
+    goro__outf(d->out, "\ncoroutine %llu%s%s%s [%s%s], entry %s\n",
+               (unsigned long long)g->id, g->name[0] ? " \"" : "", g->name,
+               g->name[0] ? "\"" : "", goro__state_name(state), wait, entry);
+    switch (state) {
+    case GORO_S_RUNNING:
+        print_running(d, g);
+        break;
+    case GORO_S_DEAD:
+        goro__outf(d->out, "  (finished; its handle is not joined yet)\n");
+        break;
+    default:
+        goro__backtrace_saved(d->out, g);
+        break;
+    }
+}
+
+static void dump_workers(struct dump *d)
+{
+    int n;
+    struct goro_m *ms = goro__registry_ms(&n);
+    goro__outf(d->out, "\n");
+    for (int i = 0; i < n; i++) {
+        struct goro *g = ms[i].curg;
+        if (g)
+            goro__outf(d->out, "worker %d: thread %d, running coroutine %llu%s%s%s\n",
+                       ms[i].id, (int)ms[i].tid, (unsigned long long)g->id,
+                       g->name[0] ? " \"" : "", g->name, g->name[0] ? "\"" : "");
+        else
+            goro__outf(d->out, "worker %d: thread %d, in the scheduler (idle or "
+                       "between coroutines)\n", ms[i].id, (int)ms[i].tid);
+    }
+}
+
+void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal)
+{
+    struct dump d = { .out = o, .ucontext = ucontext, .self = goro__current() };
+    int nworkers;
+    goro__registry_ms(&nworkers);
+    goro__outf(o, "goro: dump of process %d, %d worker%s\n", (int)getpid(), nworkers,
+               nworkers == 1 ? "" : "s");
+    int inexact = goro__registry_walk(dump_coroutine, &d, in_signal);
+    dump_workers(&d);
+    goro__outf(o, "goro: %d coroutine%s%s\n", d.count, d.count == 1 ? "" : "s",
+               inexact ? " (the registry was busy: the list may be incomplete)" : "");
+}
+
+int goro_dump(FILE *out)
+{
+    if (!out)
+        return -EINVAL;
+    /* Printed into memory first: the registry is locked while it is
+     * walked, and out may be a pipe that a coroutine has to drain. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    struct goro_out o = { .file = mem ? mem : out, .fd = -1 };
+    goro__dump_out(&o, NULL, false);
+    if (mem) {
+        if (fclose(mem) != 0) {
+            free(text);
+            return -ENOMEM;
+        }
+        fwrite(text, 1, len, out);
+        free(text);
+    }
+    return ferror(out) ? -EIO : 0;
+}
+
+/* ---- SIGQUIT ---- */
+
+static _Atomic int dumping;
+
+static void on_sigquit(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)si;
+    int saved = errno;
+    if (!atomic_exchange(&dumping, 1)) {
+        struct goro_out o = { .file = NULL, .fd = 2 };
+        goro__dump_out(&o, uc, true);
+        atomic_store(&dumping, 0);
+    }
+    errno = saved;
+}
+
+/* Called once, when the runtime first starts (goro__fault_install). */
+void goro__dump_install(void)
+{
+    const char *on = getenv("GORO_DUMP_ON_SIGQUIT");
+    if (!on || strcmp(on, "1") != 0)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigquit;
+    /* On the alternate stack where there is one: the interrupted
+     * coroutine may have little stack left, and unwinding takes some. */
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGQUIT, &sa, NULL);
+}

@@ -181,6 +181,8 @@ struct goro_p {
     _Atomic uint32_t preempt_req;  /* schedtick + 1 of a slice to cut short */
     uint32_t sm_tick, sm_npolls;   /* sysmon's last look (sysmon only) */
     int64_t sm_when, sm_since, sm_poll_when;
+    uint32_t sm_declines;          /* preempt_declines when the slice began */
+    _Atomic uint32_t preempt_declines;  /* requests the signal handler could not honour */
 };
 
 /* A worker thread. */
@@ -202,7 +204,7 @@ struct goro_m {
     uint32_t post_armed;           /* GORO_WAKE_ARMED[_FIRM] for POST_PARK */
     struct event *post_timer;      /* deadline timer to arm, or NULL */
     int64_t post_deadline;
-    struct goro *polled;           /* made runnable by event callbacks */
+    struct goro *polled, *polled_tail;  /* made runnable by event callbacks */
     int npolled;
     struct goro *pinned, *pinned_tail;  /* preempted here: resume here (FIFO) */
     _Atomic int in_rt;             /* > 0 while in the runtime (may touch p) */

@@ -113,7 +113,7 @@ int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block)
         while (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire))
             cpu_relax();
     }
-    m->polled = NULL;
+    m->polled = m->polled_tail = NULL;
     m->npolled = 0;
     atomic_fetch_add_explicit(&p->npolls, 1, memory_order_relaxed);
     /* NO_EXIT_ON_EMPTY: a base with nothing registered must still block
@@ -137,8 +137,13 @@ void goro__ready_polled(struct goro *g)
     }
     struct goro_m *m = goro__m();
     atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
-    g->next = m->polled;
-    m->polled = g;
+    /* In the order the loop found them: timers by deadline. */
+    g->next = NULL;
+    if (m->polled_tail)
+        m->polled_tail->next = g;
+    else
+        m->polled = g;
+    m->polled_tail = g;
     m->npolled++;
 }
 

@@ -156,11 +156,16 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
     struct goro *g = m->curg;
     struct goro_p *p = m->p;
     if (g && p && atomic_load_explicit(&p->owner, memory_order_relaxed) == m &&
-        !(g->flags & GORO_F_G0) &&
-        atomic_load_explicit(&g->nopreempt, memory_order_relaxed) == 0 && async_enabled &&
-        goro__preempt_requested(p) && pc_preemptible(goro__sigframe_pc(uc)))
-        goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,
-                                goro__preempt_resume, frame_copy);
+        !(g->flags & GORO_F_G0) && async_enabled && goro__preempt_requested(p)) {
+        bool done = atomic_load_explicit(&g->nopreempt, memory_order_relaxed) == 0 &&
+                    pc_preemptible(goro__sigframe_pc(uc)) &&
+                    goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,
+                                            goro__preempt_resume, frame_copy);
+        /* sysmon hands the P off after a few of these (not merely because
+         * this thread was slow to get the CPU and the signal). */
+        if (!done)
+            atomic_fetch_add_explicit(&p->preempt_declines, 1, memory_order_relaxed);
+    }
     errno = saved_errno;
 }
 
@@ -178,25 +183,29 @@ static bool async_wanted(void)
 #endif
 }
 
+/* At every start: the program may have installed a SIGURG handler of its
+ * own since the last one; ours goes in front of it again (and chains). */
 int goro__preempt_install(void)
 {
-    static bool installed;
-    if (installed)
-        return 0;
     async_enabled = async_wanted();
     if (atomic_load(&nranges) == 0) {
         dl_iterate_phdr(add_executable, NULL);
         if (__start_goro_preemptible)
             add_range((uintptr_t)__start_goro_preemptible, (uintptr_t)__stop_goro_preemptible);
     }
+    struct sigaction now;
+    if (sigaction(SIGURG, NULL, &now) != 0)
+        return -errno;
+    if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_sigurg)
+        return 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigurg;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGURG, &sa, &app_action) != 0)
+    app_action = now;
+    if (sigaction(SIGURG, &sa, NULL) != 0)
         return -errno;
-    installed = true;
     return 0;
 }
 

@@ -427,7 +427,7 @@ static struct goro *globrunq_get(struct goro_p *p, int max)
  * coroutines that parked here wake it too; a waker ends that wait through
  * libevent's cross-thread notification. */
 enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING };
-#define NOTE_SPINS 1000
+#define NOTE_SPINS 100
 
 /* Returns true when woken through the note, false when events made
  * coroutines runnable (in m->polled; the note then still reads SLEEPING). */
@@ -627,7 +627,7 @@ static struct goro *inject_polled(struct goro_m *m)
 {
     struct goro *g = m->polled;
     int n = m->npolled;
-    m->polled = NULL;
+    m->polled = m->polled_tail = NULL;
     m->npolled = 0;
     if (!g)
         return NULL;
@@ -700,7 +700,17 @@ static bool m_without_p(struct goro_m *m)
     atomic_store_explicit(&m->handed, 0, memory_order_relaxed);
     m->next_free = *list;
     *list = m;
+    /* Waiting for a P while one sleeps idle: wake its M as a spinner (as
+     * wakep does); with nothing to run it hands the P to us when it gives
+     * it up (find_runnable). Busy Ps reach that point on their own. */
+    struct goro_p *idle = m->pinned ? pidle_get() : NULL;
+    struct goro_m *idle_m = idle ? idle->m : NULL;
     goro__unlock(&S.lock);
+    if (idle_m) {
+        atomic_fetch_add(&S.nmspinning, 1);
+        goro__sysmon_kick();
+        note_wake(idle_m);
+    }
     while (!atomic_load_explicit(&m->handed, memory_order_acquire)) {
         if (atomic_load(&S.stopping))
             return false;
@@ -724,7 +734,12 @@ top:
             return NULL;
         p = m->p;
     }
-    if (poll_due(p) && (g = poll_own(m)))
+    /* A slice cut short by preemption: what waits on timers, I/O and the
+     * global queue goes first - the long runner had its turn. */
+    bool cut = goro__preempt_requested(p);
+    if ((cut || poll_due(p)) && (g = poll_own(m)))
+        return g;
+    if (cut && (g = globrunq_get(p, 1)))
         return g;
     if ((g = pick_local(m, inherit)))
         return g;
@@ -935,7 +950,8 @@ static void switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
     bool inherit = false;
     /* A poll is due: g0 does it (libevent's loop does not belong on a
      * coroutine's stack), then picks the next coroutine. */
-    struct goro *next = poll_due(m->p) ? NULL : pick_local(m, &inherit);
+    bool via_g0 = poll_due(m->p) || goro__preempt_requested(m->p);
+    struct goro *next = via_g0 ? NULL : pick_local(m, &inherit);
     switch_to(m, self, what, next, inherit);
 }
 
@@ -1142,7 +1158,8 @@ void goro_yield(void)
     rt_enter(m, true);
     m = goro__m();
     bool inherit = false;
-    bool poll = poll_due(m->p);     /* then via g0, which polls */
+    /* via g0, which polls, when due or when this slice was cut short */
+    bool poll = poll_due(m->p) || goro__preempt_requested(m->p);
     struct goro *next = poll ? NULL : pick_local(m, &inherit);
     if (!next && !poll)
         tick(m->p);                 /* nobody to yield to */
@@ -1177,13 +1194,9 @@ void goro__preempt_park(void)
     struct goro *self = m->curg;
     if (!rt_enter(m, false))
         return;                     /* P handed off: go on; the next goro call moves */
-    bool inherit = false;
-    bool poll = poll_due(m->p);
-    struct goro *next = poll ? NULL : pick_local(m, &inherit);
-    if (!next && !poll)
-        tick(m->p);                 /* alone here: a new slice, go on */
-    else
-        switch_to(m, self, GORO_POST_PREEMPT, next, false);
+    /* Through g0, which looks at timers, I/O and the global queue first
+     * (find_runnable): the slice was cut short. */
+    switch_to(m, self, GORO_POST_PREEMPT, NULL, false);
     rt_leave(m);                    /* pinned: the same M */
 }
 
@@ -1305,7 +1318,7 @@ void goro__inject_global(struct goro_m *m)
     struct goro *batch[BATCH];
     int n = 0;
     struct goro *g = m->polled;
-    m->polled = NULL;
+    m->polled = m->polled_tail = NULL;
     m->npolled = 0;
     while (g) {
         batch[n++] = g;

@@ -66,6 +66,7 @@ static bool check_slice(struct goro_p *p, int64_t now)
     if (t != p->sm_tick) {
         p->sm_tick = t;
         p->sm_when = p->sm_since = now;
+        p->sm_declines = atomic_load_explicit(&p->preempt_declines, memory_order_relaxed);
         return false;
     }
     if (slice <= 0 || !p_busy(p) || now - p->sm_when < slice)
@@ -73,9 +74,12 @@ static bool check_slice(struct goro_p *p, int64_t now)
     p->sm_when = now - slice + PREEMPT_RETRY;
     bool blocked;
     struct goro_m *m;
-    bool long_run = now - p->sm_since >= 3 * slice;
+    /* Not preemptible: the handler declined 3 requests over 3 slices (a
+     * thread kept off the CPU, or sysmon itself, does not count). */
+    uint32_t declines = atomic_load_explicit(&p->preempt_declines, memory_order_relaxed);
+    bool long_run = declines - p->sm_declines >= 3 && now - p->sm_since >= 3 * slice;
     if (goro__handoff_wanted(p, long_run, &blocked, &m) && goro__handoff(p)) {
-        p->sm_since = now;
+        p->sm_declines = declines;
         return true;
     }
     /* A thread blocked in a system call is not signalled: the call would
@@ -157,6 +161,7 @@ int goro__sysmon_start(int64_t slice_ns)
     int64_t now = goro__now();
     for (int i = 0; i < S.nprocs; i++) {
         S.procs[i].sm_when = S.procs[i].sm_poll_when = S.procs[i].sm_since = now;
+        S.procs[i].sm_declines = atomic_load(&S.procs[i].preempt_declines);
         S.procs[i].sm_tick = atomic_load(&S.procs[i].schedtick);
     }
     int err = goro__preempt_install();

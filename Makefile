@@ -114,13 +114,14 @@ TEXT_RENAME := $(foreach s,.text .text.unlikely .text.hot .text.startup .text.ex
     --rename-section $(s)=goro_text)
 LIB_CFLAGS += -fno-reorder-blocks-and-partition -fno-reorder-functions
 
-$(BUILD)/obj/runtime/%.o: runtime/%.c $(HEADERS) $(DEPS_STAMP) $(SYSROOT_STAMP)
+# Makefile: the section renaming must never be skipped by a stale object.
+$(BUILD)/obj/runtime/%.o: runtime/%.c $(HEADERS) Makefile $(DEPS_STAMP) $(SYSROOT_STAMP)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@
 	$(Q)$(CROSS)objcopy $(TEXT_RENAME) $@
 
-$(BUILD)/obj/arch/%.o: arch/%.S $(DEPS_STAMP) $(SYSROOT_STAMP)
+$(BUILD)/obj/arch/%.o: arch/%.S $(wildcard arch/$(ARCH)/*.h) Makefile $(DEPS_STAMP) $(SYSROOT_STAMP)
 	@mkdir -p $(@D)
 	$(call say,AS,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@

@@ -157,7 +157,10 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
     struct goro_p *p = m->p;
     if (g && p && atomic_load_explicit(&p->owner, memory_order_relaxed) == m &&
         !(g->flags & GORO_F_G0) && async_enabled && goro__preempt_requested(p)) {
+        /* in_rt: not in the middle of a switch or any P-using runtime
+         * code, whatever the section its instructions ended up in. */
         bool done = atomic_load_explicit(&g->nopreempt, memory_order_relaxed) == 0 &&
+                    atomic_load_explicit(&m->in_rt, memory_order_relaxed) == 0 &&
                     pc_preemptible(goro__sigframe_pc(uc)) &&
                     goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,
                                             goro__preempt_resume, frame_copy);

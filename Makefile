@@ -180,6 +180,7 @@ $(BUILD)/obj/tests/%.o: tests/%.c $(HEADERS) $(wildcard tests/*.h) $(DEPS_STAMP)
 
 test: $(TEST_BIN)
 	$(RUNNER) $(TEST_BIN)
+	$(MAKE) --no-print-directory test-echod
 
 test-asan:
 	$(MAKE) BUILD=build/asan SANITIZE=address,undefined OPT=-O1 test

@@ -143,10 +143,8 @@ static struct goro_p *rt_enter(struct goro_m *m, bool may_move)
             cpu_relax();            /* sysmon sees in_rt > 0 and backs off */
             continue;
         }
-        if (!may_move || !m->curg) {
-            atomic_store_explicit(&m->in_rt, 0, memory_order_release);
-            return NULL;
-        }
+        if (!may_move || !m->curg)
+            return NULL;            /* still inside: the caller leaves */
         migrate(m, m->curg);        /* resumes on an M with a P, inside */
         return goro__m()->p;
     }
@@ -162,7 +160,12 @@ static void rt_leave(struct goro_m *m)
 struct goro_p *goro__p_enter(void)
 {
     struct goro_m *m = goro__m();
-    return m ? rt_enter(m, true) : NULL;
+    if (!m)
+        return NULL;
+    struct goro_p *p = rt_enter(m, true);
+    if (!p)
+        rt_leave(m);                /* not a coroutine (sysmon): no P to use */
+    return p;
 }
 
 void goro__p_leave(void)
@@ -729,6 +732,16 @@ top:
     *inherit = false;
     if (atomic_load(&S.stopping))
         return NULL;
+    if (m->p) {
+        /* Lost while a coroutine parked P-less (goro__park). g0 counts as
+         * inside the runtime: a retake under way sees that and backs off. */
+        struct goro_m *owner;
+        while ((owner = atomic_load_explicit(&m->p->owner, memory_order_acquire)) ==
+               GORO_P_RETAKING)
+            cpu_relax();
+        if (owner != m)
+            m->p = NULL;
+    }
     if (!m->p) {
         if (!m_without_p(m))
             return NULL;
@@ -991,7 +1004,7 @@ void goro__ready(struct goro *g)
     else
         globrunq_put_batch(&g, 1);
     wake_if_idle();
-    if (p)
+    if (m)
         rt_leave(goro__m());
 }
 
@@ -1011,10 +1024,10 @@ void goro__schedule_new(struct goro *g)
     else
         atomic_fetch_add(&S.spawned_ext, 1);
     goro__ready(g);
-    if (p) {
+    if (m)
         rt_leave(goro__m());
+    if (p)
         goro__preempt_check();
-    }
 }
 
 /* ---- waiting and waking (the claim protocol: see enum goro_wake) ---- */
@@ -1122,8 +1135,11 @@ int goro__park(const struct goro_park *how)
     struct goro *self = m ? m->curg : NULL;
     if (!self)
         return park_external(how);
-    rt_enter(m, true);
-    m = goro__m();
+    /* The caller holds the lock of what it waits on: it must not move to
+     * the global queue holding it (a thread waiting for that lock could be
+     * the one that would run it). If the P is gone, park anyway, through
+     * g0, which then finds itself without a P. */
+    bool own = rt_enter(m, false) != NULL;
     /* The deadline timer lives in this frame, which stays put while parked. */
     struct event timer;
     bool timed = how->deadline >= 0;
@@ -1136,7 +1152,10 @@ int goro__park(const struct goro_park *how)
     m->post_armed = how->firm ? GORO_WAKE_ARMED_FIRM : GORO_WAKE_ARMED;
     m->post_timer = timed ? &timer : NULL;
     m->post_deadline = how->deadline;
-    switch_out(m, self, GORO_POST_PARK);
+    if (own)
+        switch_out(m, self, GORO_POST_PARK);
+    else
+        switch_to(m, self, GORO_POST_PARK, NULL, false);
     rt_leave(goro__m());
     /* The timer must be gone before this frame is, and before the next
      * wait is armed (a stale timer would claim it). */
@@ -1192,8 +1211,10 @@ void goro__preempt_park(void)
 {
     struct goro_m *m = goro__m();
     struct goro *self = m->curg;
-    if (!rt_enter(m, false))
+    if (!rt_enter(m, false)) {
+        rt_leave(m);
         return;                     /* P handed off: go on; the next goro call moves */
+    }
     /* Through g0, which looks at timers, I/O and the global queue first
      * (find_runnable): the slice was cut short. */
     switch_to(m, self, GORO_POST_PREEMPT, NULL, false);
@@ -1553,6 +1574,8 @@ uint64_t goro__next_id(void)
         rt_leave(goro__m());
         return id;
     }
+    if (m)
+        rt_leave(m);
     return atomic_fetch_add(&S.id_next, 1) + 1;
 }
 

@@ -1,0 +1,84 @@
+/* echod: an echo server with one coroutine per connection.
+ *
+ * This is the blocking server every C programmer has written - accept in a
+ * loop, hand each connection to its own thread of control, read and write
+ * until the peer goes away - except that a "thread" here is a coroutine
+ * with a small stack, so a million of them fit in memory. Everything else
+ * (options, status line, shutdown, the descriptor limit) is in the other
+ * files of this directory; see docs/echod.md. */
+#include <stdio.h>
+#include <string.h>
+
+#include "echod.h"
+
+/* Echoed a read at a time. 1 KiB keeps a parked connection within one
+ * page: the coroutine's header, this frame and the runtime's wait path
+ * below the buffer (docs/echod.md: 4.4 KB resident per connection; from
+ * about 2 KiB on, the wait path reaches a second page and that doubles). */
+#define ECHO_BUF 1024
+
+/* The stack size is the runtime default (--stack-size), whose stacks are
+ * pooled: a connection that ends hands its stack to the next one. */
+static const goro_attr_t serve_attr = { .name = "echo" };
+
+static void serve(int fd)
+{
+    struct conn conn;
+    char buf[ECHO_BUF];
+    ssize_t n;
+
+    if (conn_open(&conn, fd) == 0) {
+        while ((n = goro_read_until(fd, buf, sizeof buf, idle_deadline())) > 0) {
+            if (goro_write_all(fd, buf, (size_t)n) < 0)
+                break;
+            stats_echoed();
+        }
+    }
+    conn_close(&conn);
+}
+
+static void accept_loop(int listener)
+{
+    for (;;) {
+        if (conns_reserve() < 0)          /* --max-conns; cancelled at shutdown */
+            return;
+        int fd = goro_accept(listener, NULL, NULL);
+        if (fd < 0) {
+            conns_unreserve();
+            if (accept_failed(fd) < 0)
+                return;
+            continue;
+        }
+        accept_succeeded();
+        if (goro_go(NULL, &serve_attr, serve, fd) != 0) {
+            goro_close(fd);               /* no memory for a stack: drop it */
+            conns_unreserve();
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct echod_options opt;
+    options_parse(argc, argv, &opt);
+
+    int signals = signals_take();         /* before any thread starts */
+    long fd_limit = raise_fd_limit();
+    goro_config_t config = { .workers = opt.workers, .stack_size = opt.stack_size };
+    int err = goro_start(&config);
+    if (err < 0) {
+        fprintf(stderr, "echod: cannot start the runtime: %s\n", strerror(-err));
+        return 1;
+    }
+    conns_init(opt.max_conns);
+
+    int listener = listen_tcp(opt.bind, opt.port);
+    fprintf(stderr, "echod: %d workers, %zu KiB stacks, descriptor limit %ld\n",
+            goro_workers(), opt.stack_size / 1024, fd_limit);
+    goro_t *acceptor = go(accept_loop, listener);
+    if (!acceptor) {
+        perror("echod: cannot start the acceptor");
+        return 1;
+    }
+    return run_until_stopped(signals, acceptor, listener, &opt);
+}

@@ -1,0 +1,120 @@
+/* echod: the pieces around the echo loop in echod.c - options, the
+ * listening socket, the registry of live connections, the status line and
+ * the signal-driven shutdown. Each lives in its own small file. */
+#ifndef ECHOD_H
+#define ECHOD_H
+
+#include <goro.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- options.c ---- */
+
+struct echod_options {
+    const char *bind;           /* address to listen on */
+    int port;                   /* 0: the kernel picks one (printed at start) */
+    int workers;                /* 0: online CPUs */
+    size_t stack_size;          /* reserve of every connection's stack */
+    long max_conns;             /* 0: no limit but the descriptor limit */
+    int64_t idle_timeout;       /* ns; 0: connections may stay idle forever */
+    int64_t grace;              /* ns in-flight echoes get at shutdown */
+    int64_t status_interval;    /* ns between status lines; 0: only on SIGUSR1 */
+    bool verbose;
+};
+
+/* Fills opt from the command line; prints usage and exits on --help or a
+ * bad option. */
+void options_parse(int argc, char **argv, struct echod_options *opt);
+
+/* The deadline of a read that may wait for the idle timeout. */
+int64_t idle_deadline(void);
+
+/* ---- listener.c ---- */
+
+/* A listening TCP socket on address:port (IPv4 or IPv6 literal), ready for
+ * goro_accept; exits with a message when that is impossible. */
+int listen_tcp(const char *address, int port);
+
+/* Raises the soft descriptor limit to the hard one; returns the limit. */
+long raise_fd_limit(void);
+
+/* ---- conns.c: every live connection, for --max-conns and shutdown ---- */
+
+struct conn {
+    struct conn *prev, *next;   /* intrusive: the node lives on the stack */
+    goro_t *self;               /* the coroutine serving it, for goro_cancel */
+    int fd;
+    bool listed;
+};
+
+void conns_init(long max_conns);
+
+/* Takes one of --max-conns slots, waiting while all are taken. Returns 0
+ * or -ECANCELED. conns_unreserve() gives it back if no connection came. */
+int conns_reserve(void);
+void conns_unreserve(void);
+
+/* Called by the coroutine serving fd, which owns a reserved slot: lists
+ * it and sets TCP_NODELAY. -ESHUTDOWN once shutdown has cancelled the
+ * others: close at once. */
+int conn_open(struct conn *c, int fd);
+
+/* Unlists c (if listed), closes its fd and frees its slot. */
+void conn_close(struct conn *c);
+
+/* Connections being served now. */
+long conns_live(void);
+
+/* Slots taken: connections accepted and not yet closed (some may not have
+ * started being served), plus one while the acceptor holds a slot. */
+long conns_reserved(void);
+
+/* Waits until every connection has ended or deadline passes, then cancels
+ * the ones left and waits for them to unwind. */
+void conns_drain(int64_t deadline);
+
+/* Cancels every connection now (a second SIGINT or SIGTERM). */
+void conns_cancel_now(void);
+
+/* ---- status.c ---- */
+
+void stats_echoed(void);          /* one read echoed back in full */
+void stats_accepted(void);
+void stats_coroutine(int delta);  /* +1 when a coroutine starts, -1 at its end */
+
+/* Creates what the status coroutine and status_request() use. */
+void status_init(void);
+
+/* Asks the status coroutine for a line now (SIGUSR1). Never waits. */
+void status_request(void);
+
+/* The status coroutine: one line to stderr every interval_ns (0: only on
+ * request) until cancelled. */
+void status_loop(int64_t interval_ns);
+
+/* ---- accept_backoff.c: the descriptor limit ---- */
+
+/* After a failed goro_accept: at the descriptor limit, says so once and
+ * sleeps before the next attempt (longer each time, up to 100 ms). Returns
+ * 0 to try again, or the error when accepting should stop. */
+int accept_failed(int err);
+
+/* After a successful accept: the next failure starts with a short pause. */
+void accept_succeeded(void);
+
+/* Accepts refused for lack of descriptors so far. */
+unsigned long fd_limit_hits(void);
+
+/* ---- shutdown.c ---- */
+
+/* Blocks SIGINT, SIGTERM and SIGUSR1 in the calling thread (the runtime's
+ * threads inherit that) and returns a signalfd that receives them. */
+int signals_take(void);
+
+/* Runs until SIGINT or SIGTERM: then stops the acceptor, closes the
+ * listener, lets in-flight echoes finish within the grace period, cancels
+ * what is left and stops the runtime. Returns the process exit status. */
+int run_until_stopped(int signal_fd, goro_t *acceptor, int listener,
+                      const struct echod_options *opt);
+
+#endif /* ECHOD_H */

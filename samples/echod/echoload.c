@@ -1,0 +1,377 @@
+/* echoload: load for an echo server, itself a goro program.
+ *
+ * Each connection is a coroutine running a closed loop, written as plain
+ * blocking code: send a message, read until the whole echo is back, check
+ * it, note the latency, send the next. The parent process (load_procs.c)
+ * forks one or more of these load processes and tells each, through a
+ * pipe, when to start counting, when to stop and when to close; each
+ * reports counts and latencies back through another pipe. */
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <goro.h>
+
+#include "echoload.h"
+
+/* Larger messages go out in pieces, each echoed before the next is sent,
+ * so neither side's socket buffers need to hold a whole message. */
+#define PIECE (32 * 1024)
+/* Connects in flight at once: beyond the server's accept queue they would
+ * be dropped and retried a second later. */
+#define DIALING_MAX 256
+
+enum phase { WARMING, MEASURING, STOPPED };
+
+/* Failures by kind; the first of each kind is described on stderr. */
+enum failure { F_CONNECT, F_IO, F_VERIFY, F_SILENT, F_KINDS };
+static const char *const failure_text[F_KINDS] = {
+    [F_CONNECT] = "connect failed",
+    [F_IO] = "a connection failed",
+    [F_VERIFY] = "an echo differed from the message sent",
+    [F_SILENT] = "a connection got no echo before the end",
+};
+
+struct client {
+    long id;                    /* over all processes: picks source and pattern */
+    uint64_t rounds;
+};
+
+static struct {
+    const struct load_options *opt;
+    struct sockaddr_in target;
+    _Atomic int phase;
+    _Atomic long connected;
+    _Atomic long failures[F_KINDS];
+    _Atomic int failure_said[F_KINDS];
+    _Atomic uint64_t rounds_recent, rounds_measured;
+    struct hist recent, measured;
+    goro_sem_t dialing;
+    goro_waitgroup_t dialed, stopped, finished;
+    goro_chan_t *released;      /* closed when the connections may close */
+    goro_mutex_t report_lock;   /* one report at a time on the pipe */
+    int report_fd;
+    int proc;
+} load;
+
+static const goro_attr_t client_attr = { .name = "echoload-conn" };
+static const goro_attr_t service_attr = { .name = "echoload-service", .stack_size = 64 * 1024 };
+
+/* ---- messages ---- */
+
+static uint64_t mix(uint64_t x)           /* splitmix64's finaliser */
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* A message no other connection or round sends: a stale or crossed echo
+ * cannot pass the check. */
+static void fill(unsigned char *msg, size_t size, long id, uint64_t round)
+{
+    uint64_t x = mix(((uint64_t)id << 32) ^ round ^ 0x9e3779b97f4a7c15ull);
+    for (size_t i = 0; i < size; i += 8) {
+        x = mix(x + i);
+        size_t n = size - i < 8 ? size - i : 8;
+        memcpy(msg + i, &x, n);
+    }
+}
+
+/* ---- failures ---- */
+
+static void failed(enum failure kind, int err)
+{
+    atomic_fetch_add(&load.failures[kind], 1);
+    if (atomic_exchange(&load.failure_said[kind], 1) == 0)
+        fprintf(stderr, "echoload: %s%s%s (more are only counted)\n", failure_text[kind],
+                err ? ": " : "", err ? strerror(err) : "");
+}
+
+/* ---- one connection ---- */
+
+static int dial(const struct client *c)
+{
+    const struct load_options *opt = load.opt;
+    struct sockaddr_in source = {
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)(c->id % opt->sources)),
+    };
+    int one = 1;
+
+    goro_sem_acquire(&load.dialing);
+    int fd = goro_socket(AF_INET, SOCK_STREAM, 0);
+    int err = fd < 0 ? fd : 0;
+    if (!err) {
+        /* Port chosen at connect, per (source, server) pair: 64k per source. */
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (bind(fd, (struct sockaddr *)&source, sizeof source) != 0)
+            err = -errno;
+    }
+    if (!err)
+        err = goro_connect_until(fd, (struct sockaddr *)&load.target, sizeof load.target,
+                                 goro_now() + (int64_t)(opt->timeout * GORO_SEC));
+    goro_sem_release(&load.dialing);
+    if (err) {
+        if (fd >= 0)
+            goro_close(fd);
+        failed(F_CONNECT, -err);
+        return err;
+    }
+    atomic_fetch_add(&load.connected, 1);
+    return fd;
+}
+
+/* Reads exactly len bytes: 0, or -errno (-ECONNRESET for an early end). */
+static int read_full(int fd, unsigned char *buf, size_t len, int64_t deadline)
+{
+    while (len) {
+        ssize_t n = goro_read_until(fd, buf, len, deadline);
+        if (n <= 0)
+            return n == 0 ? -ECONNRESET : (int)n;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* One message there and back: 0, -errno, or 1 when the echo differs. */
+static int round_trip(int fd, const unsigned char *out, unsigned char *in, size_t size)
+{
+    int64_t deadline = goro_now() + (int64_t)(load.opt->timeout * GORO_SEC);
+    for (size_t off = 0; off < size; off += PIECE) {
+        size_t n = size - off < PIECE ? size - off : PIECE;
+        ssize_t w = goro_write_all_until(fd, out + off, n, NULL, deadline);
+        if (w < 0)
+            return (int)w;
+        int err = read_full(fd, in + off, n, deadline);
+        if (err)
+            return err;
+        if (load.opt->verify && memcmp(in + off, out + off, n) != 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void note_round(int64_t ns)
+{
+    atomic_fetch_add_explicit(&load.rounds_recent, 1, memory_order_relaxed);
+    hist_record(&load.recent, ns);
+    if (atomic_load_explicit(&load.phase, memory_order_relaxed) == MEASURING) {
+        atomic_fetch_add_explicit(&load.rounds_measured, 1, memory_order_relaxed);
+        hist_record(&load.measured, ns);
+    }
+}
+
+/* The closed loop, until told to stop (true) or something fails (false). */
+static bool echo_loop(int fd, struct client *c, unsigned char *out, unsigned char *in)
+{
+    size_t size = load.opt->size;
+    while (atomic_load_explicit(&load.phase, memory_order_relaxed) != STOPPED) {
+        fill(out, size, c->id, c->rounds);
+        int64_t t0 = goro_now();
+        int r = round_trip(fd, out, in, size);
+        if (r == 1) {
+            failed(F_VERIFY, 0);
+            return false;
+        }
+        if (r < 0) {
+            failed(F_IO, -r);
+            return false;
+        }
+        note_round(goro_now() - t0);
+        c->rounds++;
+    }
+    if (c->rounds == 0)
+        failed(F_SILENT, 0);
+    return true;
+}
+
+static void client(struct client *c)
+{
+    unsigned char *buf = malloc(2 * load.opt->size);
+    int fd = -ENOMEM;
+    if (buf)
+        fd = dial(c);
+    else
+        failed(F_CONNECT, ENOMEM);
+    goro_waitgroup_done(&load.dialed);
+    if (fd >= 0 && !echo_loop(fd, c, buf, buf + load.opt->size)) {
+        goro_close(fd);                    /* broken: do not hold it */
+        fd = -1;
+    }
+    goro_waitgroup_done(&load.stopped);
+    goro_chan_recv(load.released, NULL);   /* hold the connection until then */
+    if (fd >= 0)
+        goro_close(fd);
+    free(buf);
+    goro_waitgroup_done(&load.finished);
+}
+
+/* ---- reports to the parent, and its commands ---- */
+
+static void send_report(enum report_kind kind, struct report *r)
+{
+    r->kind = kind;
+    r->proc = load.proc;
+    r->connected = atomic_load(&load.connected);
+    r->connect_errors = atomic_load(&load.failures[F_CONNECT]);
+    r->io_errors = atomic_load(&load.failures[F_IO]);
+    r->verify_errors = atomic_load(&load.failures[F_VERIFY]);
+    r->silent = atomic_load(&load.failures[F_SILENT]);
+    goro_mutex_lock(&load.report_lock);
+    goro_write_all(load.report_fd, r, sizeof *r);
+    goro_mutex_unlock(&load.report_lock);
+}
+
+/* Every second: round trips and latencies since the last report. Stopped by
+ * closing quit, never cancelled: a cancelled write could leave half a
+ * report in the pipe. */
+static void progress_loop(goro_chan_t *quit)
+{
+    static struct report r;       /* 9 KiB: off the stack */
+    int64_t next = goro_now();
+    for (;;) {
+        next += GORO_SEC;
+        if (goro_chan_recv_until(quit, NULL, next) != -ETIMEDOUT)
+            return;
+        memset(&r, 0, sizeof r);
+        r.rounds = (int64_t)atomic_exchange(&load.rounds_recent, 0);
+        hist_drain(&load.recent, &r.hist);
+        send_report(REPORT_PROGRESS, &r);
+    }
+}
+
+static void control_loop(int fd)
+{
+    char cmd;
+    while (goro_read(fd, &cmd, 1) == 1 && cmd != CONTROL_CLOSE) {
+        if (cmd == CONTROL_MEASURE)
+            atomic_store(&load.phase, MEASURING);
+        else if (cmd == CONTROL_STOP)
+            atomic_store(&load.phase, STOPPED);
+    }
+    atomic_store(&load.phase, STOPPED);     /* also when the parent is gone */
+    goro_chan_close(load.released);
+    goro_close(fd);
+}
+
+/* ---- the process ---- */
+
+/* Starts the connection coroutines, at --ramp per second if asked. */
+static void start_clients(struct client *clients, long first, long count)
+{
+    double ramp = load.opt->ramp / load.opt->procs;
+    int64_t t0 = goro_now();
+    for (long i = 0; i < count; i++) {
+        if (ramp > 0)
+            goro_sleep_until(t0 + (int64_t)((double)i * GORO_SEC / ramp));
+        clients[i].id = first + i;
+        if (goro_go(NULL, &client_attr, client, &clients[i]) != 0) {
+            failed(F_CONNECT, ENOMEM);
+            goro_waitgroup_done(&load.dialed);
+            goro_waitgroup_done(&load.stopped);
+            goro_waitgroup_done(&load.finished);
+        }
+    }
+}
+
+static void run(long first, long count, int control_fd)
+{
+    static struct report final;
+    struct client *clients = calloc((size_t)count, sizeof *clients);
+    goro_chan_t *quit;
+    goro_t *control, *progress;
+
+    if (!clients || goro_chan_new(&quit, 0, 0) < 0 ||
+        goro_go(&control, &service_attr, control_loop, control_fd) < 0 ||
+        goro_go(&progress, &service_attr, progress_loop, quit) < 0) {
+        fputs("echoload: out of memory\n", stderr);
+        exit(1);
+    }
+    start_clients(clients, first, count);
+    goro_waitgroup_wait(&load.dialed);
+    send_report(REPORT_CONNECTED, &final);
+    goro_waitgroup_wait(&load.stopped);
+    final.rounds = (int64_t)atomic_load(&load.rounds_measured);
+    hist_drain(&load.measured, &final.hist);
+    send_report(REPORT_FINAL, &final);
+    goro_waitgroup_wait(&load.finished);
+    goro_chan_close(quit);
+    goro_join(progress, NULL);
+    goro_join(control, NULL);
+    goro_chan_free(quit);
+    goro_close(load.report_fd);
+    free(clients);
+}
+
+/* Each connection takes a descriptor; the limit is per process. */
+static int check_fd_limit(long count, int procs)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 0;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    long need = count + 64;
+    if (rl.rlim_max == RLIM_INFINITY || (long)rl.rlim_max >= need)
+        return 0;
+    fprintf(stderr, "echoload: %ld connections per process need %ld descriptors but the "
+            "limit is %ld: use more --procs (now %d) or raise ulimit -n\n",
+            count, need, (long)rl.rlim_max, procs);
+    return -1;
+}
+
+static int setup(const struct load_options *opt, int proc, long count, int report_fd)
+{
+    load.opt = opt;
+    load.proc = proc;
+    load.report_fd = report_fd;
+    load.target = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr = opt->host,
+                                        .sin_port = htons((uint16_t)opt->port) };
+    goro_config_t config = { .workers = opt->workers, .stack_size = 32 * 1024 };
+    int err = goro_start(&config);
+    if (!err)
+        err = goro_chan_new(&load.released, 0, 0);
+    if (err) {
+        fprintf(stderr, "echoload: cannot start: %s\n", strerror(-err));
+        return -1;
+    }
+    goro_sem_init(&load.dialing, DIALING_MAX);
+    goro_waitgroup_add(&load.dialed, count);
+    goro_waitgroup_add(&load.stopped, count);
+    goro_waitgroup_add(&load.finished, count);
+    return 0;
+}
+
+int load_process(const struct load_options *opt, int proc, long first, long count,
+                 int report_fd, int control_fd)
+{
+    if (check_fd_limit(count, opt->procs) < 0 || setup(opt, proc, count, report_fd) < 0)
+        return 2;
+    goro_t *h = go(run, first, count, control_fd);
+    if (!h) {
+        perror("echoload: cannot start");
+        return 1;
+    }
+    goro_join(h, NULL);
+    goro_chan_free(load.released);
+    return goro_shutdown() == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    struct load_options opt;
+    load_options_parse(argc, argv, &opt);
+    return run_load(&opt);
+}

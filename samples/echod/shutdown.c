@@ -1,0 +1,116 @@
+/* Signals and shutdown.
+ *
+ * SIGINT, SIGTERM and SIGUSR1 are blocked in every thread and read from a
+ * signalfd by an ordinary coroutine, so no echod code runs in a signal
+ * handler. The first SIGINT/SIGTERM wakes the supervisor, which stops
+ * accepting and drains; a second one cancels every connection at once. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+
+#include "echod.h"
+
+/* Printing and draining need more stack than an echo loop. */
+static const goro_attr_t service_attr = { .name = "echod-service", .stack_size = 64 * 1024 };
+
+static goro_chan_t *stop_requests;   /* capacity 1 */
+
+int signals_take(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
+    int fd = -1;
+    if (pthread_sigmask(SIG_BLOCK, &set, NULL) == 0)
+        fd = signalfd(-1, &set, SFD_CLOEXEC);
+    if (fd < 0) {
+        perror("echod: signalfd");
+        exit(1);
+    }
+    return fd;
+}
+
+static void signal_loop(int signal_fd)
+{
+    struct signalfd_siginfo si;
+    int stops = 0;
+
+    while (goro_read(signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGUSR1) {
+            status_request();
+        } else if (stops++ == 0) {
+            goro_chan_try_send(stop_requests, NULL);
+        } else {
+            fputs("echod: second stop signal: closing every connection now\n", stderr);
+            conns_cancel_now();
+        }
+    }
+}
+
+struct stop_plan {
+    goro_t *acceptor, *status, *signals;
+    int listener, signal_fd;
+    int64_t grace;
+};
+
+static void stop_service(goro_t *h)
+{
+    goro_cancel(h);
+    goro_join(h, NULL);
+    stats_coroutine(-1);
+}
+
+static void supervise(const struct stop_plan *plan)
+{
+    goro_chan_recv(stop_requests, NULL);
+    fprintf(stderr, "echod: stopping: no new connections; %ld open get %.1f s to finish\n",
+            conns_live(), (double)plan->grace / GORO_SEC);
+    stop_service(plan->acceptor);
+    goro_close(plan->listener);
+    conns_drain(goro_now() + plan->grace);
+    stop_service(plan->status);
+    stop_service(plan->signals);
+    goro_close(plan->signal_fd);
+}
+
+/* goro_go() with the service stack; exits when even that is impossible. */
+static goro_t *started(const char *what, int err, goro_t *h)
+{
+    if (err < 0) {
+        fprintf(stderr, "echod: cannot start the %s: %s\n", what, strerror(-err));
+        exit(1);
+    }
+    stats_coroutine(+1);
+    return h;
+}
+
+int run_until_stopped(int signal_fd, goro_t *acceptor, int listener,
+                      const struct echod_options *opt)
+{
+    struct stop_plan plan = {
+        .acceptor = acceptor, .listener = listener, .signal_fd = signal_fd,
+        .grace = opt->grace,
+    };
+    goro_t *h;
+    int err;
+
+    stats_coroutine(+1);                  /* the acceptor, started by main */
+    status_init();
+    if (goro_chan_new(&stop_requests, 0, 1) < 0)
+        return 1;
+    err = goro_go(&h, &service_attr, status_loop, opt->status_interval);
+    plan.status = started("status line", err, h);
+    err = goro_go(&h, &service_attr, signal_loop, signal_fd);
+    plan.signals = started("signal reader", err, h);
+    err = goro_go(&h, &service_attr, supervise, &plan);
+    started("supervisor", err, h);
+
+    goro_join(h, NULL);                   /* returns once every connection is closed */
+    fputs("echod: stopped\n", stderr);
+    return goro_shutdown() == 0 ? 0 : 1;
+}

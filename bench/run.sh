@@ -162,6 +162,13 @@ fi
 run GOMAXPROCS="$ncpu" "$P/go/sleep"
 run GORO_WORKERS="$ncpu" "$B/sleep"
 
+# ---- preemption: 4 spinners per worker, 10 ms slice or none; a 1 ms ticker
+# among them. 1 worker, then all CPUs (figures preempt_nw_*) ----
+run GOMAXPROCS=1 "$P/go/preempt"
+run GORO_WORKERS=1 "$B/preempt"
+run --as preempt:preempt_nw GOMAXPROCS="$ncpu" "$P/go/preempt"
+run --as preempt:preempt_nw GORO_WORKERS="$ncpu" "$B/preempt"
+
 # ---- ratios ----
 echo "# ratios (impl=goro: goro / peer; targets as in the project brief)"
 ratio switch_vs_boost goro switch goro switch boost_fcontext "<=" 1.2
@@ -190,6 +197,18 @@ p=$(val parked_mem goro)
 [[ -n $p ]] && target parked_mem "$p" "<=" 4608
 ratio parked_mem_vs_go goro parked_mem goro parked_mem go
 ratio sleep_p99_late_vs_go goro sleep_p99_late goro sleep_p99_late go
+# preemption: time with a 10 ms slice over time without (< 1% loss), the
+# ticker's p99 lateness (<= 2 slices), and both against Go
+ratio preempt_loss goro preempt_work_on goro preempt_work_off goro "<=" 1.01
+ratio preempt_loss go preempt_work_on go preempt_work_off go
+t=$(val preempt_tick_p99_late goro)
+[[ -n $t ]] && target preempt_tick_p99_late "$t" "<=" 20000
+ratio preempt_tick_p99_late_vs_go goro preempt_tick_p99_late goro preempt_tick_p99_late go
+ratio preempt_nw_loss goro preempt_nw_work_on goro preempt_nw_work_off goro "<=" 1.01
+ratio preempt_nw_loss go preempt_nw_work_on go preempt_nw_work_off go
+t=$(val preempt_nw_tick_p99_late goro)
+[[ -n $t ]] && target preempt_nw_tick_p99_late "$t" "<=" 20000
+ratio preempt_nw_tick_p99_late_vs_go goro preempt_nw_tick_p99_late goro preempt_nw_tick_p99_late go
 
 # ---- TCP echo servers ----
 "$(dirname "$0")/echo.sh" "$build" || failed=1

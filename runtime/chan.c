@@ -263,11 +263,7 @@ int goro_chan_close(goro_chan_t *ch)
         wake = w->g;
     }
     goro__unlock(&ch->lock);
-    while (wake) {
-        struct goro *next = wake->next;
-        goro__ready(wake);
-        wake = next;
-    }
+    goro__ready_list(wake);
     return 0;
 }
 

@@ -248,6 +248,7 @@ extern GORO_HIDDEN struct goro_sched goro__sched;
 GORO_HIDDEN struct goro_m *goro__m(void);
 GORO_HIDDEN struct goro *goro__current(void);
 GORO_HIDDEN void goro__ready(struct goro *g);
+GORO_HIDDEN void goro__ready_list(struct goro *list);
 /* How a wait is set up: why (for debuggers), the object, the lock to drop
  * once parked (unlock) or the publishing step (commit: parks unless it
  * returns false, for waits published by one atomic step), a deadline
@@ -319,6 +320,9 @@ GORO_HIDDEN void goro__timer_disarm(struct event *ev);
 /* netpoll.c */
 GORO_HIDDEN int goro__netpoll_init(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
+/* block: as m's way to sleep; returns at once unless m->note still reads
+ * GORO_NOTE_SLEEPING once the base is m's to loop. */
+#define GORO_NOTE_SLEEPING 2
 GORO_HIDDEN int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block);
 GORO_HIDDEN void goro__netpoll_wake(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_forget_all(void);

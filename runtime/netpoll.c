@@ -115,6 +115,15 @@ int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block)
     }
     m->polled = m->polled_tail = NULL;
     m->npolled = 0;
+    /* A blocking loop is how an M sleeps (sched.c, note_sleep). A waker
+     * sets the note, then activates wake_ev; a non-blocking poller that
+     * held the lock just now may have run wake_ev's callback instead of
+     * us. With the lock held only we can run it from here on, so the note
+     * read now decides: already notified, do not block. */
+    if (block && atomic_load_explicit(&m->note, memory_order_acquire) != GORO_NOTE_SLEEPING) {
+        atomic_store_explicit(&p->poll_lock, 0, memory_order_release);
+        return 0;
+    }
     atomic_fetch_add_explicit(&p->npolls, 1, memory_order_relaxed);
     /* NO_EXIT_ON_EMPTY: a base with nothing registered must still block
      * (until goro__netpoll_wake), not return at once. */

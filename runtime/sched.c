@@ -429,7 +429,7 @@ static struct goro *globrunq_get(struct goro_p *p, int max)
  * it. Asleep, the M waits in its event base, so that I/O and timers of the
  * coroutines that parked here wake it too; a waker ends that wait through
  * libevent's cross-thread notification. */
-enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING };
+enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING = GORO_NOTE_SLEEPING };
 #define NOTE_SPINS 100
 
 /* Returns true when woken through the note, false when events made
@@ -1003,6 +1003,41 @@ void goro__ready(struct goro *g)
         runq_put(p, g, true);
     else
         globrunq_put_batch(&g, 1);
+    wake_if_idle();
+    if (m)
+        rt_leave(goro__m());
+}
+
+/* Makes a list of claimed coroutines (linked through next) runnable: on
+ * a worker into its queue, from elsewhere into the global queue in
+ * batches, with one wake-up check for all. */
+void goro__ready_list(struct goro *list)
+{
+    struct goro_m *m = goro__m();
+    struct goro_p *p = m ? rt_enter(m, true) : NULL;
+    enum { BATCH = 128 };
+    struct goro *batch[BATCH];
+    int n = 0;
+    while (list) {
+        struct goro *g = list;
+        list = g->next;
+        if (g->flags & GORO_F_EXTERNAL) {
+            goro__ready(g);
+            continue;
+        }
+        atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
+        if (p) {
+            runq_put(p, g, false);
+            continue;
+        }
+        batch[n++] = g;
+        if (n == BATCH) {
+            globrunq_put_batch(batch, n);
+            n = 0;
+        }
+    }
+    if (n)
+        globrunq_put_batch(batch, n);
     wake_if_idle();
     if (m)
         rt_leave(goro__m());

@@ -100,11 +100,7 @@ static struct goro *take_all(struct goro_waitq *q)
 
 static void wake_list(struct goro *list)
 {
-    while (list) {
-        struct goro *next = list->next;
-        goro__ready(list);
-        list = next;
-    }
+    goro__ready_list(list);
 }
 
 /* ---- mutex ---- */

@@ -1,6 +1,9 @@
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -8,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -289,6 +293,83 @@ long t_read_long_file(const char *path)
         fclose(f);
     }
     return v;
+}
+
+long t_fd_count(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    long n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1;               /* the directory's own descriptor */
+}
+
+/* ---- loopback sockets ---- */
+
+struct sockaddr_in t_loopback(uint16_t port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+int t_tcp_listener(int backlog, struct sockaddr_in *addr)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = t_loopback(0);
+    socklen_t len = sizeof a;
+    ck_assert_msg(bind(fd, (struct sockaddr *)&a, sizeof a) == 0, "bind: %s", strerror(errno));
+    ck_assert_msg(listen(fd, backlog) == 0, "listen: %s", strerror(errno));
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    if (addr)
+        *addr = a;
+    return fd;
+}
+
+void t_tcp_pair(int fd[2])
+{
+    struct sockaddr_in a;
+    int l = t_tcp_listener(1, &a);
+    fd[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_msg(fd[0] >= 0, "socket: %s", strerror(errno));
+    ck_assert_msg(connect(fd[0], (struct sockaddr *)&a, sizeof a) == 0,
+                  "connect: %s", strerror(errno));
+    fd[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    ck_assert_msg(fd[1] >= 0, "accept: %s", strerror(errno));
+    close(l);
+    int one = 1;                /* small messages go out at once */
+    setsockopt(fd[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void t_set_linger0(int fd)
+{
+    struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+}
+
+void t_set_bufs(int fd, int bytes)
+{
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes), 0);
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes), 0);
+}
+
+int t_stalled_listener(struct sockaddr_in *addr, int *filler)
+{
+    int l = t_tcp_listener(0, addr);
+    *filler = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_msg(*filler >= 0, "socket: %s", strerror(errno));
+    /* on loopback the handshake completes inside connect() */
+    ck_assert_msg(connect(*filler, (struct sockaddr *)addr, sizeof *addr) == 0,
+                  "connect: %s", strerror(errno));
+    return l;
 }
 
 /* ---- children ---- */

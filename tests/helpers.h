@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include "goro.h"
@@ -104,6 +105,24 @@ long t_hops_total(void);
 long t_maps_count(void);
 long t_rss_kib(void);
 long t_read_long_file(const char *path);
+
+/* Entries in /proc/self/fd (the descriptors this process has open). */
+long t_fd_count(void);
+
+/* Loopback sockets for the I/O suites, made with plain (blocking) system
+ * calls on the test's own thread; they fail the test when the system says
+ * no. A descriptor handed to goro's I/O calls must later be closed with
+ * goro_close(); one never handed to goro may be closed with close(). */
+struct sockaddr_in t_loopback(uint16_t port);       /* 127.0.0.1:port */
+int t_tcp_listener(int backlog, struct sockaddr_in *addr);  /* fd; addr: where */
+void t_tcp_pair(int fd[2]);                         /* a connected TCP pair */
+void t_set_linger0(int fd);                         /* close() sends a reset */
+void t_set_bufs(int fd, int bytes);                 /* SO_SNDBUF and SO_RCVBUF */
+/* A listener whose accept queue is full (backlog 0 and one connection
+ * nobody accepts): the kernel drops further SYNs, so a connect to *addr
+ * stays in progress (retried after 1 s, 3 s, ...) until given up. Close
+ * *filler and the returned listener with close() afterwards. */
+int t_stalled_listener(struct sockaddr_in *addr, int *filler);
 
 /* Runs fn(arg) in a child process with stdout and stderr captured into out
  * (NUL-terminated, truncated to outlen - 1). The child exits with fn's

@@ -19,10 +19,14 @@ Suite *select_suite(void);      /* test_select.c */
 Suite *sync_suite(void);        /* test_sync.c */
 Suite *sched_suite(void);       /* test_sched.c: stress, lost wake-ups, fairness, idle CPU */
 Suite *offload_suite(void);     /* test_offload.c: blocking work on the pool */
+Suite *io_suite(void);          /* test_io.c: sockets, pipes, files; errors; leaks */
+Suite *time_suite(void);        /* test_time.c: clock, sleep, deadlines of every wait */
+Suite *cancel_suite(void);      /* test_cancel.c: goro_cancel of every wait */
+Suite *preempt_suite(void);     /* test_preempt.c: preemption, register state, signals */
 
 #define GORO_TEST_SUITES \
     spawn_suite, args_suite, context_suite, stack_suite, errors_suite, \
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
-    offload_suite
+    offload_suite, io_suite, time_suite, cancel_suite, preempt_suite
 
 #endif

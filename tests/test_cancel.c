@@ -1,0 +1,924 @@
+/* Cancellation: goro_cancel ends the current wait of every kind with
+ * -ECANCELED, promptly, whether the coroutine was parked in it or still
+ * running when cancelled; every later wait fails too, while the calls that
+ * never wait (unlock, close, try_*) still work, so the coroutine unwinds
+ * and what it held is free for others. A cancelled wait leaves no trace.
+ * Then: cancel twice, cancel a finished coroutine, cancel itself, offload
+ * and once run to their end, and a stress where receivers and senders are
+ * cancelled in the middle of a stream: no value lost or duplicated.
+ *
+ * Coroutines never call ck_assert (see helpers.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "suites.h"
+
+static void nap(double seconds)
+{
+    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void settle(void) { nap(t_timeout(0.05)); }
+
+/* How long a cancelled wait may take to return: generous, but far below
+ * anything that would only end by a timer or another event. */
+static double prompt(void) { return t_timeout(t_sanitized() ? 0.5 : 0.25); }
+
+static uint32_t rnd(uint32_t *s)
+{
+    uint32_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *s = x;
+}
+
+/* ---- a wait of every kind, cancelled ---- */
+
+/* setup() on the test thread makes the wait block; prepare() (if any)
+ * runs in the coroutine before it can be cancelled; wait() runs in the
+ * coroutine and returns the call's result; after() on the test thread
+ * checks that the cancelled wait left no trace and undoes setup(). */
+struct blocker {
+    const char *name;
+    void (*setup)(void);
+    long (*wait)(void);
+    void (*after)(void);
+    int (*prepare)(void);
+};
+
+static struct {
+    int s[2];
+    int l, filler, c;
+    struct sockaddr_in addr;
+    long filled;
+    goro_chan_t *unb, *buf, *release;
+    goro_mutex_t mu;
+    goro_rwlock_t rw;
+    goro_cond_t cv;
+    goro_sem_t sem;
+    goro_waitgroup_t wg;
+    goro_t *blocked;
+} cw;
+
+static void pair_setup(void)
+{
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cw.s), 0);
+}
+
+static void pair_close(void)
+{
+    ck_assert_int_eq(goro_close(cw.s[0]), 0);
+    ck_assert_int_eq(goro_close(cw.s[1]), 0);
+}
+
+/* Nothing was read: the next byte sent is the next byte read. */
+static void after_read(void)
+{
+    char c = 0;
+    ck_assert_int_eq(goro_write(cw.s[1], "n", 1), 1);
+    ck_assert_int_eq(goro_read(cw.s[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'n');
+    pair_close();
+}
+
+static long wait_read(void)
+{
+    char b[16];
+    return goro_read(cw.s[0], b, sizeof b);
+}
+
+static long wait_recv(void)
+{
+    char b[16];
+    return goro_recv(cw.s[0], b, sizeof b, 0);
+}
+
+static long wait_fd(void) { return goro_wait_fd(cw.s[0], GORO_READABLE, GORO_FOREVER); }
+
+/* A full unix stream socket stays full until read (see test_time.c). */
+static void full_setup(void)
+{
+    pair_setup();
+    int fl = fcntl(cw.s[0], F_GETFL);
+    ck_assert_int_eq(fcntl(cw.s[0], F_SETFL, fl | O_NONBLOCK), 0);
+    static char junk[1 << 16];
+    cw.filled = 0;
+    for (;;) {
+        ssize_t w = write(cw.s[0], junk, sizeof junk);
+        if (w < 0) {
+            ck_assert_int_eq(errno, EAGAIN);
+            break;
+        }
+        cw.filled += w;
+    }
+}
+
+/* Exactly the bytes put in before are there: the write added nothing. */
+static void after_write(void)
+{
+    static char junk[1 << 16];
+    long got = 0;
+    for (;;) {
+        ssize_t r = recv(cw.s[1], junk, sizeof junk, MSG_DONTWAIT);
+        if (r <= 0)
+            break;
+        got += r;
+    }
+    ck_assert_msg(got == cw.filled, "the peer holds %ld bytes, want %ld", got, cw.filled);
+    pair_close();
+}
+
+static long wait_write(void) { return goro_write(cw.s[0], "abcd", 4); }
+
+static void listen_setup(void) { cw.l = t_tcp_listener(8, &cw.addr); }
+
+static void after_accept(void)
+{
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(connect(c, (struct sockaddr *)&cw.addr, sizeof cw.addr), 0);
+    int fd = goro_accept(cw.l, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(goro_close(fd), 0);
+    close(c);
+    ck_assert_int_eq(goro_close(cw.l), 0);
+}
+
+static long wait_accept(void) { return goro_accept(cw.l, NULL, NULL); }
+
+static void stalled_setup(void)
+{
+    cw.l = t_stalled_listener(&cw.addr, &cw.filler);
+    cw.c = goro_socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(cw.c, 0);
+}
+
+static void after_connect(void)
+{
+    ck_assert_int_eq(goro_close(cw.c), 0);
+    close(cw.filler);
+    close(cw.l);
+}
+
+static long wait_connect(void)
+{
+    return goro_connect(cw.c, (struct sockaddr *)&cw.addr, sizeof cw.addr);
+}
+
+static void nothing(void) {}
+
+static long wait_sleep(void) { return goro_sleep(3600 * GORO_SEC); }
+static long wait_forever(void) { return goro_sleep_until(GORO_FOREVER); }
+
+static void chans_setup(void)
+{
+    ck_assert_int_eq(goro_chan_new(&cw.unb, sizeof(long), 0), 0);
+    ck_assert_int_eq(goro_chan_new(&cw.buf, sizeof(long), 1), 0);
+}
+
+static void full_chans_setup(void)
+{
+    chans_setup();
+    long v = 5;
+    ck_assert_int_eq(goro_chan_try_send(cw.buf, &v), 0);
+}
+
+/* No stale receiver or sender; the buffered channel holds what it held. */
+static void after_chans(void)
+{
+    long v = 6;
+    ck_assert_int_eq(goro_chan_try_send(cw.unb, &v), -EAGAIN);
+    ck_assert_int_eq(goro_chan_try_recv(cw.unb, &v), -EAGAIN);
+    long n = goro_chan_len(cw.buf);
+    if (n == 0)
+        ck_assert_int_eq(goro_chan_try_send(cw.buf, &v), 0);
+    v = 0;
+    ck_assert_int_eq(goro_chan_try_recv(cw.buf, &v), 1);
+    ck_assert_int_eq(v, n ? 5 : 6);
+    ck_assert_int_eq(goro_chan_try_recv(cw.buf, &v), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(cw.unb), 0);
+    ck_assert_int_eq(goro_chan_free(cw.buf), 0);
+}
+
+static long wait_recv_unb(void)
+{
+    long v = -1;
+    return goro_chan_recv(cw.unb, &v);
+}
+
+static long wait_recv_buf(void)
+{
+    long v = -1;
+    return goro_chan_recv(cw.buf, &v);
+}
+
+static long wait_send_unb(void)
+{
+    long v = 7;
+    return goro_chan_send(cw.unb, &v);
+}
+
+static long wait_send_full(void)
+{
+    long v = 8;
+    return goro_chan_send(cw.buf, &v);
+}
+
+static long wait_select(void)
+{
+    long in = -1, out = 9;
+    goro_case_t cs[3] = {
+        { cw.unb, GORO_RECV, &in, 0 },
+        { cw.buf, GORO_SEND, &out, 0 },
+        { cw.unb, GORO_SEND, &out, 0 },
+    };
+    return goro_select(cs, 3, 0);
+}
+
+static void mutex_setup(void)
+{
+    ck_assert_int_eq(goro_mutex_init(&cw.mu), 0);
+    ck_assert_int_eq(goro_mutex_trylock(&cw.mu), 0);
+}
+
+/* The cancelled waiter was not handed the lock when it was released. */
+static void after_mutex(void)
+{
+    ck_assert_int_eq(goro_mutex_unlock(&cw.mu), 0);
+    ck_assert_int_eq(goro_mutex_trylock(&cw.mu), 0);
+    ck_assert_int_eq(goro_mutex_unlock(&cw.mu), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&cw.mu), 0);
+}
+
+static long wait_mutex(void) { return goro_mutex_lock(&cw.mu); }
+
+static void wrheld_setup(void)
+{
+    ck_assert_int_eq(goro_rwlock_init(&cw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&cw.rw), 0);
+}
+
+static void rdheld_setup(void)
+{
+    ck_assert_int_eq(goro_rwlock_init(&cw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&cw.rw), 0);
+}
+
+/* The test thread lets go of its hold (read or write): then the lock is
+ * free - no stale waiter was handed it. */
+static void after_rwlock(void)
+{
+    ck_assert_int_eq(goro_rwlock_unlock(&cw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&cw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&cw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_destroy(&cw.rw), 0);
+}
+
+/* A reader held it: a timed-out (cancelled) writer no longer holds new
+ * readers back. */
+static void after_rdheld(void)
+{
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&cw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&cw.rw), 0);
+    after_rwlock();
+}
+
+static long wait_rdlock(void) { return goro_rwlock_rdlock(&cw.rw); }
+static long wait_wrlock(void) { return goro_rwlock_wrlock(&cw.rw); }
+
+static void cond_setup(void)
+{
+    ck_assert_int_eq(goro_mutex_init(&cw.mu), 0);
+    ck_assert_int_eq(goro_cond_init(&cw.cv), 0);
+}
+
+static void after_cond(void)
+{
+    ck_assert_int_eq(goro_cond_destroy(&cw.cv), 0);
+    ck_assert_int_eq(goro_mutex_trylock(&cw.mu), 0);    /* released by the unwinding */
+    ck_assert_int_eq(goro_mutex_unlock(&cw.mu), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&cw.mu), 0);
+}
+
+/* Taken before the cancel: whether an uncontended lock counts as a wait
+ * once cancelled is not what this is about. */
+static int lock_cond_mutex(void) { return goro_mutex_lock(&cw.mu); }
+
+/* The mutex is held again when the cancelled wait returns, and unlocking
+ * it (which never waits) still works. */
+static long wait_cond(void)
+{
+    long r = goro_cond_wait(&cw.cv, &cw.mu);
+    if (goro_mutex_trylock(&cw.mu) != -EBUSY)
+        t_fail("cond_wait returned %ld without the mutex", r);
+    else if (goro_mutex_unlock(&cw.mu) != 0)
+        t_fail("cond_wait: unlock after the cancel failed");
+    return r;
+}
+
+static void sem_setup(void) { ck_assert_int_eq(goro_sem_init(&cw.sem, 0), 0); }
+
+static void after_sem(void)
+{
+    ck_assert_int_eq(goro_sem_release(&cw.sem), 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&cw.sem), 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&cw.sem), -EAGAIN);
+    ck_assert_int_eq(goro_sem_destroy(&cw.sem), 0);
+}
+
+static long wait_sem(void) { return goro_sem_acquire(&cw.sem); }
+
+static void wg_setup(void)
+{
+    ck_assert_int_eq(goro_waitgroup_init(&cw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_add(&cw.wg, 1), 0);
+}
+
+static void after_wg(void)
+{
+    ck_assert_int_eq(goro_waitgroup_done(&cw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_wait(&cw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_destroy(&cw.wg), 0);
+}
+
+static long wait_wg(void) { return goro_waitgroup_wait(&cw.wg); }
+
+static long blocked_body(goro_chan_t *release)
+{
+    goro_chan_recv(release, NULL);
+    return 42;
+}
+
+static void join_setup(void)
+{
+    ck_assert_int_eq(goro_chan_new(&cw.release, 0, 0), 0);
+    ck_assert_ptr_nonnull(cw.blocked = go(blocked_body, cw.release));
+}
+
+/* The joinee was not cancelled with its joiner, and is still joinable. */
+static void after_join(void)
+{
+    ck_assert_int_eq(goro_chan_close(cw.release), 0);
+    long r = 0;
+    ck_assert_int_eq(goro_join(cw.blocked, &r), 0);
+    ck_assert_int_eq(r, 42);
+    ck_assert_int_eq(goro_chan_free(cw.release), 0);
+}
+
+static long wait_join(void)
+{
+    long r = -1;
+    return goro_join(cw.blocked, &r);
+}
+
+static const struct blocker blockers[] = {
+    { "read", pair_setup, wait_read, after_read, NULL },
+    { "recv", pair_setup, wait_recv, after_read, NULL },
+    { "wait_fd", pair_setup, wait_fd, after_read, NULL },
+    { "write", full_setup, wait_write, after_write, NULL },
+    { "accept", listen_setup, wait_accept, after_accept, NULL },
+    { "connect", stalled_setup, wait_connect, after_connect, NULL },
+    { "sleep", nothing, wait_sleep, nothing, NULL },
+    { "sleep forever", nothing, wait_forever, nothing, NULL },
+    { "chan_recv unbuffered", chans_setup, wait_recv_unb, after_chans, NULL },
+    { "chan_recv buffered", chans_setup, wait_recv_buf, after_chans, NULL },
+    { "chan_send unbuffered", chans_setup, wait_send_unb, after_chans, NULL },
+    { "chan_send full", full_chans_setup, wait_send_full, after_chans, NULL },
+    { "select", full_chans_setup, wait_select, after_chans, NULL },
+    { "mutex", mutex_setup, wait_mutex, after_mutex, NULL },
+    { "rdlock vs writer", wrheld_setup, wait_rdlock, after_rwlock, NULL },
+    { "wrlock vs writer", wrheld_setup, wait_wrlock, after_rwlock, NULL },
+    { "wrlock vs reader", rdheld_setup, wait_wrlock, after_rdheld, NULL },
+    { "cond", cond_setup, wait_cond, after_cond, lock_cond_mutex },
+    { "sem", sem_setup, wait_sem, after_sem, NULL },
+    { "waitgroup", wg_setup, wait_wg, after_wg, NULL },
+    { "join", join_setup, wait_join, after_join, NULL },
+};
+enum { NBLOCKERS = sizeof blockers / sizeof blockers[0] };
+
+static atomic_int started;
+
+/* The coroutine under test. running: it is cancelled while it runs (it
+ * spins, never waiting, until it sees goro_cancelled()), so the wait it
+ * then enters must fail at once. Afterwards every further wait fails too,
+ * and it unwinds. */
+static long cancel_target(const struct blocker *b, long running)
+{
+    if (goro_cancelled())
+        t_fail("%s: cancelled before anybody asked", b->name);
+    if (b->prepare && b->prepare() != 0)
+        t_fail("%s: prepare failed", b->name);
+    atomic_store(&started, 1);
+    if (running) {
+        double end = t_now() + t_timeout(10);
+        while (!goro_cancelled() && t_now() < end)
+            ;
+    }
+    long r = b->wait();
+    if (!goro_cancelled())
+        t_fail("%s: goro_cancelled() is 0 after the cancel", b->name);
+    int later = goro_sleep(GORO_SEC);
+    if (later != -ECANCELED)
+        t_fail("%s: a later sleep returned %d, want -ECANCELED", b->name, later);
+    long v;
+    goro_chan_t *ch = NULL;
+    if (goro_chan_new(&ch, sizeof v, 0) == 0) {
+        int e = goro_chan_recv(ch, &v);
+        if (e != -ECANCELED)
+            t_fail("%s: a later chan_recv returned %d, want -ECANCELED", b->name, e);
+        goro_chan_free(ch);
+    }
+    return r;
+}
+
+static void run_cancelled(const struct blocker *b, bool running)
+{
+    const char *how = running ? "running" : "parked";
+    b->setup();
+    t_fail_reset();
+    atomic_store(&started, 0);
+    goro_t *h = go(cancel_target, b, (long)running);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_msg(t_wait_flag(&started, t_timeout(10)), "%s: never started", b->name);
+    if (!running)
+        settle();                   /* parked in the wait by now */
+    double t0 = t_now();
+    ck_assert_int_eq(goro_cancel(h), 0);
+    long r = 0;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    double dt = t_now() - t0;
+    ck_assert_msg(!t_failed(), "%s (%s): %s", b->name, how, t_failed());
+    ck_assert_msg(r == -ECANCELED, "%s (%s): %ld, want -ECANCELED", b->name, how, r);
+    ck_assert_msg(dt < prompt(), "%s (%s): returned %.0f ms after the cancel",
+                  b->name, how, dt * 1e3);
+    b->after();
+}
+
+START_TEST(cancel_parked_wait)
+{
+    run_cancelled(&blockers[_i], false);
+}
+END_TEST
+
+START_TEST(cancel_before_wait)
+{
+    run_cancelled(&blockers[_i], true);
+}
+END_TEST
+
+/* ---- unwinding ---- */
+
+static goro_mutex_t held;
+
+/* Holds a mutex and a socket, parks on a channel; once cancelled, lets
+ * go of both (neither call waits) and reports how that went. */
+static long holder(goro_chan_t *ch, int fd)
+{
+    if (goro_mutex_lock(&held) != 0)
+        return -1;
+    atomic_store(&started, 1);
+    long v, bad = 0;
+    int r = goro_chan_recv(ch, &v);
+    bad |= r != -ECANCELED;
+    bad |= (goro_mutex_unlock(&held) != 0) << 1;
+    bad |= (goro_close(fd) != 0) << 2;
+    bad |= (goro_chan_try_recv(ch, &v) != -EAGAIN) << 3;   /* try_* still answer */
+    return bad;
+}
+
+static atomic_int waiter_got;
+
+static void lock_after(void)
+{
+    if (goro_mutex_lock(&held) == 0) {
+        atomic_store(&waiter_got, 1);
+        goro_mutex_unlock(&held);
+    }
+}
+
+/* A cancelled coroutine unwinds normally: the mutex it held goes to the
+ * coroutine queued behind it; its descriptor closes. */
+START_TEST(cancelled_coroutine_releases_what_it_holds)
+{
+    ck_assert_int_eq(goro_mutex_init(&held), 0);
+    goro_chan_t *ch;
+    ck_assert_int_eq(goro_chan_new(&ch, sizeof(long), 0), 0);
+    int s[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s), 0);
+    ck_assert_int_eq(goro_write(s[0], "x", 1), 1);     /* goro knows s[0] */
+    atomic_store(&started, 0);
+    atomic_store(&waiter_got, 0);
+    goro_t *h = go(holder, ch, s[0]);
+    ck_assert_ptr_nonnull(h);
+    ck_assert(t_wait_flag(&started, t_timeout(10)));
+    goro_t *w = go(lock_after);                 /* queues behind the holder */
+    ck_assert_ptr_nonnull(w);
+    settle();
+    ck_assert_int_eq(atomic_load(&waiter_got), 0);
+    ck_assert_int_eq(goro_cancel(h), 0);
+    long bad = -1;
+    ck_assert_int_eq(goro_join(h, &bad), 0);
+    ck_assert_msg(bad == 0, "unwinding after the cancel: failure bits %#lx", bad);
+    ck_assert_int_eq(goro_join(w, NULL), 0);
+    ck_assert_int_eq(atomic_load(&waiter_got), 1);
+    ck_assert_int_eq(goro_mutex_trylock(&held), 0);
+    ck_assert_int_eq(goro_mutex_unlock(&held), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&held), 0);
+    char c;
+    ck_assert_int_eq(read(s[1], &c, 1), 1);
+    ck_assert_int_eq(read(s[1], &c, 1), 0);     /* s[0] was closed */
+    close(s[1]);
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+}
+END_TEST
+
+/* ---- only the cancelled coroutine is affected ---- */
+
+static atomic_long arrived;
+
+static long recv_value(goro_chan_t *ch)
+{
+    long v = -1;
+    atomic_fetch_add(&arrived, 1);
+    int r = goro_chan_recv(ch, &v);
+    return r == 1 ? v : -1000 + r;
+}
+
+static long accept_conn(int l)
+{
+    atomic_fetch_add(&arrived, 1);
+    int fd = goro_accept(l, NULL, NULL);
+    if (fd >= 0)
+        goro_close(fd);
+    return fd >= 0 ? 1 : fd;
+}
+
+START_TEST(cancel_is_per_coroutine)
+{
+    /* two receivers on one channel; one is cancelled, the other still
+     * gets the value sent afterwards */
+    goro_chan_t *ch;
+    ck_assert_int_eq(goro_chan_new(&ch, sizeof(long), 0), 0);
+    atomic_store(&arrived, 0);
+    goro_t *a = go(recv_value, ch), *b = go(recv_value, ch);
+    ck_assert_int_eq(t_wait_at_least(&arrived, 2, t_timeout(10)), 2);
+    settle();
+    ck_assert_int_eq(goro_cancel(a), 0);
+    long ra = 0, rb = 0;
+    ck_assert_int_eq(goro_join(a, &ra), 0);
+    ck_assert_int_eq(ra, -1000 - ECANCELED);
+    long v = 31;
+    ck_assert_int_eq(goro_chan_send(ch, &v), 0);
+    ck_assert_int_eq(goro_join(b, &rb), 0);
+    ck_assert_int_eq(rb, 31);
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+    ck_assert_int_eq(goro_cancelled(), 0);      /* this thread is not a coroutine */
+
+    /* three acceptors on one listener; one is cancelled, the other two
+     * take the next two connections */
+    struct sockaddr_in addr;
+    int l = t_tcp_listener(8, &addr);
+    atomic_store(&arrived, 0);
+    goro_t *acc[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_ptr_nonnull(acc[i] = go(accept_conn, l));
+    ck_assert_int_eq(t_wait_at_least(&arrived, 3, t_timeout(10)), 3);
+    settle();
+    ck_assert_int_eq(goro_cancel(acc[1]), 0);
+    long r = 0;
+    ck_assert_int_eq(goro_join(acc[1], &r), 0);
+    ck_assert_int_eq(r, -ECANCELED);
+    int c[2];
+    for (int i = 0; i < 2; i++) {
+        c[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_eq(connect(c[i], (struct sockaddr *)&addr, sizeof addr), 0);
+    }
+    ck_assert_int_eq(goro_join(acc[0], &r), 0);
+    ck_assert_int_eq(r, 1);
+    ck_assert_int_eq(goro_join(acc[2], &r), 0);
+    ck_assert_int_eq(r, 1);
+    close(c[0]);
+    close(c[1]);
+    ck_assert_int_eq(goro_close(l), 0);
+}
+END_TEST
+
+/* ---- cancel twice, after the end, itself, bad handles ---- */
+
+static long finish_now(void) { return 17; }
+
+static long cancel_self(void)
+{
+    long bad = 0;
+    bad |= goro_cancelled() != 0;
+    bad |= (goro_cancel(goro_self()) != 0) << 1;
+    bad |= (goro_cancel(goro_self()) != 0) << 2;           /* twice */
+    bad |= (goro_cancelled() != 1) << 3;
+    bad |= (goro_sleep(GORO_MSEC) != -ECANCELED) << 4;
+    goro_mutex_t m = GORO_MUTEX_INIT;                       /* never waits: works */
+    bad |= (goro_mutex_trylock(&m) != 0) << 5;
+    bad |= (goro_mutex_unlock(&m) != 0) << 6;
+    goro_chan_t *ch = NULL;
+    bad |= (goro_chan_new(&ch, 0, 1) != 0) << 7;
+    bad |= (goro_chan_try_send(ch, NULL) != 0) << 8;
+    bad |= (goro_chan_try_recv(ch, NULL) != 1) << 9;
+    bad |= (goro_chan_recv(ch, NULL) != -ECANCELED) << 10;  /* would wait */
+    bad |= (goro_chan_close(ch) != 0) << 11;
+    bad |= (goro_chan_free(ch) != 0) << 12;
+    return bad;
+}
+
+START_TEST(cancel_twice_finished_self_and_bad)
+{
+    /* twice, on a parked coroutine: one -ECANCELED, nothing else odd */
+    const struct blocker *b = &blockers[6];     /* sleep */
+    ck_assert_str_eq(b->name, "sleep");
+    t_fail_reset();
+    atomic_store(&started, 0);
+    goro_t *h = go(cancel_target, b, 0L);
+    ck_assert(t_wait_flag(&started, t_timeout(10)));
+    settle();
+    ck_assert_int_eq(goro_cancel(h), 0);
+    ck_assert_int_eq(goro_cancel(h), 0);
+    long r = 0;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(r, -ECANCELED);
+
+    /* finished but not joined: harmless, the result is intact */
+    h = go(finish_now);
+    ck_assert_ptr_nonnull(h);
+    nap(t_timeout(0.02));
+    ck_assert_int_eq(goro_cancel(h), 0);
+    ck_assert_int_eq(goro_cancel(h), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 17);
+
+    /* itself */
+    ck_assert_int_eq(goro_join(go(cancel_self), &r), 0);
+    ck_assert_msg(r == 0, "cancel of itself: failure bits %#lx", r);
+
+    ck_assert_int_eq(goro_cancel(NULL), -EINVAL);
+    ck_assert_int_eq(goro_cancelled(), 0);
+}
+END_TEST
+
+/* ---- offload and once run to their end ---- */
+
+static atomic_int job_done;
+
+static long slow_job(void *arg)
+{
+    (void)arg;
+    usleep(t_slow() ? 500000 : 100000);
+    atomic_store(&job_done, 1);
+    return 5;
+}
+
+static long offloader(void)
+{
+    long res = 0;
+    atomic_store(&started, 1);
+    int e = goro_offload(slow_job, NULL, &res);
+    if (e != 0 || res != 5 || !atomic_load(&job_done))
+        t_fail("offload under a cancel: %d, result %ld, done %d", e, res,
+               atomic_load(&job_done));
+    return goro_sleep(GORO_SEC);                /* the next wait reports it */
+}
+
+static goro_once_t once;
+static atomic_int once_release, once_finished;
+
+static void once_fn(void)
+{
+    atomic_store(&started, 1);
+    while (!atomic_load(&once_release))
+        goro_yield();
+    atomic_store(&once_finished, 1);
+}
+
+static long once_runner(void) { return goro_once(&once, once_fn); }
+
+static atomic_int once_waiter_in, once_waiter_out;
+
+static long once_waiter(void)
+{
+    atomic_store(&once_waiter_in, 1);
+    int e = goro_once(&once, once_fn);
+    atomic_store(&once_waiter_out, 1);
+    if (e != 0 || !atomic_load(&once_finished))
+        t_fail("once under a cancel: %d, fn finished %d", e, atomic_load(&once_finished));
+    return goro_sleep(GORO_SEC);
+}
+
+START_TEST(offload_and_once_run_to_their_end)
+{
+    atomic_store(&job_done, 0);
+    atomic_store(&started, 0);
+    t_fail_reset();
+    goro_t *h = go(offloader);
+    ck_assert(t_wait_flag(&started, t_timeout(10)));
+    nap(t_timeout(0.02));                       /* inside the job */
+    ck_assert_int_eq(goro_cancel(h), 0);
+    long r = 0;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(r, -ECANCELED);
+
+    once = (goro_once_t)GORO_ONCE_INIT;
+    atomic_store(&started, 0);
+    atomic_store(&once_release, 0);
+    atomic_store(&once_finished, 0);
+    atomic_store(&once_waiter_in, 0);
+    atomic_store(&once_waiter_out, 0);
+    goro_t *runner = go(once_runner);
+    ck_assert(t_wait_flag(&started, t_timeout(10)));       /* fn is running */
+    goro_t *w = go(once_waiter);
+    ck_assert(t_wait_flag(&once_waiter_in, t_timeout(10)));
+    settle();
+    ck_assert_int_eq(goro_cancel(w), 0);
+    settle();
+    int out_early = atomic_load(&once_waiter_out);
+    atomic_store(&once_release, 1);
+    ck_assert_int_eq(goro_join(runner, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_join(w, &r), 0);
+    ck_assert_msg(!out_early, "goro_once returned to a cancelled waiter before fn finished");
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(r, -ECANCELED);
+}
+END_TEST
+
+/* ---- stress: cancels in the middle of a stream ---- */
+
+enum { SR = 8, SS = 4 };
+
+static struct {
+    goro_chan_t *ch;
+    long n;                         /* values per round */
+    atomic_long next;               /* next value a sender takes */
+    atomic_int *sent;               /* per value: the send returned 0 */
+    atomic_int *recvd;              /* per value: times received */
+    goro_t *rx[SR];
+} cs;
+
+static void note_received(long v)
+{
+    if (v < 0 || v >= cs.n)
+        t_fail("stress: received %ld, out of range", v);
+    else
+        atomic_fetch_add(&cs.recvd[v], 1);
+}
+
+/* Receives until cancelled (odd ids through select). */
+static void stress_receiver(long id)
+{
+    for (;;) {
+        long v = -1;
+        int r;
+        if (id % 2) {
+            goro_case_t c = { cs.ch, GORO_RECV, &v, 0 };
+            r = goro_select(&c, 1, 0);
+            r = r == 0 ? c.result : r;
+        } else {
+            r = goro_chan_recv(cs.ch, &v);
+        }
+        if (r == -ECANCELED)
+            return;
+        if (r != 1) {
+            t_fail("stress receiver: %d", r);
+            return;
+        }
+        note_received(v);
+    }
+}
+
+/* Sends fresh values until cancelled or out of values. */
+static void stress_sender(long id)
+{
+    (void)id;
+    for (;;) {
+        long v = atomic_fetch_add(&cs.next, 1);
+        if (v >= cs.n)
+            return;
+        int r = goro_chan_send(cs.ch, &v);
+        if (r == 0) {
+            atomic_store(&cs.sent[v], 1);
+        } else {
+            if (r != -ECANCELED)
+                t_fail("stress sender: %d", r);
+            return;
+        }
+    }
+}
+
+/* Cancels the second half of the receivers from a coroutine, while the
+ * test thread cancels the first half (and, racing it, all of them). */
+static void canceller(long seed)
+{
+    uint32_t r = (uint32_t)seed | 1;
+    for (int i = SR - 1; i >= 0; i--) {
+        if (rnd(&r) % 2)
+            goro_yield();
+        if (goro_cancel(cs.rx[i]) != 0)
+            t_fail("canceller: cancel failed");
+    }
+}
+
+static void stress_round(long round, uint32_t *r)
+{
+    goro_t *tx[SS];
+    atomic_store(&cs.next, 0);
+    for (long i = 0; i < SR; i++)
+        ck_assert_ptr_nonnull(cs.rx[i] = go(stress_receiver, i));
+    for (long i = 0; i < SS; i++)
+        ck_assert_ptr_nonnull(tx[i] = go(stress_sender, i));
+    nap((double)(rnd(r) % 300) * 1e-6);        /* let the stream get going */
+    goro_t *c = go(canceller, round);
+    ck_assert_ptr_nonnull(c);
+    for (int i = 0; i < SR; i++) {
+        ck_assert_int_eq(goro_cancel(cs.rx[i]), 0);
+        if (rnd(r) % 4 == 0)
+            nap((double)(rnd(r) % 50) * 1e-6);
+    }
+    ck_assert_int_eq(goro_join(c, NULL), 0);
+    for (int i = 0; i < SR; i++)
+        ck_assert_int_eq(goro_join(cs.rx[i], NULL), 0);
+    /* no receiver is left: senders still sending wait until cancelled */
+    for (int i = 0; i < SS; i++)
+        ck_assert_int_eq(goro_cancel(tx[i]), 0);
+    for (int i = 0; i < SS; i++)
+        ck_assert_int_eq(goro_join(tx[i], NULL), 0);
+    long v;
+    while (goro_chan_try_recv(cs.ch, &v) == 1)  /* buffered leftovers count */
+        note_received(v);
+}
+
+static void stress_check(long round)
+{
+    long n = atomic_load(&cs.next) < cs.n ? atomic_load(&cs.next) : cs.n;
+    for (long v = 0; v < n; v++) {
+        int s = atomic_load(&cs.sent[v]), k = atomic_load(&cs.recvd[v]);
+        T_CHECK(k <= 1, "round %ld: value %ld received %d times", round, v, k);
+        T_CHECK(s == k, "round %ld: value %ld %s", round, v,
+                s ? "sent but never received (lost)" : "received but its send failed");
+    }
+}
+
+/* Receivers parked on a channel are cancelled (from two threads at once)
+ * while senders keep sending; then the senders are cancelled. Every value
+ * whose send returned 0 was received exactly once; no value whose send
+ * failed was received. Unbuffered and buffered channels alternate. */
+START_TEST(cancel_during_stream_loses_nothing)
+{
+    long rounds = t_scale(300);
+    cs.n = 100000;                  /* more than any round can send */
+    cs.sent = calloc((size_t)cs.n, sizeof *cs.sent);
+    cs.recvd = calloc((size_t)cs.n, sizeof *cs.recvd);
+    ck_assert(cs.sent && cs.recvd);
+    uint32_t r = 2024;
+    long total = 0;
+    for (long round = 0; round < rounds; round++) {
+        ck_assert_int_eq(goro_chan_new(&cs.ch, sizeof(long), round % 2 ? 4 : 0), 0);
+        t_fail_reset();
+        stress_round(round, &r);
+        ck_assert_msg(!t_failed(), "round %ld: %s", round, t_failed());
+        stress_check(round);
+        long used = atomic_load(&cs.next) < cs.n ? atomic_load(&cs.next) : cs.n;
+        memset(cs.sent, 0, (size_t)used * sizeof *cs.sent);       /* the next round */
+        memset(cs.recvd, 0, (size_t)used * sizeof *cs.recvd);
+        total += used;
+        ck_assert_int_eq(goro_chan_free(cs.ch), 0);
+    }
+    printf("cancel stress: %ld rounds, %ld sends attempted\n", rounds, total);
+    free(cs.sent);
+    free(cs.recvd);
+}
+END_TEST
+
+Suite *cancel_suite(void)
+{
+    Suite *s = suite_create("cancel");
+    TCase *tc = tcase_create("cancel");
+    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
+    tcase_set_timeout(tc, t_timeout(30));
+    tcase_add_loop_test(tc, cancel_parked_wait, 0, NBLOCKERS);
+    tcase_add_loop_test(tc, cancel_before_wait, 0, NBLOCKERS);
+    tcase_add_test(tc, cancelled_coroutine_releases_what_it_holds);
+    tcase_add_test(tc, cancel_is_per_coroutine);
+    tcase_add_test(tc, cancel_twice_finished_self_and_bad);
+    tcase_add_test(tc, offload_and_once_run_to_their_end);
+    tcase_add_test(tc, cancel_during_stream_loses_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}

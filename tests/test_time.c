@@ -1,0 +1,1271 @@
+/* Time: goro_now, goro_sleep accuracy, many sleepers, and the deadline of
+ * every kind of wait - it fires within a few milliseconds of the deadline,
+ * a timed-out wait leaves no trace (nothing sent, received, locked or
+ * queued), a past deadline never blocks, and a release racing the deadline
+ * is either taken or left in place, never lost. Every wait is tried in a
+ * coroutine and on this thread (which the runtime does not own).
+ *
+ * Coroutines never call ck_assert (see helpers.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "suites.h"
+
+static void nap(double seconds)
+{
+    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static uint32_t rnd(uint32_t *s)
+{
+    uint32_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *s = x;
+}
+
+static int64_t clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * GORO_SEC + ts.tv_nsec;
+}
+
+static double ms(int64_t ns) { return (double)ns / 1e6; }
+
+/* How late a wake-up may be. The figures of a quiet machine belong to the
+ * benchmarks; here a timer only has to fire "within a few ms". */
+static int64_t late_bound(void)
+{
+    if (t_slow())
+        return 150 * GORO_MSEC;
+    return t_sanitized() ? 40 * GORO_MSEC : 15 * GORO_MSEC;
+}
+
+/* A call that must not block at all still gets scheduled like any other. */
+static int64_t instant_bound(void) { return late_bound(); }
+
+/* ---- the clock ---- */
+
+static atomic_long published;       /* the latest goro_now() anybody saw */
+
+static void max_update(atomic_long *max, long v)
+{
+    long m = atomic_load(max);
+    while (v > m && !atomic_compare_exchange_weak(max, &m, v))
+        ;
+}
+
+/* A reading taken after another thread's reading was published is not
+ * smaller than it: one clock, monotonic across workers. */
+static void clock_reader(long n)
+{
+    int64_t last = 0;
+    for (long i = 0; i < n; i++) {
+        int64_t seen = atomic_load(&published);
+        int64_t t = goro_now();
+        if (t < last || t < seen) {
+            t_fail("goro_now went back: %ld after %ld (own) / %ld (published)",
+                   (long)t, (long)last, (long)seen);
+            return;
+        }
+        last = t;
+        max_update(&published, t);
+        if (i % 1000 == 0)
+            goro_yield();
+    }
+}
+
+START_TEST(now_is_monotonic)
+{
+    /* the same clock as CLOCK_MONOTONIC */
+    for (int i = 0; i < 1000; i++) {
+        int64_t a = clock_ns(), t = goro_now(), b = clock_ns();
+        T_CHECK(a <= t && t <= b, "goro_now %ld outside [%ld, %ld]", (long)t, (long)a, (long)b);
+    }
+    atomic_store(&published, 0);
+    goro_t *h[4];
+    long n = t_scale(200000);
+    for (int i = 0; i < 4; i++)
+        ck_assert_ptr_nonnull(h[i] = go(clock_reader, n));
+    clock_reader(n / 4);                    /* and this thread too */
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(GORO_SEC, 1000 * GORO_MSEC);
+    ck_assert_int_eq(GORO_MSEC, 1000 * GORO_USEC);
+    ck_assert_int_eq(GORO_USEC, 1000);
+}
+END_TEST
+
+/* ---- sleep ---- */
+
+enum { SAMPLES = 7 };
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sleeps SAMPLES times for ns; out[] gets how long each took. A negative
+ * entry records a non-zero result. */
+static void sleep_samples(int64_t ns, int64_t *out)
+{
+    for (int i = 0; i < SAMPLES; i++) {
+        int64_t t0 = goro_now();
+        int r = i % 2 ? goro_sleep(ns) : goro_sleep_until(t0 + ns);
+        out[i] = r == 0 ? goro_now() - t0 : -1;
+    }
+}
+
+static void check_samples(const char *where, int64_t ns, int64_t *s)
+{
+    for (int i = 0; i < SAMPLES; i++) {
+        ck_assert_msg(s[i] >= 0, "%s: sleep %.0f ms returned an error", where, ms(ns));
+        ck_assert_msg(s[i] >= ns, "%s: sleep %.1f ms woke after %.3f ms", where, ms(ns), ms(s[i]));
+        /* the worst one: it did wake, at most a generous margin late */
+        ck_assert_msg(s[i] < ns + 20 * late_bound(), "%s: sleep %.1f ms took %.1f ms",
+                      where, ms(ns), ms(s[i]));
+    }
+    /* the typical one (a busy machine may delay a few): within a few ms */
+    qsort(s, SAMPLES, sizeof *s, cmp64);
+    ck_assert_msg(s[SAMPLES / 2] < ns + late_bound(), "%s: sleep %.1f ms: median %.2f ms",
+                  where, ms(ns), ms(s[SAMPLES / 2]));
+}
+
+START_TEST(sleep_accuracy)
+{
+    const int64_t durations[] = { 1 * GORO_MSEC, 5 * GORO_MSEC, 20 * GORO_MSEC };
+    for (size_t d = 0; d < sizeof durations / sizeof durations[0]; d++) {
+        int64_t s[SAMPLES];
+        ck_assert_int_eq(goro_join(go(sleep_samples, durations[d], s), NULL), 0);
+        check_samples("coroutine", durations[d], s);
+        sleep_samples(durations[d], s);         /* this thread: blocks it */
+        check_samples("thread", durations[d], s);
+    }
+}
+END_TEST
+
+static long sleep_nothing(void)
+{
+    long bad = 0;
+    int64_t t0 = goro_now();
+    bad |= goro_sleep(0) != 0;
+    bad |= goro_sleep(-5) != 0;
+    bad |= goro_sleep_until(t0 - GORO_MSEC) != 0;
+    bad |= goro_sleep_until(0) != 0;
+    bad |= goro_sleep_until(t0) != 0;
+    return bad ? -1 : goro_now() - t0;
+}
+
+/* Nothing to wait for: at once, with 0. */
+START_TEST(sleep_zero_and_past)
+{
+    long r = -1;
+    ck_assert_int_eq(goro_join(go(sleep_nothing), &r), 0);
+    ck_assert_msg(r >= 0 && r < instant_bound(), "coroutine: %ld", r);
+    r = sleep_nothing();
+    ck_assert_msg(r >= 0 && r < instant_bound(), "thread: %ld", r);
+}
+END_TEST
+
+static struct {
+    goro_chan_t *gate;
+    int64_t base;                   /* set before the gate opens */
+    int64_t *offset, *entered, *woke;
+    long *order;
+    atomic_long seq;
+} sl;
+
+static void sleeper(long i)
+{
+    goro_chan_recv(sl.gate, NULL);
+    sl.entered[i] = goro_now();
+    int e = goro_sleep_until(sl.base + sl.offset[i]);
+    sl.woke[i] = goro_now();
+    sl.order[atomic_fetch_add(&sl.seq, 1)] = i;
+    if (e != 0)
+        t_fail("sleeper %ld: %d", i, e);
+}
+
+/* Counts sleepers woken after one due more than slack later (among those
+ * that were asleep before their deadline): 0 in a perfect world. */
+static long inversions(long n, int64_t slack)
+{
+    int64_t max = 0;
+    long bad = 0;
+    for (long k = 0; k < n; k++) {
+        long i = sl.order[k];
+        if (sl.entered[i] >= sl.base + sl.offset[i])
+            continue;               /* its deadline passed before it slept */
+        if (sl.offset[i] < max - slack)
+            bad++;
+        if (sl.offset[i] > max)
+            max = sl.offset[i];
+    }
+    return bad;
+}
+
+/* Median wake time (after base) of the sleepers due in [lo, hi) that were
+ * asleep before their deadline; -1 if there are none. */
+static int64_t median_wake(long n, int64_t lo, int64_t hi, int64_t *tmp)
+{
+    long m = 0;
+    for (long i = 0; i < n; i++)
+        if (sl.offset[i] >= lo && sl.offset[i] < hi &&
+            sl.entered[i] < sl.base + sl.offset[i])
+            tmp[m++] = sl.woke[i] - sl.base;
+    if (m == 0)
+        return -1;
+    qsort(tmp, (size_t)m, sizeof *tmp, cmp64);
+    return tmp[m / 2];
+}
+
+/* 10^4 coroutines sleep 1-5 ms at the same time: all wake, none early,
+ * none very late, roughly in deadline order: the sleepers due in each
+ * millisecond wake, by their median, before those due in the next one. */
+START_TEST(many_sleepers)
+{
+    long n = t_scale(10000);
+    sl.offset = calloc((size_t)n, sizeof *sl.offset);
+    sl.entered = calloc((size_t)n, sizeof *sl.entered);
+    sl.woke = calloc((size_t)n, sizeof *sl.woke);
+    sl.order = calloc((size_t)n, sizeof *sl.order);
+    int64_t *tmp = calloc((size_t)n, sizeof *tmp);
+    goro_t **h = calloc((size_t)n, sizeof *h);
+    ck_assert(sl.offset && sl.entered && sl.woke && sl.order && tmp && h);
+    atomic_store(&sl.seq, 0);
+    ck_assert_int_eq(goro_chan_new(&sl.gate, 0, 0), 0);
+    uint32_t r = 12345;
+    for (long i = 0; i < n; i++) {
+        sl.offset[i] = GORO_MSEC + (int64_t)(rnd(&r) % (4 * GORO_MSEC));
+        ck_assert_ptr_nonnull(h[i] = go(sleeper, i));
+    }
+    nap(t_timeout(0.02));                   /* most are parked at the gate */
+    /* time for the gate to let everybody through before the first deadline
+     * (those it does not are left out of the order check) */
+    sl.base = goro_now() + (t_sanitized() || t_slow() ? 100 : 30) * GORO_MSEC;
+    ck_assert_int_eq(goro_chan_close(sl.gate), 0);
+    for (long i = 0; i < n; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(atomic_load(&sl.seq), n);
+    int64_t worst = 0;
+    long asleep = 0;
+    for (long i = 0; i < n; i++) {
+        int64_t late = sl.woke[i] - (sl.base + sl.offset[i]);
+        ck_assert_msg(late >= 0, "sleeper %ld woke %.3f ms early", i, ms(-late));
+        if (late > worst)
+            worst = late;
+        asleep += sl.entered[i] < sl.base + sl.offset[i];
+    }
+    int64_t med[4];
+    for (int b = 0; b < 4; b++)
+        med[b] = median_wake(n, (b + 1) * GORO_MSEC, (b + 2) * GORO_MSEC, tmp);
+    printf("many sleepers: %ld (%ld asleep in time), latest %.2f ms late, median wake "
+           "by deadline 1-2 2-3 3-4 4-5 ms: %.2f %.2f %.2f %.2f ms, %ld out of order by > 1 ms\n",
+           n, asleep, ms(worst), ms(med[0]), ms(med[1]), ms(med[2]), ms(med[3]),
+           inversions(n, GORO_MSEC));
+    ck_assert_msg(worst < 10 * late_bound(), "a sleeper woke %.1f ms late", ms(worst));
+    ck_assert_msg(asleep >= n / 2, "only %ld of %ld sleepers were asleep in time", asleep, n);
+    /* Under an emulator or valgrind, timing says little. 10^4 expiries in
+     * 4 ms make a backlog of a few ms that each worker drains from its own
+     * event base, so neighbouring buckets may swap by up to a millisecond. */
+    for (int b = 0; b + 1 < 4 && !t_slow(); b++)
+        ck_assert_msg(med[b] < med[b + 1] + GORO_MSEC, "sleepers due %d-%d ms woke (median %.2f ms) "
+                      "after those due %d-%d ms (%.2f ms)", b + 1, b + 2, ms(med[b]),
+                      b + 2, b + 3, ms(med[b + 1]));
+    free(h);
+    free(tmp);
+    free(sl.offset);
+    free(sl.entered);
+    free(sl.woke);
+    free(sl.order);
+    ck_assert_int_eq(goro_chan_free(sl.gate), 0);
+}
+END_TEST
+
+/* ---- a wait of every kind, made to time out ---- */
+
+/* What one kind of wait needs: setup() on the test thread makes the wait
+ * block; wait() is the _until call (in a coroutine or on the test thread);
+ * after() on the test thread checks that the timed-out wait left no trace
+ * and undoes setup(). */
+struct timed {
+    const char *name;
+    void (*setup)(void);
+    long (*wait)(int64_t deadline);
+    void (*after)(void);
+};
+
+static struct {
+    int s[2];                       /* a unix stream pair */
+    int l, filler, c;               /* listener, connection filling it, client */
+    struct sockaddr_in addr;
+    long filled;                    /* bytes put in s[0] before the wait */
+    size_t written;                 /* write_all_until's report */
+    goro_chan_t *unb, *buf, *release;
+    goro_mutex_t mu;
+    goro_rwlock_t rw;
+    goro_cond_t cv;
+    goro_sem_t sem;
+    goro_waitgroup_t wg;
+    goro_t *blocked;
+} tw;
+
+static void pair_setup(void)
+{
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tw.s), 0);
+}
+
+static void pair_close(void)
+{
+    ck_assert_int_eq(goro_close(tw.s[0]), 0);
+    ck_assert_int_eq(goro_close(tw.s[1]), 0);
+}
+
+/* Nothing was read: the next byte sent is the next byte read. */
+static void after_read(void)
+{
+    char c = 0;
+    ck_assert_int_eq(goro_write(tw.s[1], "n", 1), 1);
+    ck_assert_int_eq(goro_read(tw.s[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'n');
+    pair_close();
+}
+
+static long wait_read(int64_t dl)
+{
+    char b[16];
+    return goro_read_until(tw.s[0], b, sizeof b, dl);
+}
+
+static long wait_readv(int64_t dl)
+{
+    char a[3], b[13];
+    struct iovec iov[2] = { { a, sizeof a }, { b, sizeof b } };
+    return goro_readv_until(tw.s[0], iov, 2, dl);
+}
+
+static long wait_recv(int64_t dl)
+{
+    char b[16];
+    return goro_recv_until(tw.s[0], b, sizeof b, 0, dl);
+}
+
+static long wait_recvfrom(int64_t dl)
+{
+    char b[16];
+    struct sockaddr_storage from;
+    socklen_t len = sizeof from;
+    return goro_recvfrom_until(tw.s[0], b, sizeof b, 0, (struct sockaddr *)&from, &len, dl);
+}
+
+/* A unix stream socket that is full stays full (its buffer is charged to
+ * the writer until read; TCP on loopback would free room as data moves to
+ * the peer), so any further write blocks. */
+static void full_setup(void)
+{
+    pair_setup();
+    int fl = fcntl(tw.s[0], F_GETFL);
+    ck_assert_int_eq(fcntl(tw.s[0], F_SETFL, fl | O_NONBLOCK), 0);
+    static char junk[1 << 16];
+    tw.filled = 0;
+    tw.written = 0;
+    for (;;) {
+        ssize_t w = write(tw.s[0], junk, sizeof junk);
+        if (w < 0) {
+            ck_assert_int_eq(errno, EAGAIN);
+            break;
+        }
+        tw.filled += w;
+    }
+}
+
+/* Exactly the bytes put in before (plus what write_all_until reported)
+ * are there, nothing more. */
+static void after_write(void)
+{
+    static char junk[1 << 16];
+    long want = tw.filled + (long)tw.written, got = 0;
+    for (;;) {
+        ssize_t r = recv(tw.s[1], junk, sizeof junk, MSG_DONTWAIT);
+        if (r <= 0) {
+            ck_assert_msg(r < 0 && errno == EAGAIN, "drain: %zd", r);
+            break;
+        }
+        got += r;
+    }
+    ck_assert_msg(got == want, "the peer holds %ld bytes, want %ld", got, want);
+    pair_close();
+}
+
+static long wait_write(int64_t dl)
+{
+    return goro_write_until(tw.s[0], "abcd", 4, dl);
+}
+
+static long wait_writev(int64_t dl)
+{
+    struct iovec iov[2] = { { "ab", 2 }, { "cd", 2 } };
+    return goro_writev_until(tw.s[0], iov, 2, dl);
+}
+
+static long wait_send(int64_t dl)
+{
+    return goro_send_until(tw.s[0], "abcd", 4, 0, dl);
+}
+
+/* write_all_until on a small socket nobody reads: some of it goes out,
+ * the rest times out, *written says how much. */
+static void small_setup(void)
+{
+    pair_setup();
+    t_set_bufs(tw.s[0], 16 << 10);
+    tw.filled = 0;
+    tw.written = 12345678;
+}
+
+static long wait_write_all(int64_t dl)
+{
+    enum { N = 4 << 20 };
+    static char big[N];
+    size_t w = 0;
+    long r = goro_write_all_until(tw.s[0], big, N, &w, dl);
+    tw.written = w;
+    if (w >= N)
+        t_fail("write_all_until: %zu of %d written, yet %ld", w, N, r);
+    return r;
+}
+
+static void listen_setup(void)
+{
+    tw.l = t_tcp_listener(8, &tw.addr);
+}
+
+/* The listener still works: a new connection is accepted. */
+static void after_accept(void)
+{
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(connect(c, (struct sockaddr *)&tw.addr, sizeof tw.addr), 0);
+    int fd = goro_accept(tw.l, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(goro_close(fd), 0);
+    close(c);
+    ck_assert_int_eq(goro_close(tw.l), 0);
+}
+
+static long wait_accept(int64_t dl)
+{
+    return goro_accept_until(tw.l, NULL, NULL, dl);
+}
+
+/* A listener whose accept queue is full drops SYNs: connect hangs. */
+static void stalled_setup(void)
+{
+    tw.l = t_stalled_listener(&tw.addr, &tw.filler);
+    tw.c = goro_socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(tw.c, 0);
+}
+
+static void after_connect(void)
+{
+    ck_assert_int_eq(goro_close(tw.c), 0);      /* the attempt is abandoned */
+    close(tw.filler);
+    close(tw.l);
+}
+
+static long wait_connect(int64_t dl)
+{
+    return goro_connect_until(tw.c, (struct sockaddr *)&tw.addr, sizeof tw.addr, dl);
+}
+
+static long wait_fd(int64_t dl)
+{
+    return goro_wait_fd(tw.s[0], GORO_READABLE, dl);
+}
+
+/* channels: a stale waiter left behind would take the next value */
+static void chans_setup(void)
+{
+    ck_assert_int_eq(goro_chan_new(&tw.unb, sizeof(long), 0), 0);
+    ck_assert_int_eq(goro_chan_new(&tw.buf, sizeof(long), 1), 0);
+}
+
+static void full_chans_setup(void)
+{
+    chans_setup();
+    long v = 5;
+    ck_assert_int_eq(goro_chan_try_send(tw.buf, &v), 0);
+}
+
+static void after_chans(void)
+{
+    long v = 6;
+    ck_assert_int_eq(goro_chan_try_send(tw.unb, &v), -EAGAIN);     /* no receiver */
+    ck_assert_int_eq(goro_chan_try_recv(tw.unb, &v), -EAGAIN);     /* no sender */
+    long n = goro_chan_len(tw.buf);
+    if (n == 0)                 /* the empty buffered channel: still works */
+        ck_assert_int_eq(goro_chan_try_send(tw.buf, &v), 0);
+    v = 0;
+    ck_assert_int_eq(goro_chan_try_recv(tw.buf, &v), 1);
+    ck_assert_int_eq(v, n ? 5 : 6);         /* the value buffered before, only */
+    ck_assert_int_eq(goro_chan_try_recv(tw.buf, &v), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(tw.unb), 0);                   /* nobody waits */
+    ck_assert_int_eq(goro_chan_free(tw.buf), 0);
+}
+
+static long wait_recv_unb(int64_t dl)
+{
+    long v = -1;
+    long r = goro_chan_recv_until(tw.unb, &v, dl);
+    if (r == -ETIMEDOUT && v != -1)
+        t_fail("timed-out recv wrote %ld into the element", v);
+    return r;
+}
+
+static long wait_recv_buf(int64_t dl)
+{
+    long v;
+    return goro_chan_recv_until(tw.buf, &v, dl);
+}
+
+static long wait_send_unb(int64_t dl)
+{
+    long v = 7;
+    return goro_chan_send_until(tw.unb, &v, dl);
+}
+
+static long wait_send_full(int64_t dl)
+{
+    long v = 8;
+    return goro_chan_send_until(tw.buf, &v, dl);
+}
+
+static long wait_select(int64_t dl)
+{
+    long in = -1, out = 9;
+    goro_case_t cs[3] = {
+        { tw.unb, GORO_RECV, &in, 0 },
+        { tw.buf, GORO_SEND, &out, 0 },
+        { tw.unb, GORO_SEND, &out, 0 },
+    };
+    return goro_select_until(cs, 3, 0, dl);
+}
+
+/* locks: held by the test thread; a timed-out waiter must not be handed
+ * the lock later, nor keep holding others back */
+static void mutex_setup(void)
+{
+    ck_assert_int_eq(goro_mutex_init(&tw.mu), 0);
+    ck_assert_int_eq(goro_mutex_trylock(&tw.mu), 0);
+}
+
+static void after_mutex(void)
+{
+    ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);
+    ck_assert_int_eq(goro_mutex_trylock(&tw.mu), 0);    /* free, not handed over */
+    ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&tw.mu), 0);
+}
+
+static long wait_mutex(int64_t dl) { return goro_mutex_lock_until(&tw.mu, dl); }
+
+static void wrheld_setup(void)
+{
+    ck_assert_int_eq(goro_rwlock_init(&tw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&tw.rw), 0);
+}
+
+static void rdheld_setup(void)
+{
+    ck_assert_int_eq(goro_rwlock_init(&tw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&tw.rw), 0);
+}
+
+/* The test thread lets go of its hold (read or write): then the lock is
+ * free - no stale waiter was handed it. */
+static void after_rwlock(void)
+{
+    ck_assert_int_eq(goro_rwlock_unlock(&tw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&tw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&tw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_destroy(&tw.rw), 0);
+}
+
+/* A reader held it: a timed-out (cancelled) writer no longer holds new
+ * readers back. */
+static void after_rdheld(void)
+{
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&tw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&tw.rw), 0);
+    after_rwlock();
+}
+
+static long wait_rdlock(int64_t dl) { return goro_rwlock_rdlock_until(&tw.rw, dl); }
+static long wait_wrlock(int64_t dl) { return goro_rwlock_wrlock_until(&tw.rw, dl); }
+
+static void cond_setup(void)
+{
+    ck_assert_int_eq(goro_mutex_init(&tw.mu), 0);
+    ck_assert_int_eq(goro_cond_init(&tw.cv), 0);
+}
+
+static void after_cond(void)
+{
+    ck_assert_int_eq(goro_cond_destroy(&tw.cv), 0);     /* not still queued */
+    ck_assert_int_eq(goro_mutex_destroy(&tw.mu), 0);
+}
+
+/* The mutex is held again when the timed-out wait returns. */
+static long wait_cond(int64_t dl)
+{
+    if (goro_mutex_lock(&tw.mu) != 0)
+        return -1000;
+    long r = goro_cond_wait_until(&tw.cv, &tw.mu, dl);
+    if (goro_mutex_trylock(&tw.mu) != -EBUSY)
+        t_fail("cond_wait_until returned %ld without the mutex", r);
+    else if (goro_mutex_unlock(&tw.mu) != 0)
+        t_fail("cond_wait_until: unlock afterwards failed");
+    return r;
+}
+
+static void sem_setup(void) { ck_assert_int_eq(goro_sem_init(&tw.sem, 0), 0); }
+
+static void after_sem(void)
+{
+    ck_assert_int_eq(goro_sem_release(&tw.sem), 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&tw.sem), 0);     /* not given to a ghost */
+    ck_assert_int_eq(goro_sem_try_acquire(&tw.sem), -EAGAIN);
+    ck_assert_int_eq(goro_sem_destroy(&tw.sem), 0);
+}
+
+static long wait_sem(int64_t dl) { return goro_sem_acquire_until(&tw.sem, dl); }
+
+static void wg_setup(void)
+{
+    ck_assert_int_eq(goro_waitgroup_init(&tw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_add(&tw.wg, 1), 0);
+}
+
+static void after_wg(void)
+{
+    ck_assert_int_eq(goro_waitgroup_done(&tw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_wait(&tw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_destroy(&tw.wg), 0);
+}
+
+static long wait_wg(int64_t dl) { return goro_waitgroup_wait_until(&tw.wg, dl); }
+
+static long blocked_body(goro_chan_t *release)
+{
+    goro_chan_recv(release, NULL);
+    return 42;
+}
+
+static void join_setup(void)
+{
+    ck_assert_int_eq(goro_chan_new(&tw.release, 0, 0), 0);
+    ck_assert_ptr_nonnull(tw.blocked = go(blocked_body, tw.release));
+}
+
+/* The handle is still joinable, and gives the right result. */
+static void after_join(void)
+{
+    ck_assert_int_eq(goro_chan_close(tw.release), 0);
+    long r = 0;
+    ck_assert_int_eq(goro_join(tw.blocked, &r), 0);
+    ck_assert_int_eq(r, 42);
+    ck_assert_int_eq(goro_chan_free(tw.release), 0);
+}
+
+static long wait_join(int64_t dl)
+{
+    long r = -1;
+    long e = goro_join_until(tw.blocked, &r, dl);
+    if (e == -ETIMEDOUT && r != -1)
+        t_fail("timed-out join wrote %ld into the result", r);
+    return e;
+}
+
+static const struct timed timed[] = {
+    { "read", pair_setup, wait_read, after_read },
+    { "readv", pair_setup, wait_readv, after_read },
+    { "recv", pair_setup, wait_recv, after_read },
+    { "recvfrom", pair_setup, wait_recvfrom, after_read },
+    { "write", full_setup, wait_write, after_write },
+    { "writev", full_setup, wait_writev, after_write },
+    { "send", full_setup, wait_send, after_write },
+    { "write_all", small_setup, wait_write_all, after_write },
+    { "accept", listen_setup, wait_accept, after_accept },
+    { "connect", stalled_setup, wait_connect, after_connect },
+    { "wait_fd", pair_setup, wait_fd, after_read },
+    { "chan_recv unbuffered", chans_setup, wait_recv_unb, after_chans },
+    { "chan_recv buffered", chans_setup, wait_recv_buf, after_chans },
+    { "chan_send unbuffered", chans_setup, wait_send_unb, after_chans },
+    { "chan_send full", full_chans_setup, wait_send_full, after_chans },
+    { "select", full_chans_setup, wait_select, after_chans },
+    { "mutex", mutex_setup, wait_mutex, after_mutex },
+    { "rdlock vs writer", wrheld_setup, wait_rdlock, after_rwlock },
+    { "wrlock vs writer", wrheld_setup, wait_wrlock, after_rwlock },
+    { "wrlock vs reader", rdheld_setup, wait_wrlock, after_rdheld },
+    { "cond", cond_setup, wait_cond, after_cond },
+    { "sem", sem_setup, wait_sem, after_sem },
+    { "waitgroup", wg_setup, wait_wg, after_wg },
+    { "join", join_setup, wait_join, after_join },
+};
+enum { NTIMED = sizeof timed / sizeof timed[0] };
+
+static long timed_wait(const struct timed *w, int64_t rel, int64_t *late)
+{
+    int64_t dl = goro_now() + rel;
+    long r = w->wait(dl);
+    *late = goro_now() - dl;
+    return r;
+}
+
+/* One timed-out wait, in a coroutine or on this thread: -ETIMEDOUT, not
+ * before the deadline, no trace. A wake-up later than late_bound() is
+ * tried again (twice): a busy machine can delay one wake-up, a timer that
+ * fires late by design is late every time. */
+static void check_timeout(const struct timed *w, bool in_coroutine)
+{
+    const char *where = in_coroutine ? "coroutine" : "thread";
+    int64_t late = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        long r = 0;
+        w->setup();
+        t_fail_reset();
+        if (in_coroutine)
+            ck_assert_int_eq(goro_join(go(timed_wait, w, 20 * GORO_MSEC, &late), &r), 0);
+        else
+            r = timed_wait(w, 20 * GORO_MSEC, &late);
+        ck_assert_msg(!t_failed(), "%s (%s): %s", w->name, where, t_failed());
+        ck_assert_msg(r == -ETIMEDOUT, "%s (%s): %ld, want -ETIMEDOUT", w->name, where, r);
+        ck_assert_msg(late >= 0, "%s (%s): gave up %.3f ms before the deadline",
+                      w->name, where, ms(-late));
+        w->after();
+        if (late < late_bound())
+            return;
+    }
+    ck_abort_msg("%s (%s): timed out %.1f ms after the deadline, three times",
+                 w->name, where, ms(late));
+}
+
+START_TEST(timeout_of_every_wait)
+{
+    check_timeout(&timed[_i], true);
+    check_timeout(&timed[_i], false);
+}
+END_TEST
+
+/* A deadline already past gives up at once (0 or long ago, the same),
+ * with no trace. */
+START_TEST(past_deadline_never_blocks)
+{
+    const struct timed *w = &timed[_i];
+    const int64_t past[] = { -GORO_MSEC, -GORO_SEC };
+    for (int where = 0; where < 2; where++) {
+        for (int k = 0; k < 2; k++) {
+            long r = 0;
+            int64_t late = 0;
+            w->setup();
+            t_fail_reset();
+            int64_t t0 = goro_now();
+            if (where == 0)
+                ck_assert_int_eq(goro_join(go(timed_wait, w, past[k], &late), &r), 0);
+            else
+                r = timed_wait(w, past[k], &late);
+            int64_t took = goro_now() - t0;
+            ck_assert_msg(!t_failed(), "%s: %s", w->name, t_failed());
+            ck_assert_msg(r == -ETIMEDOUT, "%s, past deadline: %ld", w->name, r);
+            ck_assert_msg(took < instant_bound(), "%s, past deadline: took %.1f ms",
+                          w->name, ms(took));
+            w->after();
+        }
+    }
+}
+END_TEST
+
+/* ---- a wait that could complete at once, with a past deadline ----
+ * The header leaves open whether it completes or gives up; either way it
+ * returns at once and the outcome matches the result. */
+
+struct ready {
+    const char *name;
+    void (*setup)(void);
+    long (*op)(int64_t deadline);
+    void (*after)(long result);
+};
+
+static void value_setup(void)
+{
+    chans_setup();
+    long v = 5;
+    ck_assert_int_eq(goro_chan_try_send(tw.buf, &v), 0);
+}
+
+static long op_recv_ready(int64_t dl)
+{
+    long v = 0;
+    long r = goro_chan_recv_until(tw.buf, &v, dl);
+    if (r == 1 && v != 5)
+        t_fail("received %ld, want 5", v);
+    return r;
+}
+
+static void free_chans(void)
+{
+    ck_assert_int_eq(goro_chan_free(tw.unb), 0);
+    ck_assert_int_eq(goro_chan_free(tw.buf), 0);
+}
+
+/* Received and gone, or not received and still there. */
+static void after_recv_ready(long r)
+{
+    ck_assert_msg(r == 1 || r == -ETIMEDOUT, "recv: %ld", r);
+    ck_assert_int_eq(goro_chan_len(tw.buf), r == 1 ? 0 : 1);
+    long v = 0;
+    if (r != 1) {
+        ck_assert_int_eq(goro_chan_try_recv(tw.buf, &v), 1);
+        ck_assert_int_eq(v, 5);
+    }
+    free_chans();
+}
+
+static long op_send_room(int64_t dl)
+{
+    long v = 6;
+    return goro_chan_send_until(tw.buf, &v, dl);
+}
+
+/* Sent and there, or not sent and not there. */
+static void after_send_room(long r)
+{
+    ck_assert_msg(r == 0 || r == -ETIMEDOUT, "send: %ld", r);
+    ck_assert_int_eq(goro_chan_len(tw.buf), r == 0 ? 1 : 0);
+    long v = 0;
+    if (r == 0) {
+        ck_assert_int_eq(goro_chan_try_recv(tw.buf, &v), 1);
+        ck_assert_int_eq(v, 6);
+    }
+    free_chans();
+}
+
+static long op_select_ready(int64_t dl)
+{
+    long v = 0;
+    goro_case_t cs[2] = { { tw.unb, GORO_RECV, &v, 0 }, { tw.buf, GORO_RECV, &v, 0 } };
+    long r = goro_select_until(cs, 2, 0, dl);
+    if (r == 1 && (cs[1].result != 1 || v != 5))
+        t_fail("select: result %d value %ld", cs[1].result, v);
+    return r == 1 ? 1 : r;
+}
+
+static void free_mutex_setup(void) { ck_assert_int_eq(goro_mutex_init(&tw.mu), 0); }
+
+static long op_mutex(int64_t dl) { return goro_mutex_lock_until(&tw.mu, dl); }
+
+static void after_mutex_ready(long r)
+{
+    ck_assert_msg(r == 0 || r == -ETIMEDOUT, "mutex: %ld", r);
+    if (r == 0)
+        ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);       /* it was taken */
+    else
+        ck_assert_int_eq(goro_mutex_trylock(&tw.mu), 0);      /* it was not */
+    if (r != 0)
+        ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&tw.mu), 0);
+}
+
+static void free_rw_setup(void) { ck_assert_int_eq(goro_rwlock_init(&tw.rw), 0); }
+
+static long op_rdlock(int64_t dl) { return goro_rwlock_rdlock_until(&tw.rw, dl); }
+
+static void after_rdlock_ready(long r)
+{
+    ck_assert_msg(r == 0 || r == -ETIMEDOUT, "rdlock: %ld", r);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&tw.rw), r == 0 ? -EBUSY : 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&tw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_destroy(&tw.rw), 0);
+}
+
+static void unit_setup(void) { ck_assert_int_eq(goro_sem_init(&tw.sem, 1), 0); }
+
+static void after_sem_ready(long r)
+{
+    ck_assert_msg(r == 0 || r == -ETIMEDOUT, "sem: %ld", r);
+    ck_assert_int_eq(goro_sem_try_acquire(&tw.sem), r == 0 ? -EAGAIN : 0);
+    ck_assert_int_eq(goro_sem_destroy(&tw.sem), 0);
+}
+
+static void zero_wg_setup(void) { ck_assert_int_eq(goro_waitgroup_init(&tw.wg), 0); }
+
+static void after_wg_ready(long r)
+{
+    ck_assert_msg(r == 0 || r == -ETIMEDOUT, "waitgroup: %ld", r);
+    ck_assert_int_eq(goro_waitgroup_destroy(&tw.wg), 0);
+}
+
+static long finished_body(void) { return 42; }
+
+static void finished_setup(void)
+{
+    ck_assert_ptr_nonnull(tw.blocked = go(finished_body));
+    nap(t_timeout(0.02));               /* it has finished (not joined) */
+}
+
+static long op_join(int64_t dl)
+{
+    long v = 0;
+    long r = goro_join_until(tw.blocked, &v, dl);
+    if (r == 0 && v != 42)
+        t_fail("join result %ld", v);
+    return r;
+}
+
+static void after_join_ready(long r)
+{
+    ck_assert_msg(r == 0 || r == -ETIMEDOUT, "join: %ld", r);
+    if (r != 0)
+        ck_assert_int_eq(goro_join(tw.blocked, NULL), 0);      /* still joinable */
+}
+
+static void data_setup(void)
+{
+    pair_setup();
+    ck_assert_int_eq(goro_write(tw.s[1], "d", 1), 1);
+}
+
+static long op_read(int64_t dl)
+{
+    char c;
+    return goro_read_until(tw.s[0], &c, 1, dl);
+}
+
+static void after_read_ready(long r)
+{
+    ck_assert_msg(r == 1 || r == -ETIMEDOUT, "read: %ld", r);
+    char c;
+    ck_assert_int_eq(recv(tw.s[0], &c, 1, MSG_DONTWAIT), r == 1 ? -1 : 1);
+    pair_close();
+}
+
+static void pending_setup(void)
+{
+    listen_setup();
+    tw.c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(connect(tw.c, (struct sockaddr *)&tw.addr, sizeof tw.addr), 0);
+}
+
+static long op_accept(int64_t dl) { return goro_accept_until(tw.l, NULL, NULL, dl); }
+
+static void after_accept_ready(long r)
+{
+    ck_assert_msg(r >= 0 || r == -ETIMEDOUT, "accept: %ld", r);
+    int fd = r >= 0 ? (int)r : goro_accept(tw.l, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(goro_close(fd), 0);
+    close(tw.c);
+    ck_assert_int_eq(goro_close(tw.l), 0);
+}
+
+static const struct ready ready[] = {
+    { "chan_recv", value_setup, op_recv_ready, after_recv_ready },
+    { "chan_send", chans_setup, op_send_room, after_send_room },
+    { "select", value_setup, op_select_ready, after_recv_ready },
+    { "mutex", free_mutex_setup, op_mutex, after_mutex_ready },
+    { "rdlock", free_rw_setup, op_rdlock, after_rdlock_ready },
+    { "sem", unit_setup, wait_sem, after_sem_ready },
+    { "waitgroup", zero_wg_setup, wait_wg, after_wg_ready },
+    { "join", finished_setup, op_join, after_join_ready },
+    { "read", data_setup, op_read, after_read_ready },
+    { "accept", pending_setup, op_accept, after_accept_ready },
+};
+enum { NREADY = sizeof ready / sizeof ready[0] };
+
+static long ready_op(const struct ready *w, int64_t *took)
+{
+    int64_t t0 = goro_now();
+    long r = w->op(t0 - GORO_MSEC);
+    *took = goro_now() - t0;
+    return r;
+}
+
+START_TEST(past_deadline_when_ready)
+{
+    const struct ready *w = &ready[_i];
+    for (int where = 0; where < 2; where++) {
+        long r = 0;
+        int64_t took = 0;
+        w->setup();
+        t_fail_reset();
+        if (where == 0)
+            ck_assert_int_eq(goro_join(go(ready_op, w, &took), &r), 0);
+        else
+            r = ready_op(w, &took);
+        ck_assert_msg(!t_failed(), "%s: %s", w->name, t_failed());
+        ck_assert_msg(took < instant_bound(), "%s: took %.1f ms", w->name, ms(took));
+        w->after(r);
+    }
+}
+END_TEST
+
+/* A timed-out cond wait whose mutex is held by someone else at the
+ * deadline returns only once it has the mutex again. */
+static atomic_int cond_returned;
+
+static long cond_waiter(void)
+{
+    long r = wait_cond(goro_now() + 10 * GORO_MSEC);
+    atomic_store(&cond_returned, 1);
+    return r;
+}
+
+START_TEST(cond_timeout_retakes_a_held_mutex)
+{
+    cond_setup();
+    atomic_store(&cond_returned, 0);
+    goro_t *h = go(cond_waiter);
+    ck_assert_ptr_nonnull(h);
+    /* take the mutex while it waits (it released it to wait) */
+    double end = t_now() + t_timeout(5);
+    while (goro_mutex_trylock(&tw.mu) != 0 && t_now() < end)
+        nap(0.0002);
+    nap(t_timeout(0.05));                   /* well past its deadline */
+    int early = atomic_load(&cond_returned);
+    ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);
+    long r = 0;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_msg(!early, "cond_wait_until returned while another held the mutex");
+    ck_assert_int_eq(r, -ETIMEDOUT);
+    after_cond();
+}
+END_TEST
+
+/* ---- a release racing the deadline ----
+ * A waiter waits with a deadline a few hundred microseconds away; its
+ * partner releases (sends, unlocks, posts) at a random moment around that
+ * deadline. The outcome must add up every round: either the waiter got it
+ * (and the partner's release counted), or the waiter timed out and what
+ * was released is still there for the next taker. Never lost, never
+ * twice. */
+
+enum { RACE_CHAN_UNB, RACE_CHAN_BUF, RACE_SELECT, RACE_MUTEX, RACE_SEM, RACE_KINDS };
+
+struct race {
+    int kind;
+    long rounds;
+    goro_chan_t *ctl, *rep, *ack;   /* deadline out, release result back, round over */
+    goro_chan_t *data, *never;
+    goro_mutex_t mu;
+    goro_sem_t sem;
+    atomic_long got, timed_out;
+};
+
+static void spin_until(int64_t t)
+{
+    while (goro_now() < t)
+        goro_yield();
+}
+
+/* The partner's release for round k at time t: its result. */
+static long race_release(struct race *rc, long k, int64_t t)
+{
+    spin_until(t);
+    switch (rc->kind) {
+    case RACE_CHAN_UNB:         /* both sides give up some time after */
+        return goro_chan_send_until(rc->data, &k, t + 500 * GORO_USEC);
+    case RACE_CHAN_BUF:
+    case RACE_SELECT:
+        return goro_chan_try_send(rc->data, &k);
+    case RACE_MUTEX:
+        return goro_mutex_unlock(&rc->mu);
+    default:
+        return goro_sem_release(&rc->sem);
+    }
+}
+
+static void race_partner(struct race *rc)
+{
+    uint32_t r = (uint32_t)rc->kind * 2654435761u + 17;
+    for (long k = 0; k < rc->rounds; k++) {
+        if (rc->kind == RACE_MUTEX && goro_mutex_lock(&rc->mu) != 0)
+            t_fail("race partner: lock");
+        int64_t dl;
+        if (goro_chan_recv(rc->ctl, &dl) != 1)
+            return;
+        /* from 200 us before the deadline to 1.5 ms after: both outcomes */
+        int64_t t = dl - 200 * GORO_USEC + (int64_t)(rnd(&r) % (1700 * GORO_USEC));
+        long res = race_release(rc, k, t);
+        goro_chan_send(rc->rep, &res);
+        goro_chan_recv(rc->ack, NULL);
+    }
+}
+
+/* The waiter's wait for round k; 1: it got it, -ETIMEDOUT: it did not. */
+static long race_wait(struct race *rc, long k, int64_t dl)
+{
+    long v = -1, r;
+    goro_case_t cs[2] = { { rc->never, GORO_RECV, &v, 0 }, { rc->data, GORO_RECV, &v, 0 } };
+    switch (rc->kind) {
+    case RACE_CHAN_UNB:
+    case RACE_CHAN_BUF:
+        r = goro_chan_recv_until(rc->data, &v, dl);
+        break;
+    case RACE_SELECT:
+        r = goro_select_until(cs, 2, 0, dl);
+        r = r == 1 ? cs[1].result : r;
+        break;
+    case RACE_MUTEX:
+        r = goro_mutex_lock_until(&rc->mu, dl);
+        r = r == 0 ? 1 : r;
+        if (r == 1)
+            goro_mutex_unlock(&rc->mu);
+        return r;
+    default:
+        r = goro_sem_acquire_until(&rc->sem, dl);
+        return r == 0 ? 1 : r;
+    }
+    if (r == 1 && v != k)
+        t_fail("race kind %d round %ld: received %ld", rc->kind, k, v);
+    return r;
+}
+
+/* After a timeout, whatever the partner released is still there: take it
+ * (exactly once) so the next round starts clean. */
+static void race_settle(struct race *rc, long k, long w, long rel)
+{
+    long v = -1;
+    bool released = rc->kind == RACE_MUTEX || rc->kind == RACE_SEM || rel == 0;
+    if (rc->kind == RACE_CHAN_UNB) {
+        if ((w == 1) != (rel == 0))
+            t_fail("unbuffered round %ld: recv %ld but send %ld (lost or phantom)", k, w, rel);
+        return;
+    }
+    if (!released)
+        t_fail("race kind %d round %ld: release failed: %ld", rc->kind, k, rel);
+    if (w == 1)
+        return;
+    if (w != -ETIMEDOUT)
+        t_fail("race kind %d round %ld: wait returned %ld", rc->kind, k, w);
+    long got;
+    if (rc->kind == RACE_MUTEX) {
+        got = goro_mutex_trylock(&rc->mu) == 0;
+        if (got)
+            goro_mutex_unlock(&rc->mu);
+    } else if (rc->kind == RACE_SEM) {
+        got = goro_sem_try_acquire(&rc->sem) == 0;
+    } else {
+        got = goro_chan_try_recv(rc->data, &v) == 1 && v == k;
+    }
+    if (!got)
+        t_fail("race kind %d round %ld: timed out and the release is gone", rc->kind, k);
+}
+
+static void race_waiter(struct race *rc)
+{
+    uint32_t r = (uint32_t)rc->kind * 747796405u + 3;
+    for (long k = 0; k < rc->rounds; k++) {
+        int64_t dl = goro_now() + 100 * GORO_USEC + (int64_t)(rnd(&r) % (200 * GORO_USEC));
+        goro_chan_send(rc->ctl, &dl);
+        long w = race_wait(rc, k, dl), rel = 0;
+        goro_chan_recv(rc->rep, &rel);
+        race_settle(rc, k, w, rel);
+        atomic_fetch_add(w == 1 ? &rc->got : &rc->timed_out, 1);
+        /* nothing left over: the next round starts empty */
+        if (rc->kind == RACE_SEM && goro_sem_try_acquire(&rc->sem) == 0)
+            t_fail("race round %ld: a semaphore unit too many", k);
+        if (rc->kind != RACE_MUTEX && rc->kind != RACE_SEM && goro_chan_len(rc->data) != 0)
+            t_fail("race round %ld: a value too many", k);
+        goro_chan_send(rc->ack, NULL);
+    }
+}
+
+static void race_init(struct race *rc, int kind, long rounds)
+{
+    memset(rc, 0, sizeof *rc);
+    rc->kind = kind;
+    rc->rounds = rounds;
+    ck_assert_int_eq(goro_chan_new(&rc->ctl, sizeof(int64_t), 0), 0);
+    ck_assert_int_eq(goro_chan_new(&rc->rep, sizeof(long), 0), 0);
+    ck_assert_int_eq(goro_chan_new(&rc->ack, 0, 0), 0);
+    ck_assert_int_eq(goro_chan_new(&rc->data, sizeof(long), kind == RACE_CHAN_UNB ? 0 : 1), 0);
+    ck_assert_int_eq(goro_chan_new(&rc->never, sizeof(long), 0), 0);
+    ck_assert_int_eq(goro_mutex_init(&rc->mu), 0);
+    ck_assert_int_eq(goro_sem_init(&rc->sem, 0), 0);
+}
+
+static void race_free(struct race *rc)
+{
+    ck_assert_int_eq(goro_chan_free(rc->ctl), 0);
+    ck_assert_int_eq(goro_chan_free(rc->rep), 0);
+    ck_assert_int_eq(goro_chan_free(rc->ack), 0);
+    ck_assert_int_eq(goro_chan_free(rc->data), 0);
+    ck_assert_int_eq(goro_chan_free(rc->never), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&rc->mu), 0);
+    ck_assert_int_eq(goro_sem_destroy(&rc->sem), 0);
+}
+
+START_TEST(release_racing_the_deadline)
+{
+    static struct race rc[RACE_KINDS];
+    goro_t *h[2 * RACE_KINDS];
+    long rounds = t_scale(1000);
+    for (int k = 0; k < RACE_KINDS; k++) {
+        race_init(&rc[k], k, rounds);
+        ck_assert_ptr_nonnull(h[2 * k] = go(race_partner, &rc[k]));
+        ck_assert_ptr_nonnull(h[2 * k + 1] = go(race_waiter, &rc[k]));
+    }
+    for (int i = 0; i < 2 * RACE_KINDS; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    long got = 0, timed_out = 0;
+    for (int k = 0; k < RACE_KINDS; k++) {
+        printf("deadline race, kind %d: %ld taken, %ld timed out\n", k,
+               atomic_load(&rc[k].got), atomic_load(&rc[k].timed_out));
+        ck_assert_int_eq(atomic_load(&rc[k].got) + atomic_load(&rc[k].timed_out), rounds);
+        got += atomic_load(&rc[k].got);
+        timed_out += atomic_load(&rc[k].timed_out);
+        race_free(&rc[k]);
+    }
+    /* the releases straddle the deadlines: both outcomes must occur, or
+     * the race was never run */
+    if (!t_slow()) {
+        ck_assert_msg(got > 0, "no wait ever got its release");
+        ck_assert_msg(timed_out > 0, "no wait ever timed out");
+    }
+}
+END_TEST
+
+Suite *time_suite(void)
+{
+    Suite *s = suite_create("time");
+    TCase *tc = tcase_create("time");
+    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
+    tcase_set_timeout(tc, t_timeout(30));
+    tcase_add_test(tc, now_is_monotonic);
+    tcase_add_test(tc, sleep_accuracy);
+    tcase_add_test(tc, sleep_zero_and_past);
+    tcase_add_test(tc, many_sleepers);
+    tcase_add_loop_test(tc, timeout_of_every_wait, 0, NTIMED);
+    tcase_add_loop_test(tc, past_deadline_never_blocks, 0, NTIMED);
+    tcase_add_loop_test(tc, past_deadline_when_ready, 0, NREADY);
+    tcase_add_test(tc, cond_timeout_retakes_a_held_mutex);
+    tcase_add_test(tc, release_racing_the_deadline);
+    suite_add_tcase(s, tc);
+    return s;
+}

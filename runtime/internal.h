@@ -134,6 +134,7 @@ struct goro {
     uint32_t registry_slot;
     unsigned valgrind_id;
     void *tsan_fiber;              /* TSan's record: costly, so one per slab */
+    uint32_t tsan_lives;           /* lives on tsan_fiber (see sanitizer.h) */
 
     struct goro_callregs call;     /* its arguments (GORO_ENTRY_CAPTURED) */
 };
@@ -179,6 +180,7 @@ struct goro_p {
     uint32_t poll_tick;            /* schedtick at the last poll */
     _Atomic uint32_t npolls;       /* polls of base, by anyone (sysmon watches) */
     _Atomic uint32_t preempt_req;  /* schedtick + 1 of a slice to cut short */
+    _Atomic int want_global;       /* sysmon: the global queue has waited */
     uint32_t sm_tick, sm_npolls;   /* sysmon's last look (sysmon only) */
     int64_t sm_when, sm_since, sm_poll_when;
     uint32_t sm_declines;          /* preempt_declines when the slice began */
@@ -234,6 +236,7 @@ struct goro_sched {
     bool handoff_ok;               /* membarrier works: handoff is allowed */
     _Atomic int started;
     _Atomic int stopping;
+    int64_t gq_waiting_since;      /* sysmon only: when it saw gq non-empty */
     _Atomic uint64_t spawned_ext;  /* spawns from threads without a P */
     _Atomic int draining;          /* goro_shutdown is waiting */
     _Atomic uint32_t live_futex;   /* bumped by exits while draining */

@@ -146,8 +146,14 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
     int saved_errno = errno;
     bool ours = si->si_code == SI_QUEUE && si->si_value.sival_int == GORO_URG_TAG;
     struct goro_m *m = goro__m();
-    if (!ours || !m) {
+    /* SIGURG is a standard signal: one of ours sent while another is
+     * pending merges into it, and only the other's siginfo arrives. So on
+     * a worker every SIGURG also serves a request of ours, if there is one
+     * (goro__preempt_requested says), and one that is not tagged as ours
+     * also goes to the program's handler. */
+    if (!ours)
         chain_to_app(sig, si, ucv);
+    if (!m) {
         errno = saved_errno;
         return;
     }

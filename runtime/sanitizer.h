@@ -68,6 +68,16 @@ static inline void goro__san_stack_reset(struct goro *g)
 #ifdef GORO_ASAN
     __asan_unpoison_memory_region(g->lo, (size_t)(g->hi - g->lo));
 #endif
+#ifdef GORO_TSAN
+    /* Likewise TSan's shadow call stack of the slab's fiber keeps the
+     * frames every ended life left on it; before it overflows (64K frames)
+     * the fiber is made afresh, every 64 lives. Never the running fiber:
+     * the slab is not in use here. */
+    if (++g->tsan_lives % 64 == 0) {
+        __tsan_destroy_fiber(g->tsan_fiber);
+        g->tsan_fiber = __tsan_create_fiber(0);
+    }
+#endif
     (void)g;
 }
 

@@ -602,8 +602,14 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
     struct goro *g;
     *inherit = false;
     uint32_t t = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
-    if (t % 61 == 0 && (g = globrunq_get(p, 1)))
+    /* The global queue every 61 slices (Go's rule), or when sysmon saw it
+     * wait a while: slices can be long, and 61 of them too long. */
+    bool want = atomic_load_explicit(&p->want_global, memory_order_relaxed);
+    if ((t % 61 == 0 || want) && (g = globrunq_get(p, 1))) {
+        if (want)
+            atomic_store_explicit(&p->want_global, 0, memory_order_relaxed);
         return g;
+    }
     /* Preempted coroutines (they may only run here) wait behind the queue,
      * which they would otherwise starve, but get a turn every 61 slices. */
     if (t % 61 == 1 && m->pinned)
@@ -1340,7 +1346,7 @@ bool goro__handoff(struct goro_p *p)
         int id = atomic_load(&S.nms);
         memset(to, 0, sizeof *to);
         to->id = id;
-        to->p = p;
+        give_p_locked(p, to);       /* before the thread reads it */
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 256 * 1024);
@@ -1348,14 +1354,16 @@ bool goro__handoff(struct goro_p *p)
         pthread_attr_destroy(&attr);
         if (err) {
             to->p = NULL;
+            p->m = m;
             atomic_store_explicit(&p->owner, m, memory_order_release);
             goro__unlock(&S.lock);
             return false;
         }
         atomic_store(&S.nms, id + 1);
         goro__registry_set_ms(S.ms, id + 1);
+    } else {
+        give_p_locked(p, to);
     }
-    give_p_locked(p, to);
     goro__unlock(&S.lock);
     if (!fresh)
         hand_wake(to);

@@ -5,6 +5,8 @@
  *   - a P whose slice (schedtick) has not changed for slice_ns runs one
  *     coroutine too long: ask for a preemption (preempt.c), again every
  *     PREEMPT_RETRY while it lasts;
+ *   - coroutines waiting in the global queue for GQ_WAIT: make every P
+ *     look there at its next switch;
  *   - a busy P whose event base nobody polled for POLL_STARVED: poll it
  *     here, so that its I/O and timers are not held up by a long runner
  *     (what it finds runs at the next slice: lateness <= slice + 2 ms).
@@ -108,6 +110,28 @@ static bool check_poll(struct goro_p *p, int64_t now)
     return true;
 }
 
+/* Coroutines that wait in the global queue while every P is busy get a
+ * P's attention within GQ_WAIT (pick_local reads want_global). */
+#define GQ_WAIT GORO_MSEC
+
+static bool check_global(int64_t now)
+{
+    if (atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0) {
+        S.gq_waiting_since = 0;
+        return false;
+    }
+    if (!S.gq_waiting_since) {
+        S.gq_waiting_since = now;
+        return false;
+    }
+    if (now - S.gq_waiting_since < GQ_WAIT)
+        return false;
+    S.gq_waiting_since = now;
+    for (int i = 0; i < S.nprocs; i++)
+        atomic_store_explicit(&S.procs[i].want_global, 1, memory_order_relaxed);
+    return true;
+}
+
 static bool all_idle(void)
 {
     return atomic_load(&S.npidle) == S.nprocs;
@@ -142,6 +166,7 @@ static void *sysmon_main(void *arg)
             acted |= check_slice(&S.procs[i], now);
             acted |= check_poll(&S.procs[i], now);
         }
+        acted |= check_global(now);
         /* Go's back-off: 20 us while there is work for us, doubling after
          * 50 quiet rounds, up to 10 ms - or slice/4, see above. */
         idle_rounds = acted ? 0 : idle_rounds + 1;

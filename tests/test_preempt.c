@@ -1751,11 +1751,13 @@ static void ei_joiner(void)
     }
 }
 
-/* This thread's part: waits of a thread the runtime does not own. */
+/* This thread's part: waits of a thread the runtime does not own. Each
+ * round must be quick: the spinners are preempted, whatever the signals. */
 static void ei_main_thread(double run)
 {
-    double end = t_now() + run;
+    double end = t_now() + run, worst = 0;
     for (long i = 0; t_now() < end; i++) {
+        double t0 = t_now();
         goro_t *c = go(ei_child, i);
         ck_assert_ptr_nonnull(c);
         long r = -1;
@@ -1764,7 +1766,10 @@ static void ei_main_thread(double run)
         e = goro_sleep(100 * GORO_USEC);
         ck_assert_msg(e == 0, "goro_sleep on the main thread returned %d", e);
         atomic_fetch_add(&ei.main_ops, 1);
+        worst = t_now() - t0 > worst ? t_now() - t0 : worst;
     }
+    ck_assert_msg(worst < t_timeout(1), "a spawn, join and sleep on the main thread took "
+                  "%.2f s amid the signals", worst);
 }
 
 START_TEST(eintr_never_leaks_out_of_goro_calls)
@@ -1825,6 +1830,71 @@ START_TEST(eintr_never_leaks_out_of_goro_calls)
                               &ei.joins, &ei.main_ops };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         ck_assert_msg(atomic_load(counts[i]) > 0, "operation kind %zu never completed", i);
+}
+END_TEST
+
+/* ---- SIGURGs from elsewhere ---- */
+
+/* Someone else's SIGURGs - the application's own, or out-of-band data on
+ * a socket it owns - reach the worker while the runtime's requests do. A
+ * standard signal that arrives while another is pending merges with it:
+ * the runtime must not lose its requests for good when that happens. */
+static struct {
+    atomic_int stop;
+    atomic_long sent;
+    pthread_t worker;
+} fu;
+
+static void *foreign_urg(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&fu.stop)) {
+        pthread_kill(fu.worker, SIGURG);
+        atomic_fetch_add(&fu.sent, 1);
+        double until = t_now() + 20e-6 * (double)slow_factor();
+        for (double now = t_now(); now < until; now = t_now())
+            nap(until - now);
+    }
+    return NULL;
+}
+
+START_TEST(foreign_sigurgs_do_not_stop_preemption)
+{
+    if (!needs_async("foreign_sigurgs_do_not_stop_preemption"))
+        return;
+    enum { NS = 2 };
+    double run = t_slow() ? 3.0 : 1.0;
+    restart(1, SLICE);
+    begin(t_timeout(10));
+    atomic_store(&as.worker, 0);
+    goro_t *w = go(note_worker);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(goro_join(w, NULL), 0);
+    fu.worker = (pthread_t)atomic_load(&as.worker);
+    atomic_store(&fu.stop, 0);
+    atomic_store(&fu.sent, 0);
+    struct ticker tk = { .period = 2 * GORO_MSEC };
+    struct spinner sp[NS];
+    goro_t *h[NS + 1];
+    ck_assert_ptr_nonnull(h[0] = go(ticker, &tk));
+    for (int i = 0; i < NS; i++) {
+        sp[i] = (struct spinner){ .id = i + 1, .check_tid = true };
+        ck_assert_ptr_nonnull(h[i + 1] = go(spinner, &sp[i]));
+    }
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, foreign_urg, NULL), 0);
+    nap(run);
+    atomic_store(&pt.stop, 1);
+    atomic_store(&fu.stop, 1);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    join_all(h, NS + 1);
+    report("preempt: %ld foreign SIGURGs to the worker in %.1f s: ticker %ld ticks, lateness "
+           "mean %.2f ms, max %.2f ms; spinners switched %ld times\n", atomic_load(&fu.sent),
+           run, atomic_load(&tk.ticks), mean_late(&tk) / 1e6, ms(tk.max_late),
+           total_switches(sp, NS));
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    check_preempted_in_place(sp, NS, "next to foreign SIGURGs");
+    check_lateness(&tk, SLICE, "next to foreign SIGURGs");
 }
 END_TEST
 
@@ -2050,6 +2120,7 @@ Suite *preempt_suite(void)
     tcase_add_test(tc, application_handlers_installed_after_start);
     tcase_add_test(tc, application_handlers_installed_before_start);
     tcase_add_test(tc, eintr_never_leaks_out_of_goro_calls);
+    tcase_add_test(tc, foreign_sigurgs_do_not_stop_preemption);
     tcase_add_test(tc, blocked_worker_does_not_stop_the_others);
     tcase_add_test(tc, blocking_call_hands_the_worker_over);
     /* last: it fills the table of marked ranges for the rest of the process */

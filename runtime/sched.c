@@ -630,8 +630,12 @@ struct goro_p *goro__current_p(void)
     return m ? m->p : NULL;
 }
 
-/* Queues what a poll made runnable on m's P and returns one of them to run
- * now (or NULL). Several: they are new work for idle Ms (invariant 5). */
+/* Queues what a poll made runnable, in the order the loop found it (timers
+ * by deadline) and behind what was already queued; returns one to run now
+ * only when nothing was. What does not fit the ring goes to the global
+ * queue in order - not runq_put's overflow, which would move the oldest
+ * there and let the newest overtake them. Several: new work for idle Ms
+ * (invariant 5). */
 static struct goro *inject_polled(struct goro_m *m)
 {
     struct goro *g = m->polled;
@@ -640,14 +644,37 @@ static struct goro *inject_polled(struct goro_m *m)
     m->npolled = 0;
     if (!g)
         return NULL;
-    for (struct goro *x = g->next; x; ) {
-        struct goro *next = x->next;
-        runq_put(m->p, x, false);
-        x = next;
+    struct goro_p *p = m->p;
+    struct goro *first = NULL;
+    if (runq_empty(p)) {
+        first = g;
+        g = g->next;
     }
+    enum { BATCH = 64 };
+    struct goro *batch[BATCH];
+    int nb = 0;
+    bool spill = false;             /* the ring filled: the rest go global */
+    for (; g; g = g->next) {
+        if (!spill) {
+            uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_acquire);
+            uint32_t t = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
+            spill = t - h >= GORO_RUNQ_SIZE;
+        }
+        if (!spill) {
+            runq_put(p, g, false);
+            continue;
+        }
+        batch[nb++] = g;
+        if (nb == BATCH) {
+            globrunq_put_batch(batch, nb);
+            nb = 0;
+        }
+    }
+    if (nb)
+        globrunq_put_batch(batch, nb);
     if (n > 1)
         wake_if_idle();
-    return g;
+    return first;
 }
 
 static bool io_in_use(void)

@@ -61,9 +61,11 @@
  *    another M. The membarrier is the full barrier the M side does not pay
  *    for on every entry: either sysmon sees in_rt > 0 and gives the P back,
  *    or the M's rt_enter sees owner != m. An M that finds its P gone moves
- *    its coroutine to the global queue (any goro call may resume on another
- *    thread) and becomes a spare; the number of Ps, hence of threads
- *    running coroutines, never changes.
+ *    its coroutine to the global queue and becomes a spare - but only in
+ *    yield and exit. Elsewhere the caller may hold what ties it to this
+ *    thread (go()'s captured arguments, an object lock): it then does
+ *    without a P (global queue, global stack pool) or parks through g0.
+ *    The number of Ps, hence of threads running coroutines, never changes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -162,9 +164,9 @@ struct goro_p *goro__p_enter(void)
     struct goro_m *m = goro__m();
     if (!m)
         return NULL;
-    struct goro_p *p = rt_enter(m, true);
+    struct goro_p *p = rt_enter(m, false);
     if (!p)
-        rt_leave(m);                /* not a coroutine (sysmon): no P to use */
+        rt_leave(m);                /* no P (lost, or sysmon): the caller goes global */
     return p;
 }
 
@@ -654,7 +656,8 @@ static struct goro *inject_polled(struct goro_m *m)
     struct goro *batch[BATCH];
     int nb = 0;
     bool spill = false;             /* the ring filled: the rest go global */
-    for (; g; g = g->next) {
+    for (struct goro *next; g; g = next) {
+        next = g->next;             /* before g is published: it may run at once */
         if (!spill) {
             uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_acquire);
             uint32_t t = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
@@ -1031,7 +1034,7 @@ void goro__ready(struct goro *g)
     }
     atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
     struct goro_m *m = goro__m();
-    struct goro_p *p = m ? rt_enter(m, true) : NULL;
+    struct goro_p *p = m ? rt_enter(m, false) : NULL;
     if (p)
         runq_put(p, g, true);
     else
@@ -1047,7 +1050,7 @@ void goro__ready(struct goro *g)
 void goro__ready_list(struct goro *list)
 {
     struct goro_m *m = goro__m();
-    struct goro_p *p = m ? rt_enter(m, true) : NULL;
+    struct goro_p *p = m ? rt_enter(m, false) : NULL;
     enum { BATCH = 128 };
     struct goro *batch[BATCH];
     int n = 0;
@@ -1086,7 +1089,7 @@ static void bump(_Atomic uint64_t *c)
 void goro__schedule_new(struct goro *g)
 {
     struct goro_m *m = goro__m();
-    struct goro_p *p = m ? rt_enter(m, true) : NULL;
+    struct goro_p *p = m ? rt_enter(m, false) : NULL;
     if (p)
         bump(&p->spawned);
     else
@@ -1634,14 +1637,14 @@ void goro__sched_stop(void)
 uint64_t goro__next_id(void)
 {
     struct goro_m *m = goro__m();
-    struct goro_p *p = m ? rt_enter(m, true) : NULL;
+    struct goro_p *p = m ? rt_enter(m, false) : NULL;
     if (p) {
         if (p->id_next == p->id_end) {
             p->id_next = atomic_fetch_add(&S.id_next, 16) + 1;
             p->id_end = p->id_next + 16;
         }
         uint64_t id = p->id_next++;
-        rt_leave(goro__m());
+        rt_leave(m);
         return id;
     }
     if (m)

@@ -112,7 +112,8 @@ deps $(DEPS_STAMP):
 # in .text to begin with.
 TEXT_RENAME := $(foreach s,.text .text.unlikely .text.hot .text.startup .text.exit,\
     --rename-section $(s)=goro_text)
-LIB_CFLAGS += -fno-reorder-blocks-and-partition -fno-reorder-functions
+NO_SPLIT := -fno-reorder-blocks-and-partition -fno-reorder-functions
+LIB_CFLAGS += $(shell $(CC) $(NO_SPLIT) -Werror -E -x c /dev/null >/dev/null 2>&1 && echo $(NO_SPLIT))
 
 # Makefile: the section renaming must never be skipped by a stale object.
 $(BUILD)/obj/runtime/%.o: runtime/%.c $(HEADERS) Makefile $(DEPS_STAMP) $(SYSROOT_STAMP)

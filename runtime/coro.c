@@ -11,13 +11,22 @@
 #include "waitq.h"
 
 /* Filled by goro__capture (via goro__capture_store) and consumed by
- * goro__spawn_captured in the same go() expression, on the same thread,
- * with no switch in between. */
+ * goro__spawn_captured in the same go() expression. Between the two the
+ * caller runs its own code, where it may be preempted and another
+ * coroutine of the same thread may spawn: so a coroutine keeps its capture
+ * in its own record - in `call`, which its entry no longer needs once it
+ * runs - and only a thread the runtime does not own uses the thread's. */
 static __thread struct goro_callregs captured __attribute__((tls_model("initial-exec")));
+
+static struct goro_callregs *capture_area(void)
+{
+    struct goro *self = goro__current();
+    return self ? &self->call : &captured;
+}
 
 void goro__capture_store(const struct goro_callregs *regs)
 {
-    captured = *regs;
+    *capture_area() = *regs;
 }
 
 /* Widens the raw return register to a long as the function's type says. */
@@ -84,6 +93,7 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
 
 int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), int ret)
 {
+    struct goro_callregs *captured_here = capture_area();
     struct goro *g;
     int err = spawn(h, attr, fn, &g);
     if (err)
@@ -93,8 +103,8 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), 
     /* Nothing since the capture ran go(). Only scalars in registers: the
      * stack-argument window is not needed (and not copied, twice). */
     g->stack_args = (ret & GORO__STACK_ARGS) != 0;
-    memcpy(&g->call, &captured, g->stack_args ? sizeof captured
-                                              : offsetof(struct goro_callregs, stack));
+    memcpy(&g->call, captured_here, g->stack_args ? sizeof *captured_here
+                                                  : offsetof(struct goro_callregs, stack));
     goro__schedule_new(g);
     return 0;
 }

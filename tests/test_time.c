@@ -239,6 +239,9 @@ static int64_t median_wake(long n, int64_t lo, int64_t hi, int64_t *tmp)
 START_TEST(many_sleepers)
 {
     long n = t_scale(10000);
+#ifdef T_TSAN
+    n = n > 4000 ? 4000 : n;    /* TSan counts each stack's fiber as a thread: 8128 at most */
+#endif
     sl.offset = calloc((size_t)n, sizeof *sl.offset);
     sl.entered = calloc((size_t)n, sizeof *sl.entered);
     sl.woke = calloc((size_t)n, sizeof *sl.woke);
@@ -278,19 +281,29 @@ START_TEST(many_sleepers)
            "by deadline 1-2 2-3 3-4 4-5 ms: %.2f %.2f %.2f %.2f ms, %ld out of order by > 1 ms\n",
            n, asleep, ms(worst), ms(med[0]), ms(med[1]), ms(med[2]), ms(med[3]),
            inversions(n, GORO_MSEC));
-    ck_assert_msg(worst < 10 * late_bound(), "a sleeper woke %.1f ms late", ms(worst));
-    ck_assert_msg(asleep >= n / 2, "only %ld of %ld sleepers were asleep in time", asleep, n);
+    /* TSan switches so slowly that the gate alone takes longer than the
+     * deadlines are away (measured: 1.2 s for 4000): only that all woke,
+     * none early, counts there. */
+    bool timed = !t_slow();
+#ifdef T_TSAN
+    timed = false;
+#endif
+    if (timed) {
+        ck_assert_msg(worst < 10 * late_bound(), "a sleeper woke %.1f ms late", ms(worst));
+        ck_assert_msg(asleep >= n / 2, "only %ld of %ld sleepers were asleep in time",
+                      asleep, n);
+    }
     /* Under an emulator or valgrind, timing says little. 10^4 expiries in
      * 4 ms make a backlog of several ms that each worker drains from its
      * own event base, one ahead of the other, so neighbouring buckets may
      * swap by a few ms (measured: up to 2.3 ms on two shared cores), and
      * the first bucket may trail the last by a little (measured: 0.5 ms),
      * not by the 3 ms that waking in reverse order would show. */
-    for (int b = 0; b + 1 < 4 && !t_slow(); b++)
+    for (int b = 0; b + 1 < 4 && timed; b++)
         ck_assert_msg(med[b] < med[b + 1] + 3 * GORO_MSEC, "sleepers due %d-%d ms woke "
                       "(median %.2f ms) over 3 ms after those due %d-%d ms (%.2f ms)", b + 1,
                       b + 2, ms(med[b]), b + 2, b + 3, ms(med[b + 1]));
-    if (!t_slow())
+    if (timed)
         ck_assert_msg(med[0] < med[3] + 2 * GORO_MSEC, "sleepers due 1-2 ms woke (median "
                       "%.2f ms) after those due 4-5 ms (%.2f ms)", ms(med[0]), ms(med[3]));
     free(h);

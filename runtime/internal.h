@@ -233,6 +233,7 @@ struct goro_sched {
     int ms_cap;
     struct goro_m *spares;         /* P-less Ms, asleep (under lock) */
     struct goro_m *waitp;          /* P-less Ms with pinned work, waiting for a P */
+    _Atomic int nwaitp;            /* how many (readable without the lock) */
     bool handoff_ok;               /* membarrier works: handoff is allowed */
     _Atomic int started;
     _Atomic int stopping;

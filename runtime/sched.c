@@ -739,6 +739,8 @@ static bool m_without_p(struct goro_m *m)
     atomic_store_explicit(&m->handed, 0, memory_order_relaxed);
     m->next_free = *list;
     *list = m;
+    if (m->pinned)
+        atomic_fetch_add_explicit(&S.nwaitp, 1, memory_order_relaxed);
     /* Waiting for a P while one sleeps idle: wake its M as a spinner (as
      * wakep does); with nothing to run it hands the P to us when it gives
      * it up (find_runnable). Busy Ps reach that point on their own. */
@@ -786,6 +788,28 @@ top:
     /* A slice cut short by preemption: what waits on timers, I/O and the
      * global queue goes first - the long runner had its turn. */
     bool cut = goro__preempt_requested(p);
+    if (cut && atomic_load_explicit(&S.nwaitp, memory_order_relaxed) > 0) {
+        /* An M whose preempted coroutines can run nowhere else waits for
+         * a P, and busy Ps never fall idle to hand theirs over: at the end
+         * of a cut slice, give this one (they take turns, slice by slice). */
+        goro__lock(&S.lock);
+        struct goro_m *w = S.waitp;
+        if (w) {
+            S.waitp = w->next_free;
+            atomic_fetch_sub_explicit(&S.nwaitp, 1, memory_order_relaxed);
+            give_p_locked(p, w);
+        }
+        goro__unlock(&S.lock);
+        if (w) {
+            hand_wake(w);
+            m->p = NULL;
+            if (m->spinning) {
+                m->spinning = false;
+                atomic_fetch_sub(&S.nmspinning, 1);
+            }
+            goto top;
+        }
+    }
     if ((cut || poll_due(p)) && (g = poll_own(m)))
         return g;
     if (cut && (g = globrunq_get(p, 1)))
@@ -815,6 +839,7 @@ top:
         /* An M with pinned coroutines needs a P more than we do. */
         struct goro_m *w = S.waitp;
         S.waitp = w->next_free;
+        atomic_fetch_sub_explicit(&S.nwaitp, 1, memory_order_relaxed);
         give_p_locked(p, w);
         goro__unlock(&S.lock);
         hand_wake(w);
@@ -1337,6 +1362,11 @@ bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
         return false;
     char st = thread_state(m);
     *blocked = st == 'S' || st == 'D';
+    /* A running M with preempted coroutines pinned to it keeps its P: the
+     * pinned ones could run nowhere else until it returns, which a code
+     * loop that cannot be preempted may never do. */
+    if (!*blocked && m->pinned)
+        return false;
     bool work = !runq_empty(p) || atomic_load(&S.gq_size) > 0 || io_in_use() || m->pinned;
     return work && (*blocked || long_run);
 }
@@ -1361,8 +1391,10 @@ bool goro__handoff(struct goro_p *p)
     goro__lock(&S.lock);
     struct goro_m *to = S.waitp ? S.waitp : S.spares;
     bool fresh = !to;
-    if (to == S.waitp && to)
+    if (to == S.waitp && to) {
         S.waitp = to->next_free;
+        atomic_fetch_sub_explicit(&S.nwaitp, 1, memory_order_relaxed);
+    }
     else if (to)
         S.spares = to->next_free;
     else if (atomic_load(&S.nms) < S.ms_cap)
@@ -1607,6 +1639,7 @@ void goro__sched_stop(void)
         pthread_join(S.ms[i].thread, NULL);
     atomic_store(&S.nms, 0);
     S.spares = S.waitp = NULL;
+    atomic_store(&S.nwaitp, 0);
     goro__registry_set_ms(NULL, 0);
     goro__netpoll_forget_all();
     for (int i = 0; i < S.nprocs; i++)

@@ -499,6 +499,26 @@ static void pidle_put(struct goro_p *p)
     atomic_fetch_add(&S.npidle, 1);
 }
 
+/* p's own M takes p off the idle list again, unless a waker took it first
+ * (and is waking the M: invariant 7). True if it was still there. */
+static bool pidle_take_back(struct goro_p *p)
+{
+    goro__lock(&S.lock);
+    bool still_idle = p->idle;
+    if (still_idle) {
+        struct goro_p **pp = &S.pidle;
+        while (*pp != p)
+            pp = &(*pp)->idle_next;
+        *pp = p->idle_next;
+        p->idle = false;
+        atomic_fetch_sub(&S.npidle, 1);
+    }
+    goro__unlock(&S.lock);
+    if (still_idle)
+        goro__sysmon_kick();        /* a P is busy again: watch it */
+    return still_idle;
+}
+
 /* Wakes one idle M as a spinner, unless somebody already spins (inv. 6). */
 static void wakep(void)
 {
@@ -864,20 +884,8 @@ top:
         }
         full_barrier();
         if (any_runq_nonempty() || atomic_load(&S.gq_size) > 0) {
-            goro__lock(&S.lock);
-            bool still_idle = p->idle;
+            bool still_idle = pidle_take_back(p);
             if (still_idle) {
-                /* unlink p from the idle list: it is ours again */
-                struct goro_p **pp = &S.pidle;
-                while (*pp != p)
-                    pp = &(*pp)->idle_next;
-                *pp = p->idle_next;
-                p->idle = false;
-                atomic_fetch_sub(&S.npidle, 1);
-            }
-            goro__unlock(&S.lock);
-            if (still_idle) {
-                goro__sysmon_kick();
                 atomic_store_explicit(&p->running, 1, memory_order_relaxed);
                 m->spinning = true;
                 atomic_fetch_add(&S.nmspinning, 1);
@@ -893,21 +901,9 @@ top:
     if (!note_sleep(m)) {           /* until a waker hands p back (inv. 7) */
         /* Events made work while p was idle: take p back - unless a waker
          * took it first, which then counted us as a spinner. */
-        goro__lock(&S.lock);
-        bool mine = p->idle;
-        if (mine) {
-            struct goro_p **pp = &S.pidle;
-            while (*pp != p)
-                pp = &(*pp)->idle_next;
-            *pp = p->idle_next;
-            p->idle = false;
-            atomic_fetch_sub(&S.npidle, 1);
-        }
-        goro__unlock(&S.lock);
-        if (mine) {
+        bool mine = pidle_take_back(p);
+        if (mine)
             atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
-            goro__sysmon_kick();
-        }
         else
             note_absorb(m);
         m->spinning = !mine;

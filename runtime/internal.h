@@ -213,6 +213,7 @@ struct goro_m {
     _Atomic uint32_t handed;       /* futex: a P was handed to this P-less M */
     struct goro_m *next_free;      /* S.spares / S.waitp list link */
     _Atomic int signal_pending;    /* a preemption SIGURG is on its way */
+    int64_t signal_sent_at;        /* when (sysmon only) */
     void *altstack;
     size_t altstack_size;
 };

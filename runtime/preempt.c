@@ -218,11 +218,18 @@ int goro__preempt_install(void)
     return 0;
 }
 
+#define SIGNAL_RESEND (20 * GORO_MSEC)
+
 /* sysmon: a tagged SIGURG to m, unless one is on its way already. */
 void goro__preempt_signal(struct goro_m *m)
 {
-    if (atomic_exchange_explicit(&m->signal_pending, 1, memory_order_acq_rel))
+    /* One on its way is enough - unless it has been on its way for long:
+     * a handler the program put in front of ours may have kept it. */
+    int64_t now = goro__now();
+    if (atomic_exchange_explicit(&m->signal_pending, 1, memory_order_acq_rel) &&
+        now - m->signal_sent_at < SIGNAL_RESEND)
         return;
+    m->signal_sent_at = now;
     siginfo_t si;
     memset(&si, 0, sizeof si);
     si.si_signo = SIGURG;

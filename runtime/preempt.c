@@ -237,7 +237,7 @@ void goro__preempt_signal(struct goro_m *m)
     si.si_pid = getpid();
     si.si_uid = getuid();
     si.si_value.sival_int = GORO_URG_TAG;
-    if (syscall(SYS_rt_tgsigqueueinfo, getpid(), m->tid, SIGURG, &si) != 0)
+    if (syscall(SYS_rt_tgsigqueueinfo, getpid(), __atomic_load_n(&m->tid, __ATOMIC_ACQUIRE), SIGURG, &si) != 0)
         atomic_store_explicit(&m->signal_pending, 0, memory_order_relaxed);
 }
 

@@ -134,8 +134,18 @@ static struct goro_p *rt_enter(struct goro_m *m, bool may_move)
     int level = atomic_load_explicit(&m->in_rt, memory_order_relaxed);
     atomic_store_explicit(&m->in_rt, level + 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
-    if (level > 0)
-        return m->p;
+    if (level > 0) {
+        /* Nested: the P is ours unless the outer entry found it gone
+         * (then it went on without one, and so must this). */
+        struct goro_p *p = m->p;
+        struct goro_m *owner;
+        if (!p)
+            return NULL;
+        while ((owner = atomic_load_explicit(&p->owner, memory_order_acquire)) ==
+               GORO_P_RETAKING)
+            cpu_relax();
+        return owner == m ? p : NULL;
+    }
     for (;;) {
         struct goro_p *p = m->p;
         struct goro_m *owner = p ? atomic_load_explicit(&p->owner, memory_order_acquire) : NULL;
@@ -1330,7 +1340,10 @@ static void *m_main(void *arg);
 static char thread_state(struct goro_m *m)
 {
     char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)m->tid);
+    pid_t tid = __atomic_load_n(&m->tid, __ATOMIC_ACQUIRE);
+    if (tid <= 0)
+        return '?';                 /* not started yet */
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return '?';
@@ -1500,7 +1513,7 @@ static void *m_main(void *arg)
     struct goro_m *m = arg;
     tls_m = m;
     m->errno_ptr = &errno;
-    m->tid = (pid_t)syscall(SYS_gettid);
+    __atomic_store_n(&m->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);  /* sysmon reads it */
     m->g0.flags = GORO_F_G0;
     atomic_store_explicit(&m->in_rt, 1, memory_order_relaxed);   /* g0 is runtime */
     goro__san_thread_init(&m->g0);

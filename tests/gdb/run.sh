@@ -461,10 +461,20 @@ test_foreign() { # ARCH FIXTURE
     # qemu-user writes the guest's core as qemu_<prog>_<date>_<pid>.core in
     # its working directory when the core size limit allows; qemu itself
     # then dies of the same signal and may leave a core of its own.
+    # Only the soft limit can be raised without CAP_SYS_RESOURCE: a hard
+    # limit too low for a core rules this check out, and says so.
     if ! (ulimit -c unlimited) 2>/dev/null; then
-        fail "cannot raise the core size limit (ulimit -c unlimited): no core to read"
-        return
+        echo "test-gdb: note: the hard core size limit is $(ulimit -H -c); not checking the $arch core" \
+             "(start the run from a shell with a higher hard limit)"
+    else
+        test_foreign_core "$arch" "$fx" "$dir"
     fi
+    check_outputs "$fx" "$dir" "qemu-$arch"
+    # the crash-report run had a core limit of 0; nothing to clean
+}
+
+test_foreign_core() { # ARCH FIXTURE DIR
+    local arch=$1 fx=$2 dir=$3 core out
     (cd "$dir" && ulimit -c unlimited && "qemu-$arch" "$fx" crash >qemu-crash.out 2>&1) 2>/dev/null
     core=$(ls "$dir"/qemu_*.core 2>/dev/null | head -n1)
     rm -f "$dir"/core "$dir"/core.[0-9]*
@@ -486,9 +496,6 @@ test_foreign() { # ARCH FIXTURE
         "^d8 +\\{f = -?[0-9]" "^x19 +0x" "^x29 +0x" "^x30 +0x"
     reject "$out" d-regs "not saved"
     rm -f "$core"
-
-    check_outputs "$fx" "$dir" "qemu-$arch"
-    # the crash-report run above had a core limit of 0; nothing to clean
 }
 
 for spec in "$@"; do

@@ -393,6 +393,28 @@ static void globrunq_put_batch(struct goro *const *gs, int n)
     goro__unlock(&S.lock);
 }
 
+/* Coroutines bound for the global queue, gathered so that the lock is taken
+ * once per GQ_BATCH of them rather than once each. */
+enum { GQ_BATCH = 64 };
+struct gq_batch {
+    struct goro *g[GQ_BATCH];
+    int n;
+};
+
+static void gq_batch_flush(struct gq_batch *b)
+{
+    if (b->n)
+        globrunq_put_batch(b->g, b->n);
+    b->n = 0;
+}
+
+static void gq_batch_add(struct gq_batch *b, struct goro *g)
+{
+    b->g[b->n++] = g;
+    if (b->n == GQ_BATCH)
+        gq_batch_flush(b);
+}
+
 /* Under S.lock. Takes a fair share (at most max if max > 0): returns one,
  * puts the rest on p's ring. */
 static struct goro *globrunq_get_locked(struct goro_p *p, int max)
@@ -682,9 +704,7 @@ static struct goro *inject_polled(struct goro_m *m)
         first = g;
         g = g->next;
     }
-    enum { BATCH = 64 };
-    struct goro *batch[BATCH];
-    int nb = 0;
+    struct gq_batch spilled = { .n = 0 };
     bool spill = false;             /* the ring filled: the rest go global */
     for (struct goro *next; g; g = next) {
         next = g->next;             /* before g is published: it may run at once */
@@ -697,14 +717,9 @@ static struct goro *inject_polled(struct goro_m *m)
             runq_put(p, g, false);
             continue;
         }
-        batch[nb++] = g;
-        if (nb == BATCH) {
-            globrunq_put_batch(batch, nb);
-            nb = 0;
-        }
+        gq_batch_add(&spilled, g);
     }
-    if (nb)
-        globrunq_put_batch(batch, nb);
+    gq_batch_flush(&spilled);
     if (n > 1)
         wake_if_idle();
     return first;
@@ -1082,9 +1097,7 @@ void goro__ready_list(struct goro *list)
 {
     struct goro_m *m = goro__m();
     struct goro_p *p = m ? rt_enter(m, false) : NULL;
-    enum { BATCH = 128 };
-    struct goro *batch[BATCH];
-    int n = 0;
+    struct gq_batch global = { .n = 0 };
     while (list) {
         struct goro *g = list;
         list = g->next;
@@ -1097,14 +1110,9 @@ void goro__ready_list(struct goro *list)
             runq_put(p, g, false);
             continue;
         }
-        batch[n++] = g;
-        if (n == BATCH) {
-            globrunq_put_batch(batch, n);
-            n = 0;
-        }
+        gq_batch_add(&global, g);
     }
-    if (n)
-        globrunq_put_batch(batch, n);
+    gq_batch_flush(&global);
     wake_if_idle();
     if (m)
         rt_leave(goro__m());
@@ -1449,20 +1457,15 @@ void goro__sysmon_attach(struct goro_m *m)
 /* sysmon polled a base for m (which has no P): queue what it found. */
 void goro__inject_global(struct goro_m *m)
 {
-    enum { BATCH = 64 };
-    struct goro *batch[BATCH];
-    int n = 0;
+    struct gq_batch global = { .n = 0 };
     struct goro *g = m->polled;
     m->polled = m->polled_tail = NULL;
     m->npolled = 0;
-    while (g) {
-        batch[n++] = g;
-        g = g->next;
-        if (n == BATCH || !g) {
-            globrunq_put_batch(batch, n);
-            n = 0;
-        }
+    for (struct goro *next; g; g = next) {
+        next = g->next;             /* before g is published: it may run at once */
+        gq_batch_add(&global, g);
     }
+    gq_batch_flush(&global);
     wake_if_idle();
 }
 

@@ -140,6 +140,27 @@ double t_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void t_nap(double seconds)
+{
+    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+void t_settle(void)
+{
+    t_nap(t_timeout(0.05));
+}
+
+uint32_t t_rnd(uint32_t *state)
+{
+    uint32_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *state = x;
+}
+
 static void pause_a_little(unsigned spins)
 {
     if (goro_self()) {

@@ -81,6 +81,15 @@ long t_tid(void);                /* gettid(), through a system call */
 /* Monotonic seconds. */
 double t_now(void);
 
+/* Sleeps the calling thread (not a coroutine: the whole worker) for the
+ * given seconds, resuming after signals. */
+void t_nap(double seconds);
+/* A nap long enough for other threads to reach their next parking point
+ * (50 ms, scaled for slow runs). */
+void t_settle(void);
+/* xorshift32: a cheap, reproducible pseudo-random sequence per state. */
+uint32_t t_rnd(uint32_t *state);
+
 /* Spins (goro_yield inside a coroutine, sched_yield and at most 1 ms naps
  * outside) until *v >= target or the timeout expires; returns *v. */
 long t_wait_at_least(atomic_long *v, long target, double timeout_s);

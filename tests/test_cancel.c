@@ -21,27 +21,9 @@
 #include "helpers.h"
 #include "suites.h"
 
-static void nap(double seconds)
-{
-    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-static void settle(void) { nap(t_timeout(0.05)); }
-
 /* How long a cancelled wait may take to return: generous, but far below
  * anything that would only end by a timer or another event. */
 static double prompt(void) { return t_timeout(t_sanitized() ? 0.5 : 0.25); }
-
-static uint32_t rnd(uint32_t *s)
-{
-    uint32_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *s = x;
-}
 
 /* ---- a wait of every kind, cancelled ---- */
 
@@ -451,7 +433,7 @@ static void run_cancelled(const struct blocker *b, bool running)
     ck_assert_ptr_nonnull(h);
     ck_assert_msg(t_wait_flag(&started, t_timeout(10)), "%s: never started", b->name);
     if (!running)
-        settle();                   /* parked in the wait by now */
+        t_settle();                   /* parked in the wait by now */
     double t0 = t_now();
     ck_assert_int_eq(goro_cancel(h), 0);
     long r = 0;
@@ -523,7 +505,7 @@ START_TEST(cancelled_coroutine_releases_what_it_holds)
     ck_assert(t_wait_flag(&started, t_timeout(10)));
     goro_t *w = go(lock_after);                 /* queues behind the holder */
     ck_assert_ptr_nonnull(w);
-    settle();
+    t_settle();
     ck_assert_int_eq(atomic_load(&waiter_got), 0);
     ck_assert_int_eq(goro_cancel(h), 0);
     long bad = -1;
@@ -572,7 +554,7 @@ START_TEST(cancel_is_per_coroutine)
     atomic_store(&arrived, 0);
     goro_t *a = go(recv_value, ch), *b = go(recv_value, ch);
     ck_assert_int_eq(t_wait_at_least(&arrived, 2, t_timeout(10)), 2);
-    settle();
+    t_settle();
     ck_assert_int_eq(goro_cancel(a), 0);
     long ra = 0, rb = 0;
     ck_assert_int_eq(goro_join(a, &ra), 0);
@@ -593,7 +575,7 @@ START_TEST(cancel_is_per_coroutine)
     for (int i = 0; i < 3; i++)
         ck_assert_ptr_nonnull(acc[i] = go(accept_conn, l));
     ck_assert_int_eq(t_wait_at_least(&arrived, 3, t_timeout(10)), 3);
-    settle();
+    t_settle();
     ck_assert_int_eq(goro_cancel(acc[1]), 0);
     long r = 0;
     ck_assert_int_eq(goro_join(acc[1], &r), 0);
@@ -647,7 +629,7 @@ START_TEST(cancel_twice_finished_self_and_bad)
     atomic_store(&started, 0);
     goro_t *h = go(cancel_target, b, 0L);
     ck_assert(t_wait_flag(&started, t_timeout(10)));
-    settle();
+    t_settle();
     ck_assert_int_eq(goro_cancel(h), 0);
     ck_assert_int_eq(goro_cancel(h), 0);
     long r = 0;
@@ -658,7 +640,7 @@ START_TEST(cancel_twice_finished_self_and_bad)
     /* finished but not joined: harmless, the result is intact */
     h = go(finish_now);
     ck_assert_ptr_nonnull(h);
-    nap(t_timeout(0.02));
+    t_nap(t_timeout(0.02));
     ck_assert_int_eq(goro_cancel(h), 0);
     ck_assert_int_eq(goro_cancel(h), 0);
     ck_assert_int_eq(goro_join(h, &r), 0);
@@ -728,7 +710,7 @@ START_TEST(offload_and_once_run_to_their_end)
     t_fail_reset();
     goro_t *h = go(offloader);
     ck_assert(t_wait_flag(&started, t_timeout(10)));
-    nap(t_timeout(0.02));                       /* inside the job */
+    t_nap(t_timeout(0.02));                       /* inside the job */
     ck_assert_int_eq(goro_cancel(h), 0);
     long r = 0;
     ck_assert_int_eq(goro_join(h, &r), 0);
@@ -745,9 +727,9 @@ START_TEST(offload_and_once_run_to_their_end)
     ck_assert(t_wait_flag(&started, t_timeout(10)));       /* fn is running */
     goro_t *w = go(once_waiter);
     ck_assert(t_wait_flag(&once_waiter_in, t_timeout(10)));
-    settle();
+    t_settle();
     ck_assert_int_eq(goro_cancel(w), 0);
-    settle();
+    t_settle();
     int out_early = atomic_load(&once_waiter_out);
     atomic_store(&once_release, 1);
     ck_assert_int_eq(goro_join(runner, &r), 0);
@@ -828,7 +810,7 @@ static void canceller(long seed)
 {
     uint32_t r = (uint32_t)seed | 1;
     for (int i = SR - 1; i >= 0; i--) {
-        if (rnd(&r) % 2)
+        if (t_rnd(&r) % 2)
             goro_yield();
         if (goro_cancel(cs.rx[i]) != 0)
             t_fail("canceller: cancel failed");
@@ -843,13 +825,13 @@ static void stress_round(long round, uint32_t *r)
         ck_assert_ptr_nonnull(cs.rx[i] = go(stress_receiver, i));
     for (long i = 0; i < SS; i++)
         ck_assert_ptr_nonnull(tx[i] = go(stress_sender, i));
-    nap((double)(rnd(r) % 300) * 1e-6);        /* let the stream get going */
+    t_nap((double)(t_rnd(r) % 300) * 1e-6);        /* let the stream get going */
     goro_t *c = go(canceller, round);
     ck_assert_ptr_nonnull(c);
     for (int i = 0; i < SR; i++) {
         ck_assert_int_eq(goro_cancel(cs.rx[i]), 0);
-        if (rnd(r) % 4 == 0)
-            nap((double)(rnd(r) % 50) * 1e-6);
+        if (t_rnd(r) % 4 == 0)
+            t_nap((double)(t_rnd(r) % 50) * 1e-6);
     }
     ck_assert_int_eq(goro_join(c, NULL), 0);
     for (int i = 0; i < SR; i++)

@@ -12,17 +12,8 @@
 #include "helpers.h"
 #include "suites.h"
 
-static void nap(double seconds)
-{
-    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
 /* Long enough for a coroutine that has announced itself to reach its park
  * (a few hundred instructions away) on any machine, emulator or valgrind. */
-static void settle(void) { nap(t_timeout(0.05)); }
-
 static goro_chan_t *new_chan(size_t elem, size_t cap)
 {
     goro_chan_t *ch = NULL;
@@ -50,7 +41,7 @@ START_TEST(unbuffered_send_waits_for_receiver)
     atomic_store(&sent_flag, 0);
     goro_t *h = go(send_one, ch, 42L);
     ck_assert_ptr_nonnull(h);
-    settle();
+    t_settle();
     /* nobody received: the send cannot have completed */
     ck_assert_int_eq(atomic_load(&sent_flag), 0);
     ck_assert_int_eq(goro_chan_len(ch), 0);
@@ -183,8 +174,8 @@ START_TEST(buffered_send_waits_when_full)
     ck_assert_ptr_nonnull(h);
     double end = t_now() + t_timeout(5);
     while (goro_chan_len(ch) < 2 && t_now() < end)
-        nap(0.001);
-    settle();
+        t_nap(0.001);
+    t_settle();
     ck_assert_int_eq(goro_chan_len(ch), 2);
     ck_assert_int_eq(atomic_load(&sent_flag), 0);   /* the third one waits */
     long v = -1;
@@ -284,7 +275,7 @@ START_TEST(close_wakes_waiting_receivers)
         for (int i = 0; i < K; i++)
             ck_assert_ptr_nonnull(h[i] = go(recv_expect_closed, ch));
         ck_assert_int_eq(t_wait_at_least(&arrived, K, t_timeout(10)), K);
-        settle();
+        t_settle();
         ck_assert_int_eq(goro_chan_free(ch), -EBUSY);   /* they are waiting */
         ck_assert_int_eq(goro_chan_close(ch), 0);
         for (int i = 0; i < K; i++) {
@@ -312,7 +303,7 @@ START_TEST(close_wakes_waiting_senders)
         for (int i = 0; i < K; i++)
             ck_assert_ptr_nonnull(h[i] = go(send_expect_pipe, ch, (long)i));
         ck_assert_int_eq(t_wait_at_least(&arrived, K, t_timeout(10)), K);
-        settle();
+        t_settle();
         ck_assert_int_eq(goro_chan_free(ch), -EBUSY);
         ck_assert_int_eq(goro_chan_close(ch), 0);
         for (int i = 0; i < K; i++) {
@@ -355,7 +346,7 @@ START_TEST(try_forms_eagain)
         double end = t_now() + t_timeout(10);
         int e;
         while ((e = goro_chan_try_send(lu, &want)) == -EAGAIN && t_now() < end)
-            nap(0.0002);
+            t_nap(0.0002);
         ck_assert_int_eq(e, 0);
     }
     ck_assert_int_eq(goro_chan_close(lu), 0);
@@ -374,7 +365,7 @@ START_TEST(try_forms_eagain)
     int e;
     double end = t_now() + t_timeout(10);
     while ((e = goro_chan_try_recv(s, &lv)) == -EAGAIN && t_now() < end)
-        nap(0.0002);
+        t_nap(0.0002);
     ck_assert_int_eq(e, 1);
     ck_assert_int_eq(lv, 5);
     ck_assert_int_eq(goro_join(h, NULL), 0);
@@ -472,7 +463,7 @@ START_TEST(free_with_waiters_is_busy)
     ck_assert_int_eq(goro_chan_send(ch, &x), 0);
     /* a free that succeeds here would pull the channel from under the
      * receiver: give it ample time to park */
-    nap(t_timeout(0.2));
+    t_nap(t_timeout(0.2));
     ck_assert_int_eq(goro_chan_free(ch), -EBUSY);
     ck_assert_int_eq(goro_chan_free(ch), -EBUSY);   /* still intact */
     x = 9;
@@ -489,7 +480,7 @@ START_TEST(free_with_waiters_is_busy)
     atomic_store(&sent_flag, 0);
     h = go(send_one, s, 1L);
     ck_assert_ptr_nonnull(h);
-    nap(t_timeout(0.2));
+    t_nap(t_timeout(0.2));
     ck_assert_int_eq(goro_chan_free(s), -EBUSY);
     ck_assert_int_eq(goro_chan_recv(s, &got), 1);
     ck_assert_int_eq(got, 1);

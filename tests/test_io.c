@@ -25,17 +25,8 @@
 #include "helpers.h"
 #include "suites.h"
 
-static void nap(double seconds)
-{
-    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
 /* Long enough for a coroutine that has announced itself to reach its park
  * (a few hundred instructions away) on any machine, emulator or valgrind. */
-static void settle(void) { nap(t_timeout(0.05)); }
-
 /* How long a woken waiter may take to return: generous, but far below the
  * 1 s a poll-based fallback or a missed wake-up would cost. */
 static double prompt(void) { return t_timeout(t_sanitized() ? 0.5 : 0.25); }
@@ -50,15 +41,6 @@ static long io_scale(long n)
     r /= 4;
 #endif
     return r < 1 ? 1 : r;
-}
-
-static uint32_t rnd(uint32_t *s)
-{
-    uint32_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *s = x;
 }
 
 /* The byte at offset i of stream seed: not periodic in any small length,
@@ -309,7 +291,7 @@ static long small_reader(int fd, long seed)
     while (!atomic_load(&reader_go))
         goro_yield();
     for (;;) {
-        size_t want = 1 + rnd(&r) % sizeof buf;
+        size_t want = 1 + t_rnd(&r) % sizeof buf;
         ssize_t n = goro_read(fd, buf, want);
         if (n == 0)
             return total;
@@ -323,7 +305,7 @@ static long small_reader(int fd, long seed)
             return -1;
         }
         total += n;
-        if (rnd(&r) % 64 == 0)
+        if (t_rnd(&r) % 64 == 0)
             goro_yield();
     }
 }
@@ -494,7 +476,7 @@ START_TEST(peer_reset)
     goro_t *h = go(read_one, p[0]);
     ck_assert_ptr_nonnull(h);
     t_wait_flag(&waiter_in, t_timeout(10));
-    settle();
+    t_settle();
     t_set_linger0(p[1]);
     ck_assert_int_eq(close(p[1]), 0);       /* p[1] was never given to goro */
     double dt = join_timed(h, &r);
@@ -515,7 +497,7 @@ START_TEST(peer_reset)
     h = go(write_lots, p[0]);
     ck_assert_ptr_nonnull(h);
     t_wait_flag(&waiter_in, t_timeout(10));
-    settle();
+    t_settle();
     t_set_linger0(p[1]);
     ck_assert_int_eq(close(p[1]), 0);
     dt = join_timed(h, &r);
@@ -532,7 +514,7 @@ START_TEST(peer_reset)
     for (int i = 0; i < 100 && w >= 0; i++) {
         w = goro_write(p[0], "abc", 3);
         if (w >= 0)
-            nap(0.001);
+            t_nap(0.001);
     }
     ck_assert_msg(pipe_error(w), "writes to a closed peer: %zd", w);
     ck_assert_msg(pipe_error(goro_send(p[0], "x", 1, 0)), "send after the error");
@@ -569,9 +551,9 @@ START_TEST(half_close)
     goro_t *h = go(half_close_side, p[0]);
     ck_assert_ptr_nonnull(h);
     t_wait_flag(&waiter_in, t_timeout(10));
-    settle();                               /* parked in read */
+    t_settle();                               /* parked in read */
     ck_assert_int_eq(goro_write_all(p[1], "hel", 3), 3);
-    settle();
+    t_settle();
     ck_assert_int_eq(goro_write_all(p[1], "lo", 2), 2);
     ck_assert_int_eq(shutdown(p[1], SHUT_WR), 0);
     ck_assert_int_eq(goro_join(h, NULL), 0);
@@ -667,7 +649,7 @@ START_TEST(accept_storm)
     goro_t **h = xmalloc((size_t)st.n * sizeof *h);
     for (long i = 0; i < st.n; i++)
         ck_assert_ptr_nonnull(h[i] = go(storm_client, i));
-    settle();                               /* all parked at the gate */
+    t_settle();                               /* all parked at the gate */
     ck_assert_int_eq(goro_chan_close(st.gate), 0);
     for (long i = 0; i < st.n; i++)
         ck_assert_int_eq(goro_join(h[i], NULL), 0);
@@ -701,7 +683,7 @@ static long pipe_writer(int fd)
     uint32_t r = 99;
     size_t off = 0;
     while (off < PIPE_BYTES) {
-        size_t n = 1 + rnd(&r) % sizeof buf;
+        size_t n = 1 + t_rnd(&r) % sizeof buf;
         if (n > PIPE_BYTES - off)
             n = PIPE_BYTES - off;
         fill(buf, n, 3, off);
@@ -832,7 +814,7 @@ START_TEST(udp_sendto_recvfrom)
     ck_assert_int_eq(getsockname(c, (struct sockaddr *)&ca, &len), 0);
     goro_t *h = go(udp_echo, s);
     ck_assert_ptr_nonnull(h);
-    settle();                                   /* parked in recvfrom */
+    t_settle();                                   /* parked in recvfrom */
     ck_assert_int_eq(goro_sendto(c, "datagram", 8, 0, (struct sockaddr *)&sa, sizeof sa), 8);
     char buf[64];
     struct sockaddr_in from;
@@ -884,7 +866,7 @@ static goro_t *spawn_announced(goro_t *h)
 {
     ck_assert_ptr_nonnull(h);
     ck_assert_msg(t_wait_flag(&waiter_in, t_timeout(10)), "waiter never started");
-    settle();
+    t_settle();
     return h;
 }
 
@@ -988,12 +970,12 @@ START_TEST(several_readers_one_fd)
     for (int i = 0; i < K; i++)
         ck_assert_ptr_nonnull(h[i] = go(read_byte, p[0]));
     ck_assert_int_eq(t_wait_at_least(&readers_waiting, K, t_timeout(10)), K);
-    settle();
+    t_settle();
     for (int i = 0; i < K; i++) {
         char c = (char)('a' + i);
         ck_assert_int_eq(goro_write(p[1], &c, 1), 1);
         if (i % 2)
-            settle();           /* one at a time, and two back to back */
+            t_settle();           /* one at a time, and two back to back */
     }
     int seen = 0;
     for (int i = 0; i < K; i++) {
@@ -1108,7 +1090,7 @@ static void fresh_pair_works(void)
     make_socketpair(SOCK_STREAM, p);
     goro_t *h = go(round_trip_on, p);
     ck_assert_ptr_nonnull(h);
-    settle();
+    t_settle();
     ck_assert_int_eq(goro_write(p[1], "k", 1), 1);
     long r = 0;
     ck_assert_int_eq(goro_join(h, &r), 0);
@@ -1144,7 +1126,7 @@ START_TEST(close_wakes_waiters)
     atomic_store(&readers_waiting, 0);
     goro_t *a = go(read_byte, p[0]), *b = go(read_byte, p[0]);
     ck_assert_int_eq(t_wait_at_least(&readers_waiting, 2, t_timeout(10)), 2);
-    settle();
+    t_settle();
     ck_assert_int_eq(goro_close(p[0]), 0);
     long ra = 0, rb = 0;
     ck_assert_int_eq(goro_join(a, &ra), 0);

@@ -35,22 +35,6 @@
 
 #define SLICE (10 * GORO_MSEC)
 
-static void nap(double seconds)
-{
-    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-static uint32_t rnd(uint32_t *s)
-{
-    uint32_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *s = x;
-}
-
 static double ms(int64_t ns) { return (double)ns / 1e6; }
 
 /* A line for the log, written at once: a failing check ends the test's
@@ -314,7 +298,7 @@ START_TEST(spinners_do_not_stop_a_ticker)
         sp[i] = (struct spinner){ .id = i + 1, .check_tid = true };
         ck_assert_ptr_nonnull(h[i + 1] = go(spinner, &sp[i]));
     }
-    nap(run);
+    t_nap(run);
     atomic_store(&pt.stop, 1);
     join_all(h, NS + 1);
     long ticks = atomic_load(&tk.ticks);
@@ -352,7 +336,7 @@ START_TEST(preempted_coroutine_stays_on_its_thread)
                                   .end = i % 2 ? 0 : t0 + run * (0.2 + 0.1 * i) };
         ck_assert_ptr_nonnull(h[i] = go(spinner, &sp[i]));
     }
-    nap(run);
+    t_nap(run);
     atomic_store(&pt.stop, 1);
     join_all(h, NS);
     long moved = 0, idle = 0;
@@ -486,17 +470,17 @@ static void fp_init(struct fpstate *s, uint32_t seed)
 {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < FPN; i++) {
-        s->d[i] = (double)(rnd(&seed) % 2000) / 1000.0 - 1.0;
-        s->e[i] = (double)(rnd(&seed) % 2000) / 1000.0 - 1.0;
-        s->f[i] = (float)(rnd(&seed) % 2000) / 1000.0f - 1.0f;
-        s->g[i] = (float)(rnd(&seed) % 2000) / 1000.0f - 1.0f;
-        s->u[i] = rnd(&seed);
-        s->w[i] = rnd(&seed);
-        s->h[i] = (uint16_t)rnd(&seed);
+        s->d[i] = (double)(t_rnd(&seed) % 2000) / 1000.0 - 1.0;
+        s->e[i] = (double)(t_rnd(&seed) % 2000) / 1000.0 - 1.0;
+        s->f[i] = (float)(t_rnd(&seed) % 2000) / 1000.0f - 1.0f;
+        s->g[i] = (float)(t_rnd(&seed) % 2000) / 1000.0f - 1.0f;
+        s->u[i] = t_rnd(&seed);
+        s->w[i] = t_rnd(&seed);
+        s->h[i] = (uint16_t)t_rnd(&seed);
     }
     for (int k = 0; k < NACC; k++)
         for (int j = 0; j < 8; j++)
-            s->acc[k][j] = (double)(rnd(&seed) % 1000) / 1000.0;
+            s->acc[k][j] = (double)(t_rnd(&seed) % 1000) / 1000.0;
 }
 
 struct fp_spinner {
@@ -550,7 +534,7 @@ START_TEST(fp_and_simd_state_survives_preemption)
         fp_init(f[i].s, f[i].seed);
         ck_assert_ptr_nonnull(h[i] = go(fp_spinner, &f[i]));
     }
-    nap(run);
+    t_nap(run);
     atomic_store(&pt.stop, 1);
     join_all(h, n);
     long switches = 0, rounds = 0;
@@ -740,19 +724,19 @@ static void regs_fill(struct regblock *b, uint32_t seed)
 {
     memset(b, 0, sizeof *b);
     for (int i = 0; i < NGPR; i++)
-        b->gpr[i] = (uint64_t)rnd(&seed) << 32 | rnd(&seed);
+        b->gpr[i] = (uint64_t)t_rnd(&seed) << 32 | t_rnd(&seed);
     b->flags = FLAGS_SET;
     b->mxcsr = MXCSR_SET;
     b->fcw = FCW_SET;
     for (int i = 0; i < 8; i++)
-        b->x87[i] = (double)(int32_t)rnd(&seed) * 0.25;
+        b->x87[i] = (double)(int32_t)t_rnd(&seed) * 0.25;
     for (int i = 0; i < 12; i++)
-        b->redzone[i] = (uint64_t)rnd(&seed) << 32 | rnd(&seed);
+        b->redzone[i] = (uint64_t)t_rnd(&seed) << 32 | t_rnd(&seed);
     for (int i = 0; i < 32; i++)
         for (int j = 0; j < 64; j++)
-            b->vec[i][j] = (uint8_t)rnd(&seed);
+            b->vec[i][j] = (uint8_t)t_rnd(&seed);
     for (int i = 0; i < 8; i++)
-        b->k[i] = (uint64_t)rnd(&seed) << 32 | rnd(&seed);
+        b->k[i] = (uint64_t)t_rnd(&seed) << 32 | t_rnd(&seed);
 }
 
 /* True if a register lost its value; what[len] then names the first. */
@@ -878,13 +862,13 @@ static void regs_fill(struct regblock *b, uint32_t seed)
 {
     memset(b, 0, sizeof *b);
     for (int i = 0; i < 31; i++)
-        b->x[i] = (uint64_t)rnd(&seed) << 32 | rnd(&seed);
+        b->x[i] = (uint64_t)t_rnd(&seed) << 32 | t_rnd(&seed);
     b->nzcv = NZCV_SET;
     b->fpcr = FPCR_SET;
     b->fpsr = FPSR_SET;
     for (int i = 0; i < 32; i++)
         for (int j = 0; j < 16; j++)
-            b->v[i][j] = (uint8_t)rnd(&seed);
+            b->v[i][j] = (uint8_t)t_rnd(&seed);
 }
 
 static bool regs_differ(const struct regblock *in, const struct regblock *out, int wide,
@@ -988,7 +972,7 @@ START_TEST(every_register_survives_preemption)
         r[i] = (struct reg_spinner){ .id = i + 1, .wide = i % nw, .iters = iters };
         ck_assert_ptr_nonnull(h[i] = go(reg_spinner, &r[i]));
     }
-    nap(run);
+    t_nap(run);
     atomic_store(&pt.stop, 1);
     join_all(h, n);
     long calls = 0, switches = 0;
@@ -1036,8 +1020,8 @@ static GORO_PREEMPTIBLE void libc_user(struct libc_user *u)
     uint32_t r = (uint32_t)u->id * 2654435761u + 1;
     char line[256];
     while (!atomic_load_explicit(&pt.stop, memory_order_relaxed) && t_now() < pt.hard_end) {
-        size_t n = 16 + rnd(&r) % 32768;
-        unsigned char *p = rnd(&r) % 4 ? malloc(n) : calloc(1, n);
+        size_t n = 16 + t_rnd(&r) % 32768;
+        unsigned char *p = t_rnd(&r) % 4 ? malloc(n) : calloc(1, n);
         if (!p) {
             t_fail("libc user %d: out of memory", u->id);
             return;
@@ -1047,7 +1031,7 @@ static GORO_PREEMPTIBLE void libc_user(struct libc_user *u)
         snprintf(line, sizeof line, "%d %zu %.3f %s %lx", u->id, n, (double)n / 7.0,
                  "goro", (unsigned long)p[0]);
         fprintf(lc.devnull, "%s\n", line);
-        if (rnd(&r) % 8 == 0)
+        if (t_rnd(&r) % 8 == 0)
             fflush(lc.devnull);
         unsigned char *q = realloc(p, n / 2 + 1);
         free(q ? q : p);
@@ -1079,7 +1063,7 @@ START_TEST(libc_calls_under_preemption_never_deadlock)
     double t0 = t_now(), last_change = t0;
     long last = 0;
     while (t_now() - t0 < run) {
-        nap(0.01);
+        t_nap(0.01);
         long now = atomic_load(&lc.ops);
         if (now != last) {
             last = now;
@@ -1165,7 +1149,7 @@ START_TEST(goro_calls_yield_when_preemption_was_asked)
         sp[i] = (struct libc_spinner){ .id = i + 1, .full = full };
         ck_assert_ptr_nonnull(h[i + 1] = go(libc_spinner, &sp[i]));
     }
-    nap(run);
+    t_nap(run);
     atomic_store(&pt.stop, 1);
     join_all(h, NS + 1);
     ck_assert_int_eq(goro_chan_recv(full, NULL), 1);
@@ -1453,14 +1437,14 @@ static void signal_phase(const char *phase, int rounds, bool runtime_urg_expecte
         sp[i] = (struct spinner){ .id = i + 1, .check_tid = true };
         ck_assert_ptr_nonnull(h[i + 1] = go(spinner, &sp[i]));
     }
-    nap(t_timeout(0.05));
+    t_nap(t_timeout(0.05));
     as.resent = 0;
     for (int i = 0; i < rounds; i++) {
         for (enum app_send k = 0; k < APP_SENDS; k++)
             send_and_wait(phase, k, worker);
-        nap(0.01);
+        t_nap(0.01);
     }
-    nap(t_slow() ? 1.0 : 0.3);
+    t_nap(t_slow() ? 1.0 : 0.3);
     atomic_store(&pt.stop, 1);
     join_all(h, NS + 1);
     report("preempt: signals %s: SIGUSR1 %ld, own SIGURG %ld, the runtime's SIGURG %ld "
@@ -1586,18 +1570,18 @@ static void *ei_storm(void *arg)
     uint32_t r = 99;
     while (!atomic_load(&ei.storm_stop)) {
         int n = atomic_load(&ei.ntargets);
-        int sig = rnd(&r) % 3 == 0 ? SIGUSR1 : SIGURG;
-        if (n > 0 && rnd(&r) % 8 != 0)
-            pthread_kill((pthread_t)atomic_load(&ei.targets[rnd(&r) % (uint32_t)n]), sig);
+        int sig = t_rnd(&r) % 3 == 0 ? SIGUSR1 : SIGURG;
+        if (n > 0 && t_rnd(&r) % 8 != 0)
+            pthread_kill((pthread_t)atomic_load(&ei.targets[t_rnd(&r) % (uint32_t)n]), sig);
         else
             kill(getpid(), sig);
         atomic_fetch_add(&ei.signals, 1);
         /* 20-220 us apart (more where signals are slow to deliver), even
          * when the nap itself is interrupted */
-        double gap = (double)(20 + rnd(&r) % 200) * 1e-6 * (double)slow_factor();
+        double gap = (double)(20 + t_rnd(&r) % 200) * 1e-6 * (double)slow_factor();
         double until = t_now() + gap;
         for (double now = t_now(); now < until; now = t_now())
-            nap(until - now);
+            t_nap(until - now);
     }
     return NULL;
 }
@@ -1611,10 +1595,10 @@ static void ei_writer(void)
     uint8_t buf[8192];
     uint64_t off = 0;
     while (ei_running()) {
-        size_t len = 1 + rnd(&r) % sizeof buf;
+        size_t len = 1 + t_rnd(&r) % sizeof buf;
         for (size_t i = 0; i < len; i++)
             buf[i] = ei_byte(off + i);
-        ssize_t n = rnd(&r) % 2 ? goro_write(ei.sv[0], buf, len)
+        ssize_t n = t_rnd(&r) % 2 ? goro_write(ei.sv[0], buf, len)
                                 : goro_write_all(ei.sv[0], buf, len);
         if (!ei_ok("goro_write", n))
             break;
@@ -1649,7 +1633,7 @@ static void ei_sleeper(void)
     ei_target_me();
     uint32_t r = 7;
     while (ei_running()) {
-        int64_t ns = (int64_t)(1 + rnd(&r) % 300) * GORO_USEC, t0 = goro_now();
+        int64_t ns = (int64_t)(1 + t_rnd(&r) % 300) * GORO_USEC, t0 = goro_now();
         if (!ei_ok("goro_sleep", goro_sleep(ns)))
             break;
         if (goro_now() - t0 < ns) {
@@ -1853,7 +1837,7 @@ static void *foreign_urg(void *arg)
         atomic_fetch_add(&fu.sent, 1);
         double until = t_now() + 20e-6 * (double)slow_factor();
         for (double now = t_now(); now < until; now = t_now())
-            nap(until - now);
+            t_nap(until - now);
     }
     return NULL;
 }
@@ -1883,7 +1867,7 @@ START_TEST(foreign_sigurgs_do_not_stop_preemption)
     }
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, foreign_urg, NULL), 0);
-    nap(run);
+    t_nap(run);
     atomic_store(&pt.stop, 1);
     atomic_store(&fu.stop, 1);
     ck_assert_int_eq(pthread_join(th, NULL), 0);

@@ -15,22 +15,6 @@
 #include "helpers.h"
 #include "suites.h"
 
-static void nap(double seconds)
-{
-    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-static uint32_t rnd(uint32_t *s)
-{
-    uint32_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *s = x;
-}
-
 static void busy(uint32_t spins)
 {
     for (volatile uint32_t i = 0; i < spins; i++)
@@ -60,7 +44,7 @@ static void stress_producer(long p)
     uint32_t r = (uint32_t)p * 2654435761u + 11;
     long from = st.n * p / SP, to = st.n * (p + 1) / SP;
     for (long id = from; id < to; id++) {
-        uint32_t x = rnd(&r);
+        uint32_t x = t_rnd(&r);
         int e;
         if (x % 8 == 0) {
             /* whichever channel takes it first */
@@ -106,7 +90,7 @@ static void stress_consumer(long c)
         while ((e = goro_chan_recv(ch, &id)) > 0) {
             if (!mark(id, c))
                 return;
-            if (rnd(&r) % 16 == 0)
+            if (t_rnd(&r) % 16 == 0)
                 goro_yield();
         }
         if (e != 0)
@@ -126,7 +110,7 @@ static void stress_consumer(long c)
         }
         if (!mark(id, c))
             return;
-        if (rnd(&r) % 16 == 0)
+        if (t_rnd(&r) % 16 == 0)
             goro_yield();
     }
 }
@@ -198,7 +182,7 @@ static void lw_initiator(long i)
 {
     uint32_t r = (uint32_t)i * 2654435761u + 3;
     for (long seq = 0; !atomic_load(&lw.stop); seq++) {
-        uint32_t x = rnd(&r);
+        uint32_t x = t_rnd(&r);
         busy(x % 512);
         if (x % 8 == 1 && goro_chan_recv(lw.tick, NULL) != 1) {
             t_fail("initiator %ld: tick channel closed early", i);
@@ -223,7 +207,7 @@ static void lw_responder(long i)
     uint32_t r = (uint32_t)i * 747796405u + 9;
     long seq;
     while (goro_chan_recv(lw.ping[i], &seq) == 1) {
-        uint32_t x = rnd(&r);
+        uint32_t x = t_rnd(&r);
         busy(x % 256);
         if (x % 16 == 5)
             goro_yield();
@@ -247,7 +231,7 @@ static void lw_hand_sender(void)
     uint32_t r = 0x9e3779b9u;
     double limit = t_timeout(1.0);
     for (long seq = 1; !atomic_load(&lw.stop); seq++) {
-        uint32_t x = rnd(&r);
+        uint32_t x = t_rnd(&r);
         if (x % 4 == 0 && goro_chan_recv(lw.tick, NULL) != 1)
             break;
         busy(x % 1024);
@@ -287,8 +271,8 @@ static void *lw_ticker(void *arg)
 {
     uint32_t r = (uint32_t)(uintptr_t)arg * 2246822519u + 1;
     while (!atomic_load(&lw.ticker_stop)) {
-        uint32_t x = rnd(&r);
-        nap((double)(x % 300) * 1e-6);
+        uint32_t x = t_rnd(&r);
+        t_nap((double)(x % 300) * 1e-6);
         /* blocking (this thread parks, a coroutine wakes it) or not */
         if (x % 2)
             goro_chan_try_send(lw.tick, NULL);
@@ -327,7 +311,7 @@ START_TEST(lost_wakeup_hunt)
     double start = t_now(), last_change = start, dt = 0;
     long last = 0, trips = 0;
     while (atomic_load(&lw.ended) < 2 * LP + 2) {
-        nap(0.005);
+        t_nap(0.005);
         if (!atomic_load(&lw.stop) && t_now() - start >= duration) {
             trips = total_trips();
             dt = t_now() - start;
@@ -348,7 +332,7 @@ START_TEST(lost_wakeup_hunt)
             /* a spawn wakes an idle worker: does that revive them? (not
              * joined: if nothing runs it, joining would hang too) */
             goro_go(NULL, NULL, nothing);
-            nap(t_timeout(0.2));
+            t_nap(t_timeout(0.2));
             snprintf(stall + len, sizeof stall - (size_t)len, ")%s",
                      total_trips() + atomic_load(&lw.handoffs) + atomic_load(&lw.ended) != now
                          ? "; resumed after a spawn woke a worker: a lost wake-up"
@@ -409,7 +393,7 @@ static void ho_sender(void)
     uint32_t r = 0x2545f491u;
     double limit = t_timeout(1.0);
     for (long seq = 1; seq <= ho.rounds; seq++) {
-        busy(rnd(&r) % 8192);
+        busy(t_rnd(&r) % 8192);
         double t0 = t_now();
         if (goro_chan_send(ho.ch, &seq) != 0) {
             t_fail("hand-off: send failed");
@@ -585,9 +569,9 @@ START_TEST(idle_cpu_near_zero)
     for (int i = 0; i < N; i++)
         ck_assert_ptr_nonnull(h[i] = go(park_on, ch));
     ck_assert_int_eq(t_wait_at_least(&parked_count, N, t_timeout(10)), N);
-    nap(t_timeout(0.2));                /* let the workers settle into sleep */
+    t_nap(t_timeout(0.2));                /* let the workers settle into sleep */
     double c0 = cpu_seconds(), w0 = t_now();
-    nap(1.0);
+    t_nap(1.0);
     double used = cpu_seconds() - c0, wall = t_now() - w0;
     printf("idle CPU with %d coroutines parked: %.2f ms over %.2f s (%.3f%% of one CPU)\n",
            N, used * 1e3, wall, used / wall * 100);
@@ -665,7 +649,7 @@ static void *join_running_thread(void *arg)
     long rounds = (long)arg;
     uint32_t seed = 77;
     for (long i = 0; i < rounds; i++) {
-        struct runner r = { .tail_spins = rnd(&seed) % 20000 };
+        struct runner r = { .tail_spins = t_rnd(&seed) % 20000 };
         goro_t *h = go(run_until_joined, &r);
         if (!h) {
             t_fail("join_running_thread: go failed");
@@ -733,7 +717,7 @@ START_TEST(join_across_workers)
     uint32_t seed = 12345;
     atomic_store(&cross_rounds, 0);
     for (long i = 0; i < rounds; i++) {
-        struct runner r = { .tail_spins = rnd(&seed) % 20000 };
+        struct runner r = { .tail_spins = t_rnd(&seed) % 20000 };
         goro_t *t = go(run_until_joined, &r);
         ck_assert_ptr_nonnull(t);
         goro_t *j = go(joiner, &r, t);

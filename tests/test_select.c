@@ -11,15 +11,6 @@
 #include "helpers.h"
 #include "suites.h"
 
-static void nap(double seconds)
-{
-    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-static void settle(void) { nap(t_timeout(0.05)); }
-
 static goro_chan_t *new_chan(size_t elem, size_t cap)
 {
     goro_chan_t *ch = NULL;
@@ -35,7 +26,7 @@ static int send_when_waited(goro_chan_t *ch, const void *elem)
     double end = t_now() + t_timeout(10);
     int e;
     while ((e = goro_chan_try_send(ch, elem)) == -EAGAIN && t_now() < end)
-        nap(0.0002);
+        t_nap(0.0002);
     return e;
 }
 
@@ -44,7 +35,7 @@ static int recv_when_waited(goro_chan_t *ch, void *elem)
     double end = t_now() + t_timeout(10);
     int e;
     while ((e = goro_chan_try_recv(ch, elem)) == -EAGAIN && t_now() < end)
-        nap(0.0002);
+        t_nap(0.0002);
     return e;
 }
 
@@ -383,7 +374,7 @@ START_TEST(close_wakes_select)
     s.cs[1] = (goro_case_t){ b, GORO_RECV, &s.v[1], -99 };
     goro_t *h = go(select_and_return, &s);
     ck_assert_ptr_nonnull(h);
-    settle();
+    t_settle();
     ck_assert_int_eq(goro_chan_close(b), 0);
     long r = -1;
     ck_assert_int_eq(goro_join(h, &r), 0);
@@ -405,7 +396,7 @@ START_TEST(close_wakes_select)
     t.cs[1] = (goro_case_t){ d, GORO_SEND, &out, -99 };
     h = go(select_and_return, &t);
     ck_assert_ptr_nonnull(h);
-    settle();
+    t_settle();
     ck_assert_int_eq(goro_chan_close(d), 0);
     ck_assert_int_eq(goro_join(h, &r), 0);
     ck_assert_int_eq(r, 1);

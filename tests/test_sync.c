@@ -10,22 +10,6 @@
 #include "helpers.h"
 #include "suites.h"
 
-static void nap(double seconds)
-{
-    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-static uint32_t rnd(uint32_t *s)
-{
-    uint32_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *s = x;
-}
-
 static void max_update(atomic_long *max, long v)
 {
     long m = atomic_load(max);
@@ -64,7 +48,7 @@ static void mutex_worker(long seed)
         if (atomic_fetch_add(&inside, 1) != 0)
             t_fail("two holders of the mutex at once");
         long c = plain_counter;
-        if (rnd(&r) % 8 == 0)
+        if (t_rnd(&r) % 8 == 0)
             goro_yield();           /* keep it locked across a switch */
         plain_counter = c + 1;
         atomic_fetch_sub(&inside, 1);
@@ -72,7 +56,7 @@ static void mutex_worker(long seed)
             t_fail("goro_mutex_unlock failed");
             return;
         }
-        if (rnd(&r) % 4 == 0)
+        if (t_rnd(&r) % 4 == 0)
             goro_yield();
     }
 }
@@ -195,7 +179,7 @@ static void rw_mixed(long id)
                 t_fail("writer not alone: %ld writers, %ld readers",
                        atomic_load(&writers_in), atomic_load(&readers_in));
             shared_a++;
-            if (rnd(&r) % 4 == 0)
+            if (t_rnd(&r) % 4 == 0)
                 goro_yield();
             shared_b++;
             atomic_fetch_sub(&writers_in, 1);
@@ -206,7 +190,7 @@ static void rw_mixed(long id)
             if (atomic_load(&writers_in) != 0)
                 t_fail("reader inside with a writer");
             long a = shared_a;
-            if (rnd(&r) % 4 == 0)
+            if (t_rnd(&r) % 4 == 0)
                 goro_yield();
             long b = shared_b;
             if (a != b || shared_a != a)
@@ -214,7 +198,7 @@ static void rw_mixed(long id)
             atomic_fetch_sub(&readers_in, 1);
             goro_rwlock_unlock(&rw);
         }
-        if (rnd(&r) % 3 == 0)
+        if (t_rnd(&r) % 3 == 0)
             goro_yield();
     }
 }
@@ -319,7 +303,7 @@ START_TEST(rwlock_errors)
     int e;
     while ((e = goro_rwlock_tryrdlock(&l)) == 0 && t_now() < end) {
         ck_assert_int_eq(goro_rwlock_unlock(&l), 0);
-        nap(0.0005);
+        t_nap(0.0005);
     }
     ck_assert_int_eq(e, -EBUSY);
     ck_assert_int_eq(atomic_load(&writer_got), 0);
@@ -458,7 +442,7 @@ static bool all_waiting(int k, double timeout)
             return true;
         if (t_now() > end)
             return false;
-        nap(0.0002);
+        t_nap(0.0002);
     }
 }
 
@@ -496,7 +480,7 @@ START_TEST(cond_signal_wakes_one_broadcast_all)
         goro_cond_signal(&cv);
         goro_mutex_unlock(&cmu);
         long f = t_wait_at_least(&finished, round, t_timeout(5));
-        nap(t_timeout(0.02));
+        t_nap(t_timeout(0.02));
         long w = atomic_load(&wakeups);
         if (f != round || w != round)
             release_all();
@@ -546,7 +530,7 @@ static void sem_task(long id)
     }
     long n = atomic_fetch_add(&sem_inside, 1) + 1;
     max_update(&sem_max, n);
-    for (int i = 0, k = 1 + (int)(rnd(&r) % 8); i < k; i++) {
+    for (int i = 0, k = 1 + (int)(t_rnd(&r) % 8); i < k; i++) {
         for (volatile int s = 0; s < 200; s++)
             ;
         goro_yield();
@@ -599,7 +583,7 @@ START_TEST(sem_errors_and_waiters)
     double end = t_now() + t_timeout(10);
     int e;
     while ((e = goro_sem_destroy(&s)) == 0 && t_now() < end)
-        nap(0.0005);
+        t_nap(0.0005);
     ck_assert_int_eq(e, -EBUSY);
     ck_assert_int_eq(goro_sem_release(&s), 0);
     long r = -1;

@@ -19,22 +19,6 @@
 #include "helpers.h"
 #include "suites.h"
 
-static void nap(double seconds)
-{
-    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-static uint32_t rnd(uint32_t *s)
-{
-    uint32_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *s = x;
-}
-
 static int64_t clock_ns(void)
 {
     struct timespec ts;
@@ -253,10 +237,10 @@ START_TEST(many_sleepers)
     ck_assert_int_eq(goro_chan_new(&sl.gate, 0, 0), 0);
     uint32_t r = 12345;
     for (long i = 0; i < n; i++) {
-        sl.offset[i] = GORO_MSEC + (int64_t)(rnd(&r) % (4 * GORO_MSEC));
+        sl.offset[i] = GORO_MSEC + (int64_t)(t_rnd(&r) % (4 * GORO_MSEC));
         ck_assert_ptr_nonnull(h[i] = go(sleeper, i));
     }
-    nap(t_timeout(0.02));                   /* most are parked at the gate */
+    t_nap(t_timeout(0.02));                   /* most are parked at the gate */
     /* time for the gate to let everybody through before the first deadline
      * (those it does not are left out of the order check) */
     sl.base = goro_now() + (t_sanitized() || t_slow() ? 100 : 30) * GORO_MSEC;
@@ -943,7 +927,7 @@ static long finished_body(void) { return 42; }
 static void finished_setup(void)
 {
     ck_assert_ptr_nonnull(tw.blocked = go(finished_body));
-    nap(t_timeout(0.02));               /* it has finished (not joined) */
+    t_nap(t_timeout(0.02));               /* it has finished (not joined) */
 }
 
 static long op_join(int64_t dl)
@@ -1062,8 +1046,8 @@ START_TEST(cond_timeout_retakes_a_held_mutex)
     /* take the mutex while it waits (it released it to wait) */
     double end = t_now() + t_timeout(5);
     while (goro_mutex_trylock(&tw.mu) != 0 && t_now() < end)
-        nap(0.0002);
-    nap(t_timeout(0.05));                   /* well past its deadline */
+        t_nap(0.0002);
+    t_nap(t_timeout(0.05));                   /* well past its deadline */
     int early = atomic_load(&cond_returned);
     ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);
     long r = 0;
@@ -1128,7 +1112,7 @@ static void race_partner(struct race *rc)
         if (goro_chan_recv(rc->ctl, &dl) != 1)
             return;
         /* from 200 us before the deadline to 1.5 ms after: both outcomes */
-        int64_t t = dl - 200 * GORO_USEC + (int64_t)(rnd(&r) % (1700 * GORO_USEC));
+        int64_t t = dl - 200 * GORO_USEC + (int64_t)(t_rnd(&r) % (1700 * GORO_USEC));
         long res = race_release(rc, k, t);
         goro_chan_send(rc->rep, &res);
         goro_chan_recv(rc->ack, NULL);
@@ -1199,7 +1183,7 @@ static void race_waiter(struct race *rc)
 {
     uint32_t r = (uint32_t)rc->kind * 747796405u + 3;
     for (long k = 0; k < rc->rounds; k++) {
-        int64_t dl = goro_now() + 100 * GORO_USEC + (int64_t)(rnd(&r) % (200 * GORO_USEC));
+        int64_t dl = goro_now() + 100 * GORO_USEC + (int64_t)(t_rnd(&r) % (200 * GORO_USEC));
         goro_chan_send(rc->ctl, &dl);
         long w = race_wait(rc, k, dl), rel = 0;
         goro_chan_recv(rc->rep, &rel);

@@ -8,6 +8,7 @@
 
 #define _GNU_SOURCE
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,27 @@ static void bench_report(const char *name, double value, const char *unit)
 {
     printf("name=%s impl=goro value=%.2f unit=%s\n", name, value, unit);
     fflush(stdout);
+}
+
+__attribute__((unused))
+static int bench_cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+__attribute__((unused))
+static void bench_sort_i64(int64_t *v, long n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_i64);
+}
+
+/* The q-quantile (0 <= q <= 1) of sorted nanoseconds v[n], in microseconds. */
+__attribute__((unused))
+static double bench_quantile_us(const int64_t *v, long n, double q)
+{
+    long k = (long)(q * (double)(n - 1) + 0.5);
+    return (double)v[k] / 1e3;
 }
 
 #endif

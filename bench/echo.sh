@@ -29,6 +29,7 @@
 #   ECHO_QUICK=1    default matrix 100 and 1000 connections x 64 bytes
 # Exit status: 1 if a run failed (server died, no RESULT line), else 0.
 set -u
+source "$(dirname "$0")/results.sh"
 
 build=${1:-build}
 P=$build/bench/peers
@@ -238,26 +239,10 @@ fds_ok() {
     [[ $hard == unlimited ]] || ((hard >= $1 + FD_SPARE))
 }
 
-# val NAME IMPL: the recorded value, or nothing.
-val() {
-    awk -v n="name=$1" -v i="impl=$2" \
-        '$1 == n && $2 == i { sub(/^value=/, "", $3); v = $3 } END { if (v != "") print v }' \
-        "$results"
-}
-
-# target WHAT VALUE OP LIMIT (as bench/run.sh)
-target() {
-    local ok
-    ok=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN {
-        if (op == "<=") r = (v + 0 <= t + 0); else r = (v + 0 >= t + 0)
-        print r ? "ok" : "MISSED" }')
-    echo "target $1 $2 $3 $4 $ok"
-}
-
 # ratio NAME VS A B: prints goro's ratio A / B against VS and leaves it
 # in $R.
 ratio() {
-    R=$(awk -v a="$3" -v b="$4" 'BEGIN { if (b == 0) print "inf"; else printf "%.3f", a / b }')
+    R=$(quotient "$3" "$4")
     echo "name=$1 impl=goro ratio_vs=$2 value=$R unit=x"
 }
 

@@ -117,19 +117,6 @@ static void measure_ticks(void)
     BENCH_CHECK(goro_shutdown());
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The q-quantile (0 <= q <= 1) of sorted v[n], in microseconds. */
-static double quantile_us(const int64_t *v, long n, double q)
-{
-    long k = (long)(q * (double)(n - 1) + 0.5);
-    return (double)v[k] / 1e3;
-}
-
 int main(void)
 {
     double on = 1e300, off = 1e300;
@@ -145,10 +132,10 @@ int main(void)
     measure_ticks();
     if (nlate < 10)
         bench_die("preempt: the ticker woke only %ld times in %d s", nlate, TICK_SECONDS);
-    qsort(late, (size_t)nlate, sizeof *late, cmp_i64);
-    bench_report("preempt_tick_p50_late", quantile_us(late, nlate, 0.50), "us");
-    bench_report("preempt_tick_p99_late", quantile_us(late, nlate, 0.99), "us");
-    bench_report("preempt_tick_max_late", quantile_us(late, nlate, 1.0), "us");
+    bench_sort_i64(late, nlate);
+    bench_report("preempt_tick_p50_late", bench_quantile_us(late, nlate, 0.50), "us");
+    bench_report("preempt_tick_p99_late", bench_quantile_us(late, nlate, 0.99), "us");
+    bench_report("preempt_tick_max_late", bench_quantile_us(late, nlate, 1.0), "us");
     if (late[0] < 0)
         bench_die("preempt: a 1 ms sleep ended %.3f us early", (double)-late[0] / 1e3);
     return 0;

@@ -16,6 +16,7 @@
 # Exit status: 1 if a benchmark failed (crashed, timed out, wrong result),
 # else 0; a missed target is reported, not an error.
 set -u
+source "$(dirname "$0")/results.sh"
 
 build=${1:-build}
 B=$build/bench
@@ -70,13 +71,6 @@ run() {
     fi
 }
 
-# val NAME IMPL: the recorded value, or nothing.
-val() {
-    awk -v n="name=$1" -v i="impl=$2" \
-        '$1 == n && $2 == i { sub(/^value=/, "", $3); v = $3 } END { if (v != "") print v }' \
-        "$results"
-}
-
 # ratio NAME IMPL NUM_NAME NUM_IMPL DEN_NAME DEN_IMPL [OP TARGET]
 ratio() {
     local name=$1 impl=$2 a b r
@@ -86,18 +80,9 @@ ratio() {
         echo "# skip: $name: needs $3 ($4) and $5 ($6)"
         return
     fi
-    r=$(awk -v a="$a" -v b="$b" 'BEGIN { if (b == 0) print "inf"; else printf "%.3f", a / b }')
+    r=$(quotient "$a" "$b")
     echo "name=$name impl=$impl value=$r unit=x"
     [[ $# -ge 8 ]] && target "$name" "$r" "$7" "$8"
-}
-
-# target WHAT VALUE OP LIMIT
-target() {
-    local ok
-    ok=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN {
-        if (op == "<=") r = (v + 0 <= t + 0); else r = (v + 0 >= t + 0)
-        print r ? "ok" : "MISSED" }')
-    echo "target $1 $2 $3 $4 $ok"
 }
 
 # The 10^6-coroutine figures need many memory mappings.

@@ -47,19 +47,6 @@ static void driver(void)
         BENCH_CHECK(goro_join(h[i], NULL));
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The q-quantile (0 <= q <= 1) of sorted v[n], in microseconds. */
-static double quantile_us(const int64_t *v, long n, double q)
-{
-    long k = (long)(q * (double)(n - 1) + 0.5);
-    return (double)v[k] / 1e3;
-}
-
 /* Samples below zero in sorted v[n]. */
 static long count_early(const int64_t *v, long n)
 {
@@ -79,10 +66,10 @@ int main(void)
     BENCH_CHECK(goro_go(&d, NULL, driver));
     BENCH_CHECK(goro_join(d, NULL));
     BENCH_CHECK(goro_shutdown());
-    qsort(late, n, sizeof *late, cmp_i64);
-    bench_report("sleep_p50_late", quantile_us(late, n, 0.50), "us");
-    bench_report("sleep_p99_late", quantile_us(late, n, 0.99), "us");
-    bench_report("sleep_max_late", quantile_us(late, n, 1.0), "us");
+    bench_sort_i64(late, n);
+    bench_report("sleep_p50_late", bench_quantile_us(late, n, 0.50), "us");
+    bench_report("sleep_p99_late", bench_quantile_us(late, n, 0.99), "us");
+    bench_report("sleep_max_late", bench_quantile_us(late, n, 1.0), "us");
     /* A sleep that ends before its deadline is a wrong result, not a
      * fast one: report the figures, then fail. */
     if (late[0] < 0)

@@ -5,7 +5,8 @@
 #
 #   make test-echod    builds both and runs tests/echod/run.sh
 #
-# echoload.c and load_*.c make echoload; every other .c here makes echod.
+# echoload.c and load_*.c make echoload; every other .c here makes echod;
+# cli.c (option parsing) serves both.
 #
 # Included before the Makefile's first rule (its `all` names ECHOD_BIN and
 # ECHOLOAD_BIN), so the rules below must not become the default goal.
@@ -17,14 +18,15 @@ ECHOD_BIN := $(BUILD)/samples/echod
 ECHOLOAD_BIN := $(BUILD)/samples/echoload
 ECHOD_PROBE_BIN := $(BUILD)/tests/echod_probe
 
-ECHOLOAD_SRCS := samples/echod/echoload.c $(wildcard samples/echod/load_*.c)
-ECHOD_SRCS := $(filter-out $(ECHOLOAD_SRCS),$(wildcard samples/echod/*.c))
+ECHOLOAD_ONLY_SRCS := samples/echod/echoload.c $(wildcard samples/echod/load_*.c)
+ECHOLOAD_SRCS := $(ECHOLOAD_ONLY_SRCS) samples/echod/cli.c
+ECHOD_SRCS := $(filter-out $(ECHOLOAD_ONLY_SRCS),$(wildcard samples/echod/*.c))
 ECHOD_OBJS := $(ECHOD_SRCS:%.c=$(BUILD)/obj/%.o)
 ECHOLOAD_OBJS := $(ECHOLOAD_SRCS:%.c=$(BUILD)/obj/%.o)
 ECHOD_PROBE_OBJS := $(BUILD)/obj/tests/echod/probe.o
 
 # Programs, not library code: no -fPIC or hidden visibility.
-$(ECHOD_OBJS) $(ECHOLOAD_OBJS): $(BUILD)/obj/samples/echod/%.o: samples/echod/%.c \
+$(sort $(ECHOD_OBJS) $(ECHOLOAD_OBJS)): $(BUILD)/obj/samples/echod/%.o: samples/echod/%.c \
     $(wildcard samples/echod/*.h) $(HEADERS) $(DEPS_STAMP) $(SYSROOT_STAMP)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "echoload.h"
 
 #define MAX_SIZE (64L << 20)
@@ -46,38 +47,6 @@ static const char usage_text[] =
     "  RESULT conns=<connected> size=<bytes> duration=<s> rtps=<round trips/s>\n"
     "         p50_us=<x> p99_us=<y> p999_us=<z> errors=<n>\n"
     "(one line). Exit status 1 if errors > 0, unless --allow-errors.\n";
-
-static void __attribute__((noreturn)) usage(int status)
-{
-    fputs(usage_text, status ? stderr : stdout);
-    exit(status);
-}
-
-static void __attribute__((noreturn)) bad(const char *option, const char *value)
-{
-    fprintf(stderr, "echoload: bad value for %s: '%s' (see echoload --help)\n",
-            option, value);
-    exit(2);
-}
-
-static long parse_long(const char *option, const char *s, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        bad(option, s);
-    return v;
-}
-
-static double parse_seconds(const char *option, const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v) || v < 0 || v > 1e7)
-        bad(option, s);
-    return v;
-}
 
 /* The target must be this machine: echoload is a test tool, not a way to
  * flood somebody else's server. */
@@ -140,6 +109,7 @@ static void finish(struct load_options *opt)
 
 void load_options_parse(int argc, char **argv, struct load_options *opt)
 {
+    cli_program = "echoload";
     enum { O_WARMUP = 256, O_RAMP, O_SOURCES, O_PROCS, O_HOLD, O_TIMEOUT, O_VERIFY,
            O_NO_VERIFY, O_ALLOW_ERRORS };
     static const struct option longs[] = {
@@ -168,30 +138,30 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
     while ((c = getopt_long(argc, argv, "H:p:c:s:d:w:qh", longs, NULL)) != -1) {
         switch (c) {
         case 'H': parse_host(optarg, opt); break;
-        case 'p': opt->port = (int)parse_long("--port", optarg, 1, 65535); break;
-        case 'c': opt->conns = parse_long("--conns", optarg, 1, 100000000); break;
-        case 's': opt->size = (size_t)parse_long("--size", optarg, 1, MAX_SIZE); break;
-        case 'd': opt->duration = parse_seconds("--duration", optarg); break;
-        case O_WARMUP: opt->warmup = parse_seconds("--warmup", optarg); break;
-        case O_RAMP: opt->ramp = parse_seconds("--ramp", optarg); break;
+        case 'p': opt->port = (int)cli_long("--port", optarg, 1, 65535); break;
+        case 'c': opt->conns = cli_long("--conns", optarg, 1, 100000000); break;
+        case 's': opt->size = (size_t)cli_long("--size", optarg, 1, MAX_SIZE); break;
+        case 'd': opt->duration = cli_seconds("--duration", optarg, 1e7); break;
+        case O_WARMUP: opt->warmup = cli_seconds("--warmup", optarg, 1e7); break;
+        case O_RAMP: opt->ramp = cli_seconds("--ramp", optarg, 1e7); break;
         case O_SOURCES:
-            opt->sources = (int)parse_long("--sources", optarg, 1, MAX_SOURCES);
+            opt->sources = (int)cli_long("--sources", optarg, 1, MAX_SOURCES);
             break;
-        case 'w': opt->workers = (int)parse_long("--workers", optarg, 1, 1024); break;
-        case O_PROCS: opt->procs = (int)parse_long("--procs", optarg, 1, 1024); break;
-        case O_HOLD: opt->hold = parse_seconds("--hold", optarg); break;
-        case O_TIMEOUT: opt->timeout = parse_seconds("--timeout", optarg); break;
+        case 'w': opt->workers = (int)cli_long("--workers", optarg, 1, 1024); break;
+        case O_PROCS: opt->procs = (int)cli_long("--procs", optarg, 1, 1024); break;
+        case O_HOLD: opt->hold = cli_seconds("--hold", optarg, 1e7); break;
+        case O_TIMEOUT: opt->timeout = cli_seconds("--timeout", optarg, 1e7); break;
         case O_VERIFY: opt->verify = true; break;
         case O_NO_VERIFY: opt->verify = false; break;
         case O_ALLOW_ERRORS: opt->allow_errors = true; break;
         case 'q': opt->quiet = true; break;
-        case 'h': usage(0);
-        default: usage(2);
+        case 'h': cli_usage(usage_text, 0);
+        default: cli_usage(usage_text, 2);
         }
     }
     if (optind < argc) {
         fprintf(stderr, "echoload: unexpected argument '%s'\n", argv[optind]);
-        usage(2);
+        cli_usage(usage_text, 2);
     }
     if (opt->duration <= 0 || opt->timeout <= 0) {
         fputs("echoload: --duration and --timeout must be above 0\n", stderr);

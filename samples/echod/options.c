@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "echod.h"
 
 /* A reserve, not a cost: only touched pages are resident, and an echo
@@ -45,36 +46,10 @@ static const char usage_text[] =
     "in-flight echoes finish within the grace period, closes the rest and\n"
     "exits 0; a second SIGINT or SIGTERM closes the rest at once.\n";
 
-static void __attribute__((noreturn)) usage(int status)
-{
-    fputs(usage_text, status ? stderr : stdout);
-    exit(status);
-}
-
-static void __attribute__((noreturn)) bad(const char *option, const char *value)
-{
-    fprintf(stderr, "echod: bad value for %s: '%s' (see echod --help)\n", option, value);
-    exit(2);
-}
-
-static long parse_long(const char *option, const char *s, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        bad(option, s);
-    return v;
-}
-
 /* Seconds, fractions allowed, as nanoseconds. */
 static int64_t parse_seconds(const char *option, const char *s)
 {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v) || v < 0 || v > 1e9)
-        bad(option, s);
-    return (int64_t)(v * 1e9);
+    return (int64_t)(cli_seconds(option, s, 1e9) * 1e9);
 }
 
 /* 65536, 64k, 1m, 1g. */
@@ -90,10 +65,10 @@ static size_t parse_size(const char *option, const char *s)
     case 'g': case 'G': shift = 30; end++; break;
     }
     if (errno || end == s || *end || v == 0 || v > (1ull << 30) >> shift)
-        bad(option, s);
+        cli_bad(option, s);
     v <<= shift;
     if (v < 16 * 1024)
-        bad(option, s);
+        cli_bad(option, s);
     return (size_t)v;
 }
 
@@ -110,6 +85,7 @@ static void set_defaults(struct echod_options *opt)
 
 void options_parse(int argc, char **argv, struct echod_options *opt)
 {
+    cli_program = "echod";
     enum { OPT_STATUS_INTERVAL = 256 };
     static const struct option longs[] = {
         { "bind", required_argument, NULL, 'b' },
@@ -130,23 +106,23 @@ void options_parse(int argc, char **argv, struct echod_options *opt)
     while ((c = getopt_long(argc, argv, "b:p:w:s:m:i:g:vh", longs, NULL)) != -1) {
         switch (c) {
         case 'b': opt->bind = optarg; break;
-        case 'p': opt->port = (int)parse_long("--port", optarg, 0, 65535); break;
-        case 'w': opt->workers = (int)parse_long("--workers", optarg, 1, 1024); break;
+        case 'p': opt->port = (int)cli_long("--port", optarg, 0, 65535); break;
+        case 'w': opt->workers = (int)cli_long("--workers", optarg, 1, 1024); break;
         case 's': opt->stack_size = parse_size("--stack-size", optarg); break;
-        case 'm': opt->max_conns = parse_long("--max-conns", optarg, 0, 1L << 40); break;
+        case 'm': opt->max_conns = cli_long("--max-conns", optarg, 0, 1L << 40); break;
         case 'i': opt->idle_timeout = parse_seconds("--idle-timeout", optarg); break;
         case 'g': opt->grace = parse_seconds("--grace", optarg); break;
         case OPT_STATUS_INTERVAL:
             opt->status_interval = parse_seconds("--status-interval", optarg);
             break;
         case 'v': opt->verbose = true; break;
-        case 'h': usage(0);
-        default: usage(2);
+        case 'h': cli_usage(usage_text, 0);
+        default: cli_usage(usage_text, 2);
         }
     }
     if (optind < argc) {
         fprintf(stderr, "echod: unexpected argument '%s'\n", argv[optind]);
-        usage(2);
+        cli_usage(usage_text, 2);
     }
     if (opt->status_interval < 0)
         opt->status_interval = opt->verbose ? GORO_SEC : 0;

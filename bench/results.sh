@@ -1,0 +1,25 @@
+# bench/results.sh - sourced by bench/run.sh and bench/echo.sh: reading
+# recorded figures and judging them. Both keep their lines
+#   name=<what> impl=<who> value=<number> unit=<unit>
+# in the file named by $results.
+
+# val NAME IMPL: the recorded value, or nothing.
+val() {
+    awk -v n="name=$1" -v i="impl=$2" \
+        '$1 == n && $2 == i { sub(/^value=/, "", $3); v = $3 } END { if (v != "") print v }' \
+        "$results"
+}
+
+# quotient A B: A / B to three places ("inf" when B is 0).
+quotient() {
+    awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "inf"; else printf "%.3f", a / b }'
+}
+
+# target WHAT VALUE OP LIMIT: a line "target ... ok|MISSED" (OP: <= or >=).
+target() {
+    local ok
+    ok=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN {
+        if (op == "<=") r = (v + 0 <= t + 0); else r = (v + 0 >= t + 0)
+        print r ? "ok" : "MISSED" }')
+    echo "target $1 $2 $3 $4 $ok"
+}

@@ -23,10 +23,11 @@ Suite *io_suite(void);          /* test_io.c: sockets, pipes, files; errors; lea
 Suite *time_suite(void);        /* test_time.c: clock, sleep, deadlines of every wait */
 Suite *cancel_suite(void);      /* test_cancel.c: goro_cancel of every wait */
 Suite *preempt_suite(void);     /* test_preempt.c: preemption, register state, signals */
+Suite *handoff_suite(void);     /* test_handoff.c: blocked workers handed over, under stress */
 
 #define GORO_TEST_SUITES \
     spawn_suite, args_suite, context_suite, stack_suite, errors_suite, \
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
-    offload_suite, io_suite, time_suite, cancel_suite, preempt_suite
+    offload_suite, io_suite, time_suite, cancel_suite, preempt_suite, handoff_suite
 
 #endif

@@ -1,0 +1,933 @@
+/* The hand-off of a blocked worker (docs/scheduler.md, "Hand-off"; sched.c
+ * invariant 8): when a worker's thread is stuck in a blocking system call
+ * (or declines preemption for 3 slices), sysmon gives its P - run queue and
+ * event base - to another thread; the stuck thread comes back as a spare.
+ *
+ * randomized_handoff_stress mixes coroutines that block their thread in
+ * libc (usleep, nanosleep, read() on a pipe, poll()) with channel traffic,
+ * spawn/join trees, sleepers and CPU spinners, for GORO_STRESS_SECONDS
+ * (default 2 s; GORO_STRESS_SEED repeats a run's random choices), and then
+ * checks that nothing was lost: every coroutine finished and was joined,
+ * every message arrived exactly once, no wait ran into its deadline, and
+ * never more coroutines computed at once than there are workers.
+ *
+ * all_workers_blocked_queued_work_runs blocks every worker at once and
+ * expects the coroutines queued behind them to run on spare threads.
+ *
+ * Every wait is bounded (the _until forms, a rescue for pipe readers, a
+ * watchdog that dumps the runtime): a lost wake-up fails with a message
+ * instead of hanging. Coroutines never call ck_assert (see helpers.h). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/membarrier.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "suites.h"
+
+#define SLICE (10 * GORO_MSEC)
+
+/* ---- what both tests share ---- */
+
+/* As sched.c decides it: hand-off needs membarrier (valgrind has none). */
+static bool handoff_available(void)
+{
+    if (t_valgrind())
+        return false;
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+/* As preempt.c decides it. */
+static bool async_preemption(void)
+{
+#ifdef T_TSAN
+    return false;
+#else
+    const char *env = getenv("GORO_PREEMPT");
+    return !t_valgrind() && !(env && strcmp(env, "0") == 0);
+#endif
+}
+
+static void restart(int workers)
+{
+    if (goro_workers() > 0)
+        ck_assert_int_eq(goro_shutdown(), 0);
+    goro_config_t cfg = { .workers = workers, .slice_ns = SLICE };
+    int e = goro_start(&cfg);
+    ck_assert_msg(e == 0, "goro_start(%d workers): %s", workers, strerror(-e));
+    t_fail_reset();
+}
+
+static long thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    long n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Sleeps the whole thread (not just the coroutine) for ns, across EINTR:
+ * a SIGURG may land just before sysmon sees the thread blocked. */
+static void thread_nanosleep(int64_t ns)
+{
+    struct timespec ts = { (time_t)(ns / GORO_SEC), (long)(ns % GORO_SEC) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int read_byte(int fd)
+{
+    char c;
+    ssize_t n;
+    while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+        ;
+    return (int)n;
+}
+
+static void write_byte(int fd)
+{
+    char c = 'x';
+    while (write(fd, &c, 1) < 0 && errno == EINTR)
+        ;
+}
+
+/* Dependent multiply-adds, no call: about 1 ns each. */
+static GORO_PREEMPTIBLE uint64_t crunch(uint64_t x, long n)
+{
+    for (long i = 0; i < n; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        __asm__ volatile("" : "+r"(x));
+    }
+    return x;
+}
+
+/* Which coroutine ran last on this thread. Not inlined, so that a caller
+ * never keeps the address of another thread's copy across a switch. */
+static __thread long thread_tag;
+
+static T_NOINLINE long swap_thread_tag(long tag)
+{
+    long old = thread_tag;
+    thread_tag = tag;
+    __asm__ volatile("" ::: "memory");
+    return old;
+}
+
+/* ---- the stress ---- */
+
+enum kind {
+    K_USLEEP, K_NANOSLEEP, K_PIPE_THREAD, K_PIPE_CORO, K_POLL,
+    K_PRODUCER, K_SPAWNER, K_SLEEPER, K_SPINNER, NKINDS
+};
+static const char *const kind_names[NKINDS] = {
+    "usleep", "nanosleep", "pipe-read(thread writes)", "pipe-read(coroutine writes)",
+    "poll", "producer", "spawner", "sleeper", "spinner"
+};
+
+enum { NCH = 3, NCONS = 2 * NCH, MAX_DEPTH = 2, MAX_WAKES = 4096 };
+
+/* A reader waiting in read() for the waker thread to write its pipe. */
+struct wake_req {
+    struct wake_req *next;
+    int fd;
+    double due;
+};
+
+static struct {
+    uint32_t seed;
+    int workers;
+    bool handoff;               /* the runtime hands blocked workers over */
+    bool async;                 /* asynchronous preemption is on */
+    double end;                 /* no new roots after this */
+    double hard_end;            /* spinners and tickers stop, whatever happens */
+    double wait_limit;          /* seconds any one wait may last */
+    atomic_int stop;            /* the ticker ends */
+    atomic_int threads_stop;    /* the waker and the watchdog end */
+    atomic_long serial;
+    atomic_long spawned, finished, joined;
+    atomic_long kinds_run[NKINDS];
+    atomic_int running_now, running_max;    /* coroutines between computes_begin/end */
+    atomic_int blocked_now, blocked_max;    /* threads in a blocking call of ours */
+    atomic_long progress;       /* the watchdog's pulse */
+    goro_chan_t *ch[NCH];
+    atomic_long next_id;
+    long id_cap;
+    _Atomic uint64_t *sent, *received;
+    atomic_long nsent, nreceived;
+    atomic_long spinners_long, spinners_cut;
+    atomic_llong ticker_ticks, ticker_max_gap;
+    atomic_long rescued;        /* pipe readers whose writer coroutine never ran */
+    int quiet_pipe[2];          /* nobody writes it: poll() on it just waits */
+    _Atomic(struct wake_req *) wake_reqs;
+} hs;
+
+#define SFAIL(fmt, ...) t_fail("seed %u: " fmt, hs.seed, __VA_ARGS__)
+
+static int64_t deadline(void)
+{
+    return goro_now() + (int64_t)(hs.wait_limit * 1e9);
+}
+
+static uint32_t rnd_for(long serial)
+{
+    uint32_t r = hs.seed ^ (uint32_t)((uint64_t)serial * 0x9e3779b97f4a7c15u >> 32);
+    if (!r)
+        r = 1;
+    t_rnd(&r);
+    return r;
+}
+
+static void bump_max(atomic_int *max, int v)
+{
+    int m = atomic_load(max);
+    while (v > m && !atomic_compare_exchange_weak(max, &m, v))
+        ;
+}
+
+static void blocked_begin(void)
+{
+    bump_max(&hs.blocked_max, atomic_fetch_add(&hs.blocked_now, 1) + 1);
+}
+
+static void blocked_end(void)
+{
+    atomic_fetch_sub(&hs.blocked_now, 1);
+    atomic_fetch_add(&hs.progress, 1);
+}
+
+/* Computes for 1 us..0.5 ms, counted in running_now. The goro_yield first puts
+ * the coroutine on a thread that owns a P: after a blocking call its old
+ * thread may have lost it, and runs it only until its next goro call.
+ * Inside, no system call (the thread never looks blocked) and no
+ * preemption (a suspended coroutine would stay counted): so the thread
+ * keeps its P, and running_now can exceed the workers only if two threads
+ * use one P or a thread runs coroutines without one. */
+static void computes(uint32_t *r, long serial)
+{
+    goro_yield();
+    goro_preempt_disable();
+    bump_max(&hs.running_max, atomic_fetch_add(&hs.running_now, 1) + 1);
+    if (hs.async)
+        swap_thread_tag(serial);    /* a spinner on this thread sees it was cut */
+    uint64_t x = crunch(*r, 1000l << (t_rnd(r) % 10));
+    atomic_fetch_sub(&hs.running_now, 1);
+    goro_preempt_enable();
+    *r ^= (uint32_t)x & 1;
+    atomic_fetch_add(&hs.progress, 1);
+}
+
+static void mark_received(long id, int consumer)
+{
+    if (id < 0 || id >= hs.id_cap) {
+        SFAIL("consumer %d: message id %ld out of range", consumer, id);
+        return;
+    }
+    uint64_t bit = 1ull << (id % 64);
+    if (atomic_fetch_or(&hs.received[id / 64], bit) & bit)
+        SFAIL("consumer %d: message %ld received twice", consumer, id);
+    atomic_fetch_add(&hs.nreceived, 1);
+    atomic_fetch_add(&hs.progress, 1);
+}
+
+/* Long-lived: receives from one channel, or two through select, with
+ * short deadlines (timers racing with senders), until they are closed. */
+static void consumer(int c)
+{
+    uint32_t r = rnd_for(-1 - c);
+    goro_chan_t *a = hs.ch[c % NCH], *b = c >= NCH ? hs.ch[(c + 1) % NCH] : NULL;
+    long id;
+    while (a || b) {
+        int64_t until = goro_now() + (int64_t)(1 + t_rnd(&r) % 30) * GORO_MSEC;
+        int res;
+        if (b) {
+            goro_case_t cs[2] = { { a, GORO_RECV, &id, 0 }, { b, GORO_RECV, &id, 0 } };
+            int i = goro_select_until(cs, 2, 0, until);
+            if (i == -ETIMEDOUT)
+                continue;
+            if (i < 0) {
+                SFAIL("consumer %d: select returned %d", c, i);
+                return;
+            }
+            if ((res = cs[i].result) == 0) {
+                *(i == 0 ? &a : &b) = NULL;     /* closed and drained */
+                if (!a) {
+                    a = b;
+                    b = NULL;
+                }
+                continue;
+            }
+        } else {
+            res = goro_chan_recv_until(a, &id, until);
+            if (res == -ETIMEDOUT)
+                continue;
+            if (res == 0) {
+                a = NULL;
+                continue;
+            }
+            if (res < 0) {
+                SFAIL("consumer %d: recv returned %d", c, res);
+                return;
+            }
+        }
+        mark_received(id, c);
+        uint32_t x = t_rnd(&r);
+        if (x % 64 == 0) {                       /* block the worker, holding nothing */
+            blocked_begin();
+            thread_nanosleep(GORO_MSEC);
+            blocked_end();
+        } else if (x % 8 == 1) {
+            computes(&r, -1 - c);
+        }
+    }
+}
+
+/* Sleeps 1 ms at a time until told to stop; the longest lateness says
+ * whether timers kept firing while workers were blocked. */
+static void ticker(void)
+{
+    while (!atomic_load(&hs.stop) && t_now() < hs.hard_end) {
+        int64_t t0 = goro_now();
+        goro_sleep(GORO_MSEC);
+        long long late = (long long)(goro_now() - t0 - GORO_MSEC);
+        long long m = atomic_load(&hs.ticker_max_gap);
+        while (late > m && !atomic_compare_exchange_weak(&hs.ticker_max_gap, &m, late))
+            ;
+        atomic_fetch_add(&hs.ticker_ticks, 1);
+        atomic_fetch_add(&hs.progress, 1);
+    }
+}
+
+/* Never calls goro while async preemption is on: only preemption lets
+ * others run on its thread, which the thread tag shows. Without it (TSan,
+ * valgrind) it passes a cooperative point after every chunk. */
+static GORO_PREEMPTIBLE void spinner(long serial, double seconds)
+{
+    double until = t_now() + seconds;
+    long cuts = 0;
+    if (hs.async)
+        swap_thread_tag(serial);
+    uint64_t x = (uint64_t)serial;
+    while (t_now() < until && t_now() < hs.hard_end) {
+        x = crunch(x, 20000);
+        if (hs.async) {
+            cuts += swap_thread_tag(serial) != serial;
+        } else {
+            goro_preempt_disable();
+            goro_preempt_enable();
+        }
+    }
+    if (hs.async && seconds * 1e9 >= 3 * SLICE) {
+        atomic_fetch_add(&hs.spinners_long, 1);
+        atomic_fetch_add(&hs.spinners_cut, cuts > 0);
+    }
+    atomic_fetch_add(&hs.progress, 1 + (long)(x & 1));
+}
+
+static void pipe_writer(int fd, int64_t delay)
+{
+    if (delay)
+        goro_sleep(delay);
+    else
+        goro_yield();
+    write_byte(fd);
+    atomic_fetch_add(&hs.finished, 1);
+}
+
+static void body(long serial, int kind, int depth);
+
+static goro_t *spawn(int kind, int depth)
+{
+    long serial = atomic_fetch_add(&hs.serial, 1);
+    goro_t *h = go(body, serial, kind, depth);
+    if (!h)
+        SFAIL("go(%s) failed: %s", kind_names[kind], strerror(errno));
+    else
+        atomic_fetch_add(&hs.spawned, 1);
+    return h;
+}
+
+static void join(goro_t *h, const char *what)
+{
+    int e = goro_join_until(h, NULL, deadline());
+    if (e == 0)
+        atomic_fetch_add(&hs.joined, 1);
+    else
+        SFAIL("join of a %s coroutine returned %d after %.1f s", what, e, hs.wait_limit);
+}
+
+static int random_kind(uint32_t *r, int depth)
+{
+    for (;;) {
+        int k = (int)(t_rnd(r) % NKINDS);
+        if (k == K_SPAWNER && depth >= MAX_DEPTH)
+            continue;
+        /* without hand-off, readers waiting for coroutines could block
+         * every worker: the writer would never run */
+        if (k == K_PIPE_CORO && !hs.handoff)
+            k = K_PIPE_THREAD;
+        return k;
+    }
+}
+
+static int64_t ms_between(uint32_t *r, int lo, int hi)
+{
+    return (int64_t)(lo + (int)(t_rnd(r) % (uint32_t)(hi - lo + 1))) * GORO_MSEC;
+}
+
+static void body(long serial, int kind, int depth)
+{
+    uint32_t r = rnd_for(serial);
+    int rounds = 1 + (int)(t_rnd(&r) % 3);
+    atomic_fetch_add(&hs.kinds_run[kind], 1);
+    for (int round = 0; round < rounds; round++) {
+        switch (kind) {
+        case K_USLEEP:
+            blocked_begin();
+            usleep((useconds_t)(ms_between(&r, 1, 15) / 1000));
+            blocked_end();
+            break;
+        case K_NANOSLEEP:
+            blocked_begin();
+            thread_nanosleep(ms_between(&r, 1, 15));
+            blocked_end();
+            break;
+        case K_PIPE_THREAD: {
+            int fd[2];
+            if (pipe2(fd, O_CLOEXEC) != 0) {
+                SFAIL("pipe2: %s", strerror(errno));
+                break;
+            }
+            struct wake_req w = { .fd = fd[1], .due = t_now() + (double)ms_between(&r, 1, 15) / 1e9 };
+            w.next = atomic_load(&hs.wake_reqs);
+            while (!atomic_compare_exchange_weak(&hs.wake_reqs, &w.next, &w))
+                ;
+            blocked_begin();
+            int n = read_byte(fd[0]);       /* the waker thread always writes */
+            blocked_end();
+            if (n != 1)
+                SFAIL("read from a pipe returned %d", n);
+            close(fd[0]);
+            close(fd[1]);
+            break;
+        }
+        case K_PIPE_CORO: {
+            /* the writer lands in this worker's runnext and is stuck behind
+             * this reader until the worker is handed over */
+            int fd[2];
+            if (pipe2(fd, O_CLOEXEC) != 0) {
+                SFAIL("pipe2: %s", strerror(errno));
+                break;
+            }
+            goro_t *w = go(pipe_writer, fd[1], t_rnd(&r) % 2 ? ms_between(&r, 0, 5) : 0);
+            if (!w) {
+                SFAIL("go(pipe_writer): %s", strerror(errno));
+                close(fd[0]);
+                close(fd[1]);
+                break;
+            }
+            atomic_fetch_add(&hs.spawned, 1);
+            struct pollfd pfd = { .fd = fd[0], .events = POLLIN };
+            blocked_begin();
+            int pr;
+            double give_up = t_now() + hs.wait_limit;
+            while ((pr = poll(&pfd, 1, (int)(hs.wait_limit * 1e3))) < 0 && errno == EINTR &&
+                   t_now() < give_up)
+                ;
+            if (pr != 1) {
+                /* lost: the writer, queued behind us, never ran */
+                atomic_fetch_add(&hs.rescued, 1);
+                SFAIL("a pipe reader waited %.1f s for its writer coroutine (poll %d)",
+                      hs.wait_limit, pr);
+                write_byte(fd[1]);
+            }
+            int n = read_byte(fd[0]);
+            blocked_end();
+            if (n != 1)
+                SFAIL("read from a pipe returned %d", n);
+            join(w, "pipe writer");
+            close(fd[0]);
+            close(fd[1]);
+            break;
+        }
+        case K_POLL: {
+            struct pollfd pfd = { .fd = hs.quiet_pipe[0], .events = POLLIN };
+            blocked_begin();
+            int pr = poll(&pfd, 1, (int)(ms_between(&r, 1, 15) / GORO_MSEC));
+            blocked_end();
+            if (pr != 0 && !(pr < 0 && errno == EINTR))
+                SFAIL("poll on a pipe nobody writes returned %d", pr);
+            break;
+        }
+        case K_PRODUCER: {
+            int n = 1 + (int)(t_rnd(&r) % 16);
+            for (int i = 0; i < n; i++) {
+                long id = atomic_fetch_add(&hs.next_id, 1);
+                if (id >= hs.id_cap)
+                    break;
+                int c = (int)(t_rnd(&r) % NCH);
+                int e = goro_chan_send_until(hs.ch[c], &id, deadline());
+                if (e != 0) {
+                    SFAIL("send of message %ld on channel %d returned %d (%.1f s limit)", id,
+                          c, e, hs.wait_limit);
+                    break;
+                }
+                atomic_fetch_or(&hs.sent[id / 64], 1ull << (id % 64));
+                atomic_fetch_add(&hs.nsent, 1);
+                if (t_rnd(&r) % 4 == 0)
+                    computes(&r, serial);
+            }
+            break;
+        }
+        case K_SPAWNER: {
+            goro_t *h[4];
+            int n = 1 + (int)(t_rnd(&r) % 4);
+            for (int i = 0; i < n; i++) {
+                int k = random_kind(&r, depth + 1);
+                h[i] = spawn(k, depth + 1);
+            }
+            for (int i = 0; i < n; i++)
+                if (h[i])
+                    join(h[i], "child");
+            break;
+        }
+        case K_SLEEPER:
+            if (t_rnd(&r) % 2)
+                goro_sleep(ms_between(&r, 0, 3));
+            else
+                for (int i = (int)(t_rnd(&r) % 8); i >= 0; i--)
+                    goro_yield();
+            break;
+        case K_SPINNER:
+            spinner(serial, (double)ms_between(&r, 2, 60) / 1e9);
+            break;
+        }
+        if (kind != K_SPINNER && t_rnd(&r) % 2)
+            computes(&r, serial);
+    }
+    atomic_fetch_add(&hs.finished, 1);
+    atomic_fetch_add(&hs.progress, 1);
+}
+
+/* A plain thread: writes the pipes of K_PIPE_THREAD readers when due. */
+static void *waker_main(void *arg)
+{
+    (void)arg;
+    static struct { int fd; double due; } pending[MAX_WAKES];
+    int n = 0;
+    while (!atomic_load(&hs.threads_stop) || n > 0 || atomic_load(&hs.wake_reqs)) {
+        /* copy the requests: a reader frees its record once written */
+        for (struct wake_req *w = atomic_exchange(&hs.wake_reqs, NULL); w;) {
+            struct wake_req *next = w->next;
+            if (n < MAX_WAKES) {
+                pending[n].fd = w->fd;
+                pending[n].due = w->due;
+                n++;
+            } else {
+                write_byte(w->fd);
+            }
+            w = next;
+        }
+        double now = t_now();
+        for (int i = 0; i < n;)
+            if (pending[i].due <= now) {
+                write_byte(pending[i].fd);
+                pending[i] = pending[--n];
+            } else {
+                i++;
+            }
+        thread_nanosleep(200 * GORO_USEC);
+    }
+    return NULL;
+}
+
+/* A plain thread: a run without progress for wait_limit is a hang - say
+ * so, with a dump of every coroutine, before the Check timeout strikes. */
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    long last = -1;
+    double since = t_now();
+    bool dumped = false;
+    while (!atomic_load(&hs.threads_stop)) {
+        long p = atomic_load(&hs.progress);
+        if (p != last) {
+            last = p;
+            since = t_now();
+        } else if (!dumped && t_now() - since > hs.wait_limit) {
+            dumped = true;
+            SFAIL("no progress for %.1f s (a deadlock or lost wake-up)", hs.wait_limit);
+            fprintf(stderr, "handoff stress (seed %u): no progress for %.1f s; the runtime:\n",
+                    hs.seed, hs.wait_limit);
+            goro_dump(stderr);
+        }
+        thread_nanosleep(20 * GORO_MSEC);
+    }
+    return NULL;
+}
+
+static double stress_seconds(void)
+{
+    const char *s = getenv("GORO_STRESS_SECONDS");
+    double d = s && *s ? atof(s) : 2.0;
+    if (d <= 0)
+        d = 2.0;
+    return t_valgrind() ? d / 4 : t_slow() ? d / 2 : d;
+}
+
+static uint32_t stress_seed(void)
+{
+    const char *s = getenv("GORO_STRESS_SEED");
+    if (s && *s)
+        return (uint32_t)strtoul(s, NULL, 0);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint32_t x = (uint32_t)ts.tv_nsec ^ (uint32_t)getpid() << 16;
+    return x ? x : 1;
+}
+
+#define CHECK(cond, ...) ck_assert_msg(cond, "handoff stress, seed %u (GORO_STRESS_SEED=%u), "  \
+                                       "%d workers: " __VA_ARGS__)
+#define ARGS hs.seed, hs.seed, hs.workers
+
+START_TEST(randomized_handoff_stress)
+{
+    uint32_t seed = stress_seed();
+    uint32_t r = seed;
+    int workers = 2 + (int)(t_rnd(&r) % 3);      /* 2..4: more than the CPUs, often */
+    restart(workers);
+
+    memset(&hs, 0, sizeof hs);
+    hs.seed = seed;
+    hs.workers = workers;
+    hs.handoff = handoff_available();
+    hs.async = async_preemption();
+    double seconds = stress_seconds();
+    hs.end = t_now() + seconds;
+    hs.wait_limit = t_timeout(t_sanitized() ? 10 : 5);
+    hs.hard_end = hs.end + 4 * hs.wait_limit;
+    hs.id_cap = t_scale(1l << 22);
+    hs.sent = calloc((size_t)hs.id_cap / 64 + 1, sizeof *hs.sent);
+    hs.received = calloc((size_t)hs.id_cap / 64 + 1, sizeof *hs.received);
+    ck_assert(hs.sent && hs.received);
+    static const size_t caps[NCH] = { 0, 1, 8 };
+    for (int i = 0; i < NCH; i++)
+        ck_assert_int_eq(goro_chan_new(&hs.ch[i], sizeof(long), caps[i]), 0);
+    ck_assert_int_eq(pipe2(hs.quiet_pipe, O_CLOEXEC), 0);
+    pthread_t waker, watchdog;
+    ck_assert_int_eq(pthread_create(&waker, NULL, waker_main, NULL), 0);
+    ck_assert_int_eq(pthread_create(&watchdog, NULL, watchdog_main, NULL), 0);
+
+    goro_t *tick = go(ticker);
+    goro_t *cons[NCONS];
+    ck_assert_ptr_nonnull(tick);
+    for (int c = 0; c < NCONS; c++)
+        ck_assert_ptr_nonnull(cons[c] = go(consumer, c));
+
+    /* Keep up to `live` roots going: join the finished ones (without
+     * waiting), spawn new ones; a root that outlives its limit is lost. */
+    enum { MAX_LIVE = 32 };
+    int live = 4 * workers + (int)(t_rnd(&r) % 8);
+    goro_t *root[MAX_LIVE] = { 0 };
+    double born[MAX_LIVE];
+    int root_kind[MAX_LIVE];
+    long roots = 0;
+    while (!t_failed()) {
+        bool spawning = t_now() < hs.end, any = false, done_one = false;
+        for (int i = 0; i < live; i++) {
+            if (root[i]) {
+                int e = goro_join_until(root[i], NULL, goro_now());
+                if (e == -ETIMEDOUT && t_now() - born[i] > 2 * hs.wait_limit)
+                    e = goro_join_until(root[i], NULL, deadline());
+                if (e == -ETIMEDOUT) {
+                    any = true;
+                    if (t_now() - born[i] > 3 * hs.wait_limit) {
+                        SFAIL("a %s coroutine did not finish in %.1f s",
+                              kind_names[root_kind[i]], t_now() - born[i]);
+                        break;
+                    }
+                    continue;
+                }
+                if (e != 0)
+                    SFAIL("join of a root returned %d", e);
+                atomic_fetch_add(&hs.joined, 1);
+                root[i] = NULL;
+                done_one = true;
+            }
+            if (spawning) {
+                root_kind[i] = random_kind(&r, 0);
+                born[i] = t_now();
+                if ((root[i] = spawn(root_kind[i], 0)))
+                    roots++;
+                any = true;
+            }
+        }
+        if (!any)
+            break;
+        if (!done_one)
+            thread_nanosleep(200 * GORO_USEC);
+    }
+    bool roots_lost = t_failed() != NULL;
+
+    atomic_store(&hs.stop, 1);
+    int e = goro_join_until(tick, NULL, deadline());
+    CHECK(e == 0, "the ticker did not end: join returned %d (%s)", ARGS, e,
+          t_failed() ? t_failed() : "");
+    for (int i = 0; i < NCH; i++)
+        ck_assert_int_eq(goro_chan_close(hs.ch[i]), 0);
+    for (int c = 0; c < NCONS; c++) {
+        e = goro_join_until(cons[c], NULL, deadline());
+        CHECK(e == 0, "consumer %d did not end after the channels closed: %d (%s)", ARGS, c,
+              e, t_failed() ? t_failed() : "");
+    }
+    long threads = thread_count();
+    atomic_store(&hs.threads_stop, 1);
+    pthread_join(waker, NULL);
+    pthread_join(watchdog, NULL);
+
+    long spawned = atomic_load(&hs.spawned), finished = atomic_load(&hs.finished),
+         joined = atomic_load(&hs.joined), messages = atomic_load(&hs.nsent);
+    printf("handoff stress: seed %u, %d workers, %.1f s, hand-off %s, async preemption %s: "
+           "%ld roots, %ld coroutines, %ld messages, up to %d computing and %d blocked at "
+           "once, ticker late by at most %.1f ms over %lld ticks, %ld of %ld long spinners "
+           "cut, %ld threads\n", hs.seed, hs.workers, seconds, hs.handoff ? "on" : "off",
+           hs.async ? "on" : "off", roots, spawned, messages, atomic_load(&hs.running_max),
+           atomic_load(&hs.blocked_max), (double)atomic_load(&hs.ticker_max_gap) / 1e6,
+           (long long)atomic_load(&hs.ticker_ticks), atomic_load(&hs.spinners_cut),
+           atomic_load(&hs.spinners_long), threads);
+    fflush(stdout);
+
+    CHECK(!t_failed(), "%s", ARGS, t_failed());
+    CHECK(!roots_lost, "roots lost", ARGS);
+    /* every coroutine ran to its end and was joined exactly once */
+    CHECK(spawned == finished && finished == joined,
+          "%ld spawned, %ld finished, %ld joined", ARGS, spawned, finished, joined);
+    for (int k = 0; k < NKINDS; k++)
+        if (k != K_PIPE_CORO || hs.handoff)
+            CHECK(atomic_load(&hs.kinds_run[k]) > 0, "no %s coroutine ran", ARGS, kind_names[k]);
+    /* every message sent was received, exactly once (twice fails above) */
+    CHECK(atomic_load(&hs.nreceived) == messages, "%ld messages sent, %ld received", ARGS,
+          messages, atomic_load(&hs.nreceived));
+    for (long w = 0; w <= hs.id_cap / 64; w++)
+        T_CHECK(atomic_load(&hs.sent[w]) == atomic_load(&hs.received[w]),
+                "handoff stress, seed %u: messages %ld..%ld: sent %#llx, received %#llx",
+                hs.seed, w * 64, w * 64 + 63, (unsigned long long)atomic_load(&hs.sent[w]),
+                (unsigned long long)atomic_load(&hs.received[w]));
+    /* at most one thread per P computes: a P is never used twice */
+    CHECK(atomic_load(&hs.running_max) <= hs.workers,
+          "%d coroutines computed at once on %d workers", ARGS, atomic_load(&hs.running_max),
+          hs.workers);
+    /* timers fired while workers were blocked */
+    CHECK(atomic_load(&hs.ticker_ticks) > 0 &&
+          atomic_load(&hs.ticker_max_gap) < (long long)(t_timeout(2) * 1e9),
+          "a 1 ms ticker was late by %.1f ms", ARGS,
+          (double)atomic_load(&hs.ticker_max_gap) / 1e6);
+    /* preemption cut long spinners: others ran on their thread meanwhile */
+    if (hs.async && atomic_load(&hs.spinners_long) >= 8)
+        CHECK(atomic_load(&hs.spinners_cut) > 0, "none of %ld spinners of 3+ slices was "
+              "preempted", ARGS, atomic_load(&hs.spinners_long));
+    /* stuck threads came back as spares: at most one per blocked call
+     * (plus the workers, sysmon, the waker, the watchdog, main, TSan's) */
+    CHECK(threads <= hs.workers + atomic_load(&hs.blocked_max) + 6,
+          "%ld threads for %d workers and at most %d blocked calls at once", ARGS, threads,
+          hs.workers, atomic_load(&hs.blocked_max));
+
+    for (int i = 0; i < NCH; i++)
+        ck_assert_int_eq(goro_chan_free(hs.ch[i]), 0);
+    close(hs.quiet_pipe[0]);
+    close(hs.quiet_pipe[1]);
+    free(hs.sent);
+    free(hs.received);
+}
+END_TEST
+
+/* ---- every worker blocked at once ---- */
+
+enum { MAX_BLOCKERS = 4, QUEUED = 8 };
+
+static struct {
+    int n;
+    double give_up;
+    atomic_int arrived;
+    atomic_int in_read[MAX_BLOCKERS];
+    int pipe[MAX_BLOCKERS][2];
+    goro_t *ticker, *queued[QUEUED];
+    uint64_t sink[QUEUED];
+    atomic_int stop;
+    atomic_long ticks, jobs_done;
+    atomic_llong first_tick_ns;
+} wb;
+
+static void wb_ticker(void)
+{
+    while (!atomic_load(&wb.stop) && t_now() < wb.give_up) {
+        goro_sleep(GORO_MSEC);
+        long long zero = 0;
+        atomic_compare_exchange_strong(&wb.first_tick_ns, &zero, (long long)goro_now());
+        atomic_fetch_add(&wb.ticks, 1);
+    }
+}
+
+static void wb_job(long i)
+{
+    uint64_t x = (uint64_t)i;
+    for (int k = 0; k < 4; k++) {
+        x = crunch(x, 50000);
+        goro_yield();
+    }
+    wb.sink[i] = x;
+    atomic_fetch_add(&wb.jobs_done, 1);
+}
+
+/* Holds its worker until every blocker holds one, then blocks it in
+ * read(). Blocker 0 first queues the ticker and the jobs on its own P,
+ * behind itself. Not preemptible meanwhile: a preempted blocker would be
+ * pinned to a thread that another blocker is about to block. */
+static void wb_blocker(int i)
+{
+    goro_preempt_disable();
+    atomic_fetch_add(&wb.arrived, 1);
+    while (atomic_load(&wb.arrived) < wb.n)
+        if (t_now() > wb.give_up) {
+            t_fail("blocker %d: only %d of %d blockers ever ran at once", i,
+                   atomic_load(&wb.arrived), wb.n);
+            break;
+        }
+    goro_preempt_enable();
+    if (i == 0) {
+        if (!(wb.ticker = go(wb_ticker)))
+            t_fail("go(ticker) failed");
+        for (long k = 0; k < QUEUED; k++)
+            if (!(wb.queued[k] = go(wb_job, k)))
+                t_fail("go(job) failed");
+    }
+    atomic_store(&wb.in_read[i], 1);
+    int n = read_byte(wb.pipe[i][0]);
+    atomic_store(&wb.in_read[i], 0);
+    if (n != 1)
+        t_fail("blocker %d: read returned %d", i, n);
+    goro_yield();                   /* back on a thread with a P */
+}
+
+/* Every worker blocks in read() with coroutines queued behind one of
+ * them: sysmon hands that P to a spare thread, so the queued coroutines
+ * and the ticker's timer run within a few slices; the blocked threads come
+ * back as spares, which later rounds reuse. */
+START_TEST(all_workers_blocked_queued_work_runs)
+{
+    int workers = _i;
+    if (!handoff_available()) {
+        t_skip("all_workers_blocked_queued_work_runs", "no membarrier: hand-off is off");
+        return;
+    }
+    restart(workers);
+    enum { ROUNDS = 4 };
+    long threads_after[ROUNDS];
+    for (int round = 0; round < ROUNDS; round++) {
+        memset(&wb, 0, sizeof wb);
+        wb.n = workers;
+        wb.give_up = t_now() + t_timeout(10);
+        goro_t *h[MAX_BLOCKERS];
+        for (int i = 0; i < workers; i++) {
+            ck_assert_int_eq(pipe2(wb.pipe[i], O_CLOEXEC), 0);
+            ck_assert_ptr_nonnull(h[i] = go(wb_blocker, i));
+        }
+        double limit = t_timeout(2);
+        bool all_in = false;
+        for (double end = t_now() + limit; !all_in && t_now() < end && !t_failed();) {
+            all_in = true;
+            for (int i = 0; i < workers; i++)
+                all_in &= atomic_load(&wb.in_read[i]) != 0;
+            if (!all_in)
+                thread_nanosleep(100 * GORO_USEC);
+        }
+        int64_t blocked_at = goro_now();
+        long want = 20;
+        t_wait_at_least(&wb.ticks, want, limit);
+        t_wait_at_least(&wb.jobs_done, QUEUED, limit);
+        int64_t waited = goro_now() - blocked_at;
+        int still_blocked = 0;
+        for (int i = 0; i < workers; i++)
+            still_blocked += atomic_load(&wb.in_read[i]);
+        long ticks = atomic_load(&wb.ticks), jobs = atomic_load(&wb.jobs_done);
+        long long first = atomic_load(&wb.first_tick_ns);
+        double first_ms = first ? (double)(first - blocked_at) / 1e6 : -1;
+        for (int i = 0; i < workers; i++)
+            write_byte(wb.pipe[i][1]);
+        for (int i = 0; i < workers; i++)
+            ck_assert_int_eq(goro_join_until(h[i], NULL, goro_now() + (int64_t)(limit * 1e9)), 0);
+        atomic_store(&wb.stop, 1);
+        if (wb.ticker)
+            ck_assert_int_eq(goro_join_until(wb.ticker, NULL, goro_now() + (int64_t)(limit * 1e9)), 0);
+        for (int k = 0; k < QUEUED; k++)
+            if (wb.queued[k])
+                ck_assert_int_eq(goro_join_until(wb.queued[k], NULL,
+                                                 goro_now() + (int64_t)(limit * 1e9)), 0);
+        for (int i = 0; i < workers; i++) {
+            close(wb.pipe[i][0]);
+            close(wb.pipe[i][1]);
+        }
+        t_settle();
+        threads_after[round] = thread_count();
+        printf("handoff: %d workers all blocked in read() (round %d): first tick after "
+               "%.1f ms, %ld ticks and %ld/%d queued jobs in %.1f ms, %ld threads\n", workers,
+               round, first_ms, ticks, jobs, QUEUED, (double)waited / 1e6, threads_after[round]);
+        fflush(stdout);
+        ck_assert_msg(!t_failed(), "%s", t_failed());
+        ck_assert_msg(all_in, "round %d: the %d blockers were never all in read() at once",
+                      round, workers);
+        /* the queued coroutines ran while every worker was still blocked */
+        ck_assert_msg(still_blocked == workers && ticks >= want && jobs == QUEUED,
+                      "round %d: with all %d workers blocked, %ld ticks and %ld of %d queued "
+                      "jobs in %.0f ms (%d still blocked)", round, workers, ticks, jobs, QUEUED,
+                      (double)waited / 1e6, still_blocked);
+        /* within a few slices: sysmon sees a slice of 10 ms, then hands over */
+        ck_assert_msg(first && first_ms < t_timeout(0.2) * 1e3,
+                      "round %d: first tick %.1f ms after every worker blocked", round, first_ms);
+    }
+    /* the stuck threads came back as spares: later rounds need no new ones */
+    ck_assert_msg(threads_after[ROUNDS - 1] <= threads_after[0] + 1,
+                  "threads after each round: %ld, then %ld: spares are not reused",
+                  threads_after[0], threads_after[ROUNDS - 1]);
+}
+END_TEST
+
+static void setup(void)
+{
+    t_fail_reset();
+}
+
+/* Also after a failed test (CK_FORK=no): what still runs ends by its
+ * deadline, so the shutdown returns. */
+static void teardown(void)
+{
+    atomic_store(&hs.stop, 1);
+    atomic_store(&wb.stop, 1);
+    if (goro_workers() > 0)
+        ck_assert_int_eq(goro_shutdown(), 0);
+}
+
+Suite *handoff_suite(void)
+{
+    Suite *s = suite_create("handoff");
+    TCase *tc = tcase_create("handoff");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, t_timeout(60) + stress_seconds() * (t_slow() ? 10 : 2));
+    tcase_add_test(tc, randomized_handoff_stress);
+    tcase_add_loop_test(tc, all_workers_blocked_queued_work_runs, 1, 4);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -60,6 +60,16 @@ void t_skip(const char *test, const char *why)
     fprintf(stderr, "SKIP %s: %s\n", test, why);
 }
 
+bool t_async_preemption(void)
+{
+#ifdef T_TSAN
+    return false;
+#else
+    const char *env = getenv("GORO_PREEMPT");
+    return !t_valgrind() && !(env && strcmp(env, "0") == 0);
+#endif
+}
+
 void t_setup_runtime(void)
 {
     if (goro_workers() >= 2)
@@ -72,6 +82,21 @@ void t_setup_runtime(void)
     ck_assert_msg(err == 0, "goro_start: %s", strerror(-err));
     ck_assert_int_ge(goro_workers(), 2);
     t_fail_reset();
+}
+
+TCase *t_tcase(Suite *s, const char *name, double seconds)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, t_timeout(seconds));
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+TCase *t_runtime_tcase(Suite *s, const char *name, double seconds)
+{
+    TCase *tc = t_tcase(s, name, seconds);
+    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
+    return tc;
 }
 
 void t_teardown_runtime(void)
@@ -150,6 +175,26 @@ void t_nap(double seconds)
 void t_settle(void)
 {
     t_nap(t_timeout(0.05));
+}
+
+double t_ms(int64_t ns) { return (double)ns / 1e6; }
+
+double t_prompt(void) { return t_timeout(t_sanitized() ? 0.5 : 0.25); }
+
+void t_max_update(atomic_long *max, long v)
+{
+    long m = atomic_load(max);
+    while (v > m && !atomic_compare_exchange_weak(max, &m, v))
+        ;
+}
+
+goro_chan_t *t_chan_new(size_t elem, size_t cap)
+{
+    goro_chan_t *ch = NULL;
+    int e = goro_chan_new(&ch, elem, cap);
+    ck_assert_msg(e == 0, "goro_chan_new(%zu, %zu): %d", elem, cap, e);
+    ck_assert_ptr_nonnull(ch);
+    return ch;
 }
 
 uint32_t t_rnd(uint32_t *state)
@@ -454,4 +499,233 @@ int t_run_child(int (*fn)(void *), void *arg, double timeout_s,
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     return killed ? -1 : status;
+}
+
+/* ---- waits of every kind, blocked until the test ends them ---- */
+
+struct t_bw t_bw;
+
+void t_bw_pair_setup(void)
+{
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, t_bw.s), 0);
+}
+
+void t_bw_pair_close(void)
+{
+    ck_assert_int_eq(goro_close(t_bw.s[0]), 0);
+    ck_assert_int_eq(goro_close(t_bw.s[1]), 0);
+}
+
+void t_bw_after_read(void)
+{
+    char c = 0;
+    ck_assert_int_eq(goro_write(t_bw.s[1], "n", 1), 1);
+    ck_assert_int_eq(goro_read(t_bw.s[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'n');
+    t_bw_pair_close();
+}
+
+/* A unix stream socket that is full stays full (its buffer is charged to
+ * the writer until read; TCP on loopback would free room as data moves to
+ * the peer), so any further write blocks. */
+void t_bw_full_setup(void)
+{
+    t_bw_pair_setup();
+    int fl = fcntl(t_bw.s[0], F_GETFL);
+    ck_assert_int_eq(fcntl(t_bw.s[0], F_SETFL, fl | O_NONBLOCK), 0);
+    static char junk[1 << 16];
+    t_bw.filled = 0;
+    t_bw.written = 0;
+    for (;;) {
+        ssize_t w = write(t_bw.s[0], junk, sizeof junk);
+        if (w < 0) {
+            ck_assert_int_eq(errno, EAGAIN);
+            break;
+        }
+        t_bw.filled += w;
+    }
+}
+
+void t_bw_after_write(void)
+{
+    static char junk[1 << 16];
+    long want = t_bw.filled + (long)t_bw.written, got = 0;
+    for (;;) {
+        ssize_t r = recv(t_bw.s[1], junk, sizeof junk, MSG_DONTWAIT);
+        if (r <= 0) {
+            ck_assert_msg(r < 0 && errno == EAGAIN, "drain: %zd", r);
+            break;
+        }
+        got += r;
+    }
+    ck_assert_msg(got == want, "the peer holds %ld bytes, want %ld", got, want);
+    t_bw_pair_close();
+}
+
+void t_bw_listen_setup(void) { t_bw.l = t_tcp_listener(8, &t_bw.addr); }
+
+void t_bw_after_accept(void)
+{
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(connect(c, (struct sockaddr *)&t_bw.addr, sizeof t_bw.addr), 0);
+    int fd = goro_accept(t_bw.l, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(goro_close(fd), 0);
+    close(c);
+    ck_assert_int_eq(goro_close(t_bw.l), 0);
+}
+
+void t_bw_stalled_setup(void)
+{
+    t_bw.l = t_stalled_listener(&t_bw.addr, &t_bw.filler);
+    t_bw.c = goro_socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(t_bw.c, 0);
+}
+
+void t_bw_after_connect(void)
+{
+    ck_assert_int_eq(goro_close(t_bw.c), 0);    /* the attempt is abandoned */
+    close(t_bw.filler);
+    close(t_bw.l);
+}
+
+void t_bw_chans_setup(void)
+{
+    ck_assert_int_eq(goro_chan_new(&t_bw.unb, sizeof(long), 0), 0);
+    ck_assert_int_eq(goro_chan_new(&t_bw.buf, sizeof(long), 1), 0);
+}
+
+void t_bw_full_chans_setup(void)
+{
+    t_bw_chans_setup();
+    long v = 5;
+    ck_assert_int_eq(goro_chan_try_send(t_bw.buf, &v), 0);
+}
+
+/* A stale waiter left behind would take the next value. */
+void t_bw_after_chans(void)
+{
+    long v = 6;
+    ck_assert_int_eq(goro_chan_try_send(t_bw.unb, &v), -EAGAIN);   /* no receiver */
+    ck_assert_int_eq(goro_chan_try_recv(t_bw.unb, &v), -EAGAIN);   /* no sender */
+    long n = goro_chan_len(t_bw.buf);
+    if (n == 0)                 /* the empty buffered channel: still works */
+        ck_assert_int_eq(goro_chan_try_send(t_bw.buf, &v), 0);
+    v = 0;
+    ck_assert_int_eq(goro_chan_try_recv(t_bw.buf, &v), 1);
+    ck_assert_int_eq(v, n ? 5 : 6);         /* the value buffered before, only */
+    ck_assert_int_eq(goro_chan_try_recv(t_bw.buf, &v), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(t_bw.unb), 0);                 /* nobody waits */
+    ck_assert_int_eq(goro_chan_free(t_bw.buf), 0);
+}
+
+void t_bw_select_cases(goro_case_t cs[3], long *in, long *out)
+{
+    cs[0] = (goro_case_t){ t_bw.unb, GORO_RECV, in, 0 };
+    cs[1] = (goro_case_t){ t_bw.buf, GORO_SEND, out, 0 };
+    cs[2] = (goro_case_t){ t_bw.unb, GORO_SEND, out, 0 };
+}
+
+void t_bw_mutex_setup(void)
+{
+    ck_assert_int_eq(goro_mutex_init(&t_bw.mu), 0);
+    ck_assert_int_eq(goro_mutex_trylock(&t_bw.mu), 0);
+}
+
+void t_bw_after_mutex(void)
+{
+    ck_assert_int_eq(goro_mutex_unlock(&t_bw.mu), 0);
+    ck_assert_int_eq(goro_mutex_trylock(&t_bw.mu), 0);  /* free, not handed over */
+    ck_assert_int_eq(goro_mutex_unlock(&t_bw.mu), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&t_bw.mu), 0);
+}
+
+void t_bw_wrheld_setup(void)
+{
+    ck_assert_int_eq(goro_rwlock_init(&t_bw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&t_bw.rw), 0);
+}
+
+void t_bw_rdheld_setup(void)
+{
+    ck_assert_int_eq(goro_rwlock_init(&t_bw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&t_bw.rw), 0);
+}
+
+/* The test thread lets go of its hold (read or write): then the lock is
+ * free - no stale waiter was handed it. */
+void t_bw_after_rwlock(void)
+{
+    ck_assert_int_eq(goro_rwlock_unlock(&t_bw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&t_bw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&t_bw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_destroy(&t_bw.rw), 0);
+}
+
+/* A reader held it: a writer that gave up no longer holds new readers
+ * back. */
+void t_bw_after_rdheld(void)
+{
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&t_bw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&t_bw.rw), 0);
+    t_bw_after_rwlock();
+}
+
+void t_bw_cond_setup(void)
+{
+    ck_assert_int_eq(goro_mutex_init(&t_bw.mu), 0);
+    ck_assert_int_eq(goro_cond_init(&t_bw.cv), 0);
+}
+
+void t_bw_after_cond(void)
+{
+    ck_assert_int_eq(goro_cond_destroy(&t_bw.cv), 0);      /* not still queued */
+    ck_assert_int_eq(goro_mutex_trylock(&t_bw.mu), 0);     /* released by the waiter */
+    ck_assert_int_eq(goro_mutex_unlock(&t_bw.mu), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&t_bw.mu), 0);
+}
+
+void t_bw_sem_setup(void) { ck_assert_int_eq(goro_sem_init(&t_bw.sem, 0), 0); }
+
+void t_bw_after_sem(void)
+{
+    ck_assert_int_eq(goro_sem_release(&t_bw.sem), 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&t_bw.sem), 0);      /* not given to a ghost */
+    ck_assert_int_eq(goro_sem_try_acquire(&t_bw.sem), -EAGAIN);
+    ck_assert_int_eq(goro_sem_destroy(&t_bw.sem), 0);
+}
+
+void t_bw_wg_setup(void)
+{
+    ck_assert_int_eq(goro_waitgroup_init(&t_bw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_add(&t_bw.wg, 1), 0);
+}
+
+void t_bw_after_wg(void)
+{
+    ck_assert_int_eq(goro_waitgroup_done(&t_bw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_wait(&t_bw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_destroy(&t_bw.wg), 0);
+}
+
+static long bw_blocked_body(goro_chan_t *release)
+{
+    goro_chan_recv(release, NULL);
+    return 42;
+}
+
+void t_bw_join_setup(void)
+{
+    ck_assert_int_eq(goro_chan_new(&t_bw.release, 0, 0), 0);
+    ck_assert_ptr_nonnull(t_bw.blocked = go(bw_blocked_body, t_bw.release));
+}
+
+/* The joinee did not end with its joiner's wait. */
+void t_bw_after_join(void)
+{
+    ck_assert_int_eq(goro_chan_close(t_bw.release), 0);
+    long r = 0;
+    ck_assert_int_eq(goro_join(t_bw.blocked, &r), 0);
+    ck_assert_int_eq(r, 42);
+    ck_assert_int_eq(goro_chan_free(t_bw.release), 0);
 }

@@ -60,6 +60,9 @@ bool t_sanitized(void);          /* built with ASan or TSan */
 long t_scale(long n);            /* n, n/10 when slow, n/50 under valgrind; >= 1 */
 double t_timeout(double seconds);/* a Check timeout scaled for slow runs */
 void t_skip(const char *test, const char *why);
+/* Whether the runtime preempts asynchronously (runtime/preempt.c decides
+ * it): not under TSan or valgrind, nor with GORO_PREEMPT=0. */
+bool t_async_preemption(void);
 
 /* Checked fixture: make sure a runtime with >= 2 workers is running (the
  * first go() would start one implicitly; the tests want migration). The
@@ -67,6 +70,11 @@ void t_skip(const char *test, const char *why);
  * left no coroutine behind. */
 void t_setup_runtime(void);
 void t_teardown_runtime(void);
+
+/* A test case of suite s, added to it, with a timeout of t_timeout(seconds);
+ * t_runtime_tcase() gives it the fixture above too. */
+TCase *t_tcase(Suite *s, const char *name, double seconds);
+TCase *t_runtime_tcase(Suite *s, const char *name, double seconds);
 
 /* Failure notes from coroutines and foreign threads. */
 void t_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -80,6 +88,12 @@ long t_tid(void);                /* gettid(), through a system call */
 
 /* Monotonic seconds. */
 double t_now(void);
+/* Nanoseconds (goro_now() differences) as milliseconds, for messages. */
+double t_ms(int64_t ns);
+/* How long a woken or cancelled wait may take to return: generous (0.25 s,
+ * 0.5 s sanitized, scaled for slow runs), but far below the 1 s a
+ * poll-based fallback, a missed wake-up or a timer would cost. */
+double t_prompt(void);
 
 /* Sleeps the calling thread (not a coroutine: the whole worker) for the
  * given seconds, resuming after signals. */
@@ -89,6 +103,11 @@ void t_nap(double seconds);
 void t_settle(void);
 /* xorshift32: a cheap, reproducible pseudo-random sequence per state. */
 uint32_t t_rnd(uint32_t *state);
+/* Raises *max to v if v is larger (from any thread). */
+void t_max_update(atomic_long *max, long v);
+
+/* A new channel (goro_chan_new); fails the test if it cannot be made. */
+goro_chan_t *t_chan_new(size_t elem, size_t cap);
 
 /* Spins (goro_yield inside a coroutine, sched_yield and at most 1 ms naps
  * outside) until *v >= target or the timeout expires; returns *v. */
@@ -141,5 +160,57 @@ int t_stalled_listener(struct sockaddr_in *addr, int *filler);
  * process would have no workers). */
 int t_run_child(int (*fn)(void *), void *arg, double timeout_s,
                 char *out, size_t outlen);
+
+/* ---- waits of every kind, blocked until the test ends them ----
+ * The fixtures the per-kind deadline (test_time.c) and cancel
+ * (test_cancel.c) loops share; the waits themselves stay in the suites (the
+ * _until calls there, the plain ones here). A t_bw_*_setup() on the test
+ * thread makes a wait block; the matching t_bw_after_*() checks that the
+ * ended wait left no trace (nothing read, written, received, locked or
+ * queued) and undoes the setup. */
+struct t_bw {
+    int s[2];                       /* a unix stream pair */
+    int l, filler, c;               /* listener, connection filling it, client */
+    struct sockaddr_in addr;
+    long filled;                    /* bytes put in s[0] before the wait */
+    size_t written;                 /* bytes a write reported despite failing */
+    goro_chan_t *unb, *buf, *release;   /* unbuffered, capacity 1, join_setup's */
+    goro_mutex_t mu;
+    goro_rwlock_t rw;
+    goro_cond_t cv;
+    goro_sem_t sem;
+    goro_waitgroup_t wg;
+    goro_t *blocked;                /* join_setup's coroutine */
+};
+extern struct t_bw t_bw;
+
+void t_bw_pair_setup(void);         /* s: nothing to read */
+void t_bw_pair_close(void);
+void t_bw_after_read(void);         /* the next byte sent is the next read */
+void t_bw_full_setup(void);         /* s[0] full: a write blocks */
+void t_bw_after_write(void);        /* the peer holds filled + written bytes */
+void t_bw_listen_setup(void);       /* l: a listener nobody connects to */
+void t_bw_after_accept(void);       /* it still accepts */
+void t_bw_stalled_setup(void);      /* c: a socket whose connect to addr hangs */
+void t_bw_after_connect(void);
+void t_bw_chans_setup(void);        /* unb and buf, both empty */
+void t_bw_full_chans_setup(void);   /* buf holds 5 */
+void t_bw_after_chans(void);        /* no stale waiter; buf holds what it held */
+/* unb recv, buf send, unb send: a select that blocks on full_chans_setup */
+void t_bw_select_cases(goro_case_t cs[3], long *in, long *out);
+void t_bw_mutex_setup(void);        /* mu held by the test thread */
+void t_bw_after_mutex(void);        /* released, it is free: not handed over */
+void t_bw_wrheld_setup(void);       /* rw write-held by the test thread */
+void t_bw_rdheld_setup(void);       /* rw read-held by the test thread */
+void t_bw_after_rwlock(void);       /* released, it is free */
+void t_bw_after_rdheld(void);       /* new readers are not held back; then as above */
+void t_bw_cond_setup(void);         /* mu and cv; the wait takes mu itself */
+void t_bw_after_cond(void);         /* cv not queued on, mu released */
+void t_bw_sem_setup(void);          /* sem at 0 */
+void t_bw_after_sem(void);          /* a release is not given to a ghost */
+void t_bw_wg_setup(void);           /* wg at 1 */
+void t_bw_after_wg(void);
+void t_bw_join_setup(void);         /* blocked: parked until after_join */
+void t_bw_after_join(void);         /* still joinable, with its result */
 
 #endif

@@ -419,9 +419,7 @@ END_TEST
 Suite *args_suite(void)
 {
     Suite *s = suite_create("args");
-    TCase *tc = tcase_create("forwarding");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "forwarding", 30);
     tcase_add_test(tc, return_values_widen_like_a_cast);
     tcase_add_test(tc, narrow_returns_ignore_upper_register_bits);
     tcase_add_test(tc, pointer_returns);
@@ -432,6 +430,5 @@ Suite *args_suite(void)
     tcase_add_test(tc, function_pointers_attr_and_evaluation);
     tcase_add_test(tc, plain_spawn);
     tcase_add_test(tc, forwarding_from_coroutines);
-    suite_add_tcase(s, tc);
     return s;
 }

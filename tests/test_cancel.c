@@ -10,7 +10,6 @@
  * Coroutines never call ck_assert (see helpers.h). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +19,6 @@
 
 #include "helpers.h"
 #include "suites.h"
-
-/* How long a cancelled wait may take to return: generous, but far below
- * anything that would only end by a timer or another event. */
-static double prompt(void) { return t_timeout(t_sanitized() ? 0.5 : 0.25); }
 
 /* ---- a wait of every kind, cancelled ---- */
 
@@ -39,122 +34,27 @@ struct blocker {
     int (*prepare)(void);
 };
 
-static struct {
-    int s[2];
-    int l, filler, c;
-    struct sockaddr_in addr;
-    long filled;
-    goro_chan_t *unb, *buf, *release;
-    goro_mutex_t mu;
-    goro_rwlock_t rw;
-    goro_cond_t cv;
-    goro_sem_t sem;
-    goro_waitgroup_t wg;
-    goro_t *blocked;
-} cw;
-
-static void pair_setup(void)
-{
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cw.s), 0);
-}
-
-static void pair_close(void)
-{
-    ck_assert_int_eq(goro_close(cw.s[0]), 0);
-    ck_assert_int_eq(goro_close(cw.s[1]), 0);
-}
-
-/* Nothing was read: the next byte sent is the next byte read. */
-static void after_read(void)
-{
-    char c = 0;
-    ck_assert_int_eq(goro_write(cw.s[1], "n", 1), 1);
-    ck_assert_int_eq(goro_read(cw.s[0], &c, 1), 1);
-    ck_assert_int_eq(c, 'n');
-    pair_close();
-}
-
+/* The waits, plain (test_time.c has their _until forms); their fixtures
+ * are the t_bw_* of helpers.h. */
 static long wait_read(void)
 {
     char b[16];
-    return goro_read(cw.s[0], b, sizeof b);
+    return goro_read(t_bw.s[0], b, sizeof b);
 }
 
 static long wait_recv(void)
 {
     char b[16];
-    return goro_recv(cw.s[0], b, sizeof b, 0);
+    return goro_recv(t_bw.s[0], b, sizeof b, 0);
 }
 
-static long wait_fd(void) { return goro_wait_fd(cw.s[0], GORO_READABLE, GORO_FOREVER); }
-
-/* A full unix stream socket stays full until read (see test_time.c). */
-static void full_setup(void)
-{
-    pair_setup();
-    int fl = fcntl(cw.s[0], F_GETFL);
-    ck_assert_int_eq(fcntl(cw.s[0], F_SETFL, fl | O_NONBLOCK), 0);
-    static char junk[1 << 16];
-    cw.filled = 0;
-    for (;;) {
-        ssize_t w = write(cw.s[0], junk, sizeof junk);
-        if (w < 0) {
-            ck_assert_int_eq(errno, EAGAIN);
-            break;
-        }
-        cw.filled += w;
-    }
-}
-
-/* Exactly the bytes put in before are there: the write added nothing. */
-static void after_write(void)
-{
-    static char junk[1 << 16];
-    long got = 0;
-    for (;;) {
-        ssize_t r = recv(cw.s[1], junk, sizeof junk, MSG_DONTWAIT);
-        if (r <= 0)
-            break;
-        got += r;
-    }
-    ck_assert_msg(got == cw.filled, "the peer holds %ld bytes, want %ld", got, cw.filled);
-    pair_close();
-}
-
-static long wait_write(void) { return goro_write(cw.s[0], "abcd", 4); }
-
-static void listen_setup(void) { cw.l = t_tcp_listener(8, &cw.addr); }
-
-static void after_accept(void)
-{
-    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_eq(connect(c, (struct sockaddr *)&cw.addr, sizeof cw.addr), 0);
-    int fd = goro_accept(cw.l, NULL, NULL);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(goro_close(fd), 0);
-    close(c);
-    ck_assert_int_eq(goro_close(cw.l), 0);
-}
-
-static long wait_accept(void) { return goro_accept(cw.l, NULL, NULL); }
-
-static void stalled_setup(void)
-{
-    cw.l = t_stalled_listener(&cw.addr, &cw.filler);
-    cw.c = goro_socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(cw.c, 0);
-}
-
-static void after_connect(void)
-{
-    ck_assert_int_eq(goro_close(cw.c), 0);
-    close(cw.filler);
-    close(cw.l);
-}
+static long wait_fd(void) { return goro_wait_fd(t_bw.s[0], GORO_READABLE, GORO_FOREVER); }
+static long wait_write(void) { return goro_write(t_bw.s[0], "abcd", 4); }
+static long wait_accept(void) { return goro_accept(t_bw.l, NULL, NULL); }
 
 static long wait_connect(void)
 {
-    return goro_connect(cw.c, (struct sockaddr *)&cw.addr, sizeof cw.addr);
+    return goro_connect(t_bw.c, (struct sockaddr *)&t_bw.addr, sizeof t_bw.addr);
 }
 
 static void nothing(void) {}
@@ -162,229 +62,89 @@ static void nothing(void) {}
 static long wait_sleep(void) { return goro_sleep(3600 * GORO_SEC); }
 static long wait_forever(void) { return goro_sleep_until(GORO_FOREVER); }
 
-static void chans_setup(void)
-{
-    ck_assert_int_eq(goro_chan_new(&cw.unb, sizeof(long), 0), 0);
-    ck_assert_int_eq(goro_chan_new(&cw.buf, sizeof(long), 1), 0);
-}
-
-static void full_chans_setup(void)
-{
-    chans_setup();
-    long v = 5;
-    ck_assert_int_eq(goro_chan_try_send(cw.buf, &v), 0);
-}
-
-/* No stale receiver or sender; the buffered channel holds what it held. */
-static void after_chans(void)
-{
-    long v = 6;
-    ck_assert_int_eq(goro_chan_try_send(cw.unb, &v), -EAGAIN);
-    ck_assert_int_eq(goro_chan_try_recv(cw.unb, &v), -EAGAIN);
-    long n = goro_chan_len(cw.buf);
-    if (n == 0)
-        ck_assert_int_eq(goro_chan_try_send(cw.buf, &v), 0);
-    v = 0;
-    ck_assert_int_eq(goro_chan_try_recv(cw.buf, &v), 1);
-    ck_assert_int_eq(v, n ? 5 : 6);
-    ck_assert_int_eq(goro_chan_try_recv(cw.buf, &v), -EAGAIN);
-    ck_assert_int_eq(goro_chan_free(cw.unb), 0);
-    ck_assert_int_eq(goro_chan_free(cw.buf), 0);
-}
-
 static long wait_recv_unb(void)
 {
     long v = -1;
-    return goro_chan_recv(cw.unb, &v);
+    return goro_chan_recv(t_bw.unb, &v);
 }
 
 static long wait_recv_buf(void)
 {
     long v = -1;
-    return goro_chan_recv(cw.buf, &v);
+    return goro_chan_recv(t_bw.buf, &v);
 }
 
 static long wait_send_unb(void)
 {
     long v = 7;
-    return goro_chan_send(cw.unb, &v);
+    return goro_chan_send(t_bw.unb, &v);
 }
 
 static long wait_send_full(void)
 {
     long v = 8;
-    return goro_chan_send(cw.buf, &v);
+    return goro_chan_send(t_bw.buf, &v);
 }
 
 static long wait_select(void)
 {
     long in = -1, out = 9;
-    goro_case_t cs[3] = {
-        { cw.unb, GORO_RECV, &in, 0 },
-        { cw.buf, GORO_SEND, &out, 0 },
-        { cw.unb, GORO_SEND, &out, 0 },
-    };
+    goro_case_t cs[3];
+    t_bw_select_cases(cs, &in, &out);
     return goro_select(cs, 3, 0);
 }
 
-static void mutex_setup(void)
-{
-    ck_assert_int_eq(goro_mutex_init(&cw.mu), 0);
-    ck_assert_int_eq(goro_mutex_trylock(&cw.mu), 0);
-}
-
-/* The cancelled waiter was not handed the lock when it was released. */
-static void after_mutex(void)
-{
-    ck_assert_int_eq(goro_mutex_unlock(&cw.mu), 0);
-    ck_assert_int_eq(goro_mutex_trylock(&cw.mu), 0);
-    ck_assert_int_eq(goro_mutex_unlock(&cw.mu), 0);
-    ck_assert_int_eq(goro_mutex_destroy(&cw.mu), 0);
-}
-
-static long wait_mutex(void) { return goro_mutex_lock(&cw.mu); }
-
-static void wrheld_setup(void)
-{
-    ck_assert_int_eq(goro_rwlock_init(&cw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_trywrlock(&cw.rw), 0);
-}
-
-static void rdheld_setup(void)
-{
-    ck_assert_int_eq(goro_rwlock_init(&cw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_tryrdlock(&cw.rw), 0);
-}
-
-/* The test thread lets go of its hold (read or write): then the lock is
- * free - no stale waiter was handed it. */
-static void after_rwlock(void)
-{
-    ck_assert_int_eq(goro_rwlock_unlock(&cw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_trywrlock(&cw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_unlock(&cw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_destroy(&cw.rw), 0);
-}
-
-/* A reader held it: a timed-out (cancelled) writer no longer holds new
- * readers back. */
-static void after_rdheld(void)
-{
-    ck_assert_int_eq(goro_rwlock_tryrdlock(&cw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_unlock(&cw.rw), 0);
-    after_rwlock();
-}
-
-static long wait_rdlock(void) { return goro_rwlock_rdlock(&cw.rw); }
-static long wait_wrlock(void) { return goro_rwlock_wrlock(&cw.rw); }
-
-static void cond_setup(void)
-{
-    ck_assert_int_eq(goro_mutex_init(&cw.mu), 0);
-    ck_assert_int_eq(goro_cond_init(&cw.cv), 0);
-}
-
-static void after_cond(void)
-{
-    ck_assert_int_eq(goro_cond_destroy(&cw.cv), 0);
-    ck_assert_int_eq(goro_mutex_trylock(&cw.mu), 0);    /* released by the unwinding */
-    ck_assert_int_eq(goro_mutex_unlock(&cw.mu), 0);
-    ck_assert_int_eq(goro_mutex_destroy(&cw.mu), 0);
-}
+static long wait_mutex(void) { return goro_mutex_lock(&t_bw.mu); }
+static long wait_rdlock(void) { return goro_rwlock_rdlock(&t_bw.rw); }
+static long wait_wrlock(void) { return goro_rwlock_wrlock(&t_bw.rw); }
 
 /* Taken before the cancel: whether an uncontended lock counts as a wait
  * once cancelled is not what this is about. */
-static int lock_cond_mutex(void) { return goro_mutex_lock(&cw.mu); }
+static int lock_cond_mutex(void) { return goro_mutex_lock(&t_bw.mu); }
 
 /* The mutex is held again when the cancelled wait returns, and unlocking
  * it (which never waits) still works. */
 static long wait_cond(void)
 {
-    long r = goro_cond_wait(&cw.cv, &cw.mu);
-    if (goro_mutex_trylock(&cw.mu) != -EBUSY)
+    long r = goro_cond_wait(&t_bw.cv, &t_bw.mu);
+    if (goro_mutex_trylock(&t_bw.mu) != -EBUSY)
         t_fail("cond_wait returned %ld without the mutex", r);
-    else if (goro_mutex_unlock(&cw.mu) != 0)
+    else if (goro_mutex_unlock(&t_bw.mu) != 0)
         t_fail("cond_wait: unlock after the cancel failed");
     return r;
 }
 
-static void sem_setup(void) { ck_assert_int_eq(goro_sem_init(&cw.sem, 0), 0); }
-
-static void after_sem(void)
-{
-    ck_assert_int_eq(goro_sem_release(&cw.sem), 0);
-    ck_assert_int_eq(goro_sem_try_acquire(&cw.sem), 0);
-    ck_assert_int_eq(goro_sem_try_acquire(&cw.sem), -EAGAIN);
-    ck_assert_int_eq(goro_sem_destroy(&cw.sem), 0);
-}
-
-static long wait_sem(void) { return goro_sem_acquire(&cw.sem); }
-
-static void wg_setup(void)
-{
-    ck_assert_int_eq(goro_waitgroup_init(&cw.wg), 0);
-    ck_assert_int_eq(goro_waitgroup_add(&cw.wg, 1), 0);
-}
-
-static void after_wg(void)
-{
-    ck_assert_int_eq(goro_waitgroup_done(&cw.wg), 0);
-    ck_assert_int_eq(goro_waitgroup_wait(&cw.wg), 0);
-    ck_assert_int_eq(goro_waitgroup_destroy(&cw.wg), 0);
-}
-
-static long wait_wg(void) { return goro_waitgroup_wait(&cw.wg); }
-
-static long blocked_body(goro_chan_t *release)
-{
-    goro_chan_recv(release, NULL);
-    return 42;
-}
-
-static void join_setup(void)
-{
-    ck_assert_int_eq(goro_chan_new(&cw.release, 0, 0), 0);
-    ck_assert_ptr_nonnull(cw.blocked = go(blocked_body, cw.release));
-}
-
-/* The joinee was not cancelled with its joiner, and is still joinable. */
-static void after_join(void)
-{
-    ck_assert_int_eq(goro_chan_close(cw.release), 0);
-    long r = 0;
-    ck_assert_int_eq(goro_join(cw.blocked, &r), 0);
-    ck_assert_int_eq(r, 42);
-    ck_assert_int_eq(goro_chan_free(cw.release), 0);
-}
+static long wait_sem(void) { return goro_sem_acquire(&t_bw.sem); }
+static long wait_wg(void) { return goro_waitgroup_wait(&t_bw.wg); }
 
 static long wait_join(void)
 {
     long r = -1;
-    return goro_join(cw.blocked, &r);
+    return goro_join(t_bw.blocked, &r);
 }
 
 static const struct blocker blockers[] = {
-    { "read", pair_setup, wait_read, after_read, NULL },
-    { "recv", pair_setup, wait_recv, after_read, NULL },
-    { "wait_fd", pair_setup, wait_fd, after_read, NULL },
-    { "write", full_setup, wait_write, after_write, NULL },
-    { "accept", listen_setup, wait_accept, after_accept, NULL },
-    { "connect", stalled_setup, wait_connect, after_connect, NULL },
+    { "read", t_bw_pair_setup, wait_read, t_bw_after_read, NULL },
+    { "recv", t_bw_pair_setup, wait_recv, t_bw_after_read, NULL },
+    { "wait_fd", t_bw_pair_setup, wait_fd, t_bw_after_read, NULL },
+    { "write", t_bw_full_setup, wait_write, t_bw_after_write, NULL },
+    { "accept", t_bw_listen_setup, wait_accept, t_bw_after_accept, NULL },
+    { "connect", t_bw_stalled_setup, wait_connect, t_bw_after_connect, NULL },
     { "sleep", nothing, wait_sleep, nothing, NULL },
     { "sleep forever", nothing, wait_forever, nothing, NULL },
-    { "chan_recv unbuffered", chans_setup, wait_recv_unb, after_chans, NULL },
-    { "chan_recv buffered", chans_setup, wait_recv_buf, after_chans, NULL },
-    { "chan_send unbuffered", chans_setup, wait_send_unb, after_chans, NULL },
-    { "chan_send full", full_chans_setup, wait_send_full, after_chans, NULL },
-    { "select", full_chans_setup, wait_select, after_chans, NULL },
-    { "mutex", mutex_setup, wait_mutex, after_mutex, NULL },
-    { "rdlock vs writer", wrheld_setup, wait_rdlock, after_rwlock, NULL },
-    { "wrlock vs writer", wrheld_setup, wait_wrlock, after_rwlock, NULL },
-    { "wrlock vs reader", rdheld_setup, wait_wrlock, after_rdheld, NULL },
-    { "cond", cond_setup, wait_cond, after_cond, lock_cond_mutex },
-    { "sem", sem_setup, wait_sem, after_sem, NULL },
-    { "waitgroup", wg_setup, wait_wg, after_wg, NULL },
-    { "join", join_setup, wait_join, after_join, NULL },
+    { "chan_recv unbuffered", t_bw_chans_setup, wait_recv_unb, t_bw_after_chans, NULL },
+    { "chan_recv buffered", t_bw_chans_setup, wait_recv_buf, t_bw_after_chans, NULL },
+    { "chan_send unbuffered", t_bw_chans_setup, wait_send_unb, t_bw_after_chans, NULL },
+    { "chan_send full", t_bw_full_chans_setup, wait_send_full, t_bw_after_chans, NULL },
+    { "select", t_bw_full_chans_setup, wait_select, t_bw_after_chans, NULL },
+    { "mutex", t_bw_mutex_setup, wait_mutex, t_bw_after_mutex, NULL },
+    { "rdlock vs writer", t_bw_wrheld_setup, wait_rdlock, t_bw_after_rwlock, NULL },
+    { "wrlock vs writer", t_bw_wrheld_setup, wait_wrlock, t_bw_after_rwlock, NULL },
+    { "wrlock vs reader", t_bw_rdheld_setup, wait_wrlock, t_bw_after_rdheld, NULL },
+    { "cond", t_bw_cond_setup, wait_cond, t_bw_after_cond, lock_cond_mutex },
+    { "sem", t_bw_sem_setup, wait_sem, t_bw_after_sem, NULL },
+    { "waitgroup", t_bw_wg_setup, wait_wg, t_bw_after_wg, NULL },
+    { "join", t_bw_join_setup, wait_join, t_bw_after_join, NULL },
 };
 enum { NBLOCKERS = sizeof blockers / sizeof blockers[0] };
 
@@ -441,7 +201,7 @@ static void run_cancelled(const struct blocker *b, bool running)
     double dt = t_now() - t0;
     ck_assert_msg(!t_failed(), "%s (%s): %s", b->name, how, t_failed());
     ck_assert_msg(r == -ECANCELED, "%s (%s): %ld, want -ECANCELED", b->name, how, r);
-    ck_assert_msg(dt < prompt(), "%s (%s): returned %.0f ms after the cancel",
+    ck_assert_msg(dt < t_prompt(), "%s (%s): returned %.0f ms after the cancel",
                   b->name, how, dt * 1e3);
     b->after();
 }
@@ -891,9 +651,7 @@ END_TEST
 Suite *cancel_suite(void)
 {
     Suite *s = suite_create("cancel");
-    TCase *tc = tcase_create("cancel");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "cancel", 30);
     tcase_add_loop_test(tc, cancel_parked_wait, 0, NBLOCKERS);
     tcase_add_loop_test(tc, cancel_before_wait, 0, NBLOCKERS);
     tcase_add_test(tc, cancelled_coroutine_releases_what_it_holds);
@@ -901,6 +659,5 @@ Suite *cancel_suite(void)
     tcase_add_test(tc, cancel_twice_finished_self_and_bad);
     tcase_add_test(tc, offload_and_once_run_to_their_end);
     tcase_add_test(tc, cancel_during_stream_loses_nothing);
-    suite_add_tcase(s, tc);
     return s;
 }

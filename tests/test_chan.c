@@ -12,17 +12,6 @@
 #include "helpers.h"
 #include "suites.h"
 
-/* Long enough for a coroutine that has announced itself to reach its park
- * (a few hundred instructions away) on any machine, emulator or valgrind. */
-static goro_chan_t *new_chan(size_t elem, size_t cap)
-{
-    goro_chan_t *ch = NULL;
-    int e = goro_chan_new(&ch, elem, cap);
-    ck_assert_msg(e == 0, "goro_chan_new(%zu, %zu): %d", elem, cap, e);
-    ck_assert_ptr_nonnull(ch);
-    return ch;
-}
-
 /* ---- unbuffered ---- */
 
 static atomic_int sent_flag;
@@ -37,7 +26,7 @@ static void send_one(goro_chan_t *ch, long v)
 
 START_TEST(unbuffered_send_waits_for_receiver)
 {
-    goro_chan_t *ch = new_chan(sizeof(long), 0);
+    goro_chan_t *ch = t_chan_new(sizeof(long), 0);
     atomic_store(&sent_flag, 0);
     goro_t *h = go(send_one, ch, 42L);
     ck_assert_ptr_nonnull(h);
@@ -89,7 +78,7 @@ static long recv_in_order(goro_chan_t *ch, long from)
 
 static void stream_one_to_one(size_t cap, long n, int yield_every)
 {
-    goro_chan_t *ch = new_chan(sizeof(long), cap);
+    goro_chan_t *ch = t_chan_new(sizeof(long), cap);
     t_fail_reset();
     goro_t *rx = go(recv_in_order, ch, 0L);
     goro_t *tx = go(send_range, ch, 0L, n, yield_every);
@@ -115,7 +104,7 @@ END_TEST
 
 START_TEST(buffered_fifo_and_full)
 {
-    goro_chan_t *ch = new_chan(sizeof(long), 8);
+    goro_chan_t *ch = t_chan_new(sizeof(long), 8);
     ck_assert_int_eq(goro_chan_cap(ch), 8);
     /* several laps around the ring, with different fill levels */
     long next_in = 0, next_out = 0;
@@ -168,7 +157,7 @@ static void send_three(goro_chan_t *ch)
 
 START_TEST(buffered_send_waits_when_full)
 {
-    goro_chan_t *ch = new_chan(sizeof(long), 2);
+    goro_chan_t *ch = t_chan_new(sizeof(long), 2);
     atomic_store(&sent_flag, 0);
     goro_t *h = go(send_three, ch);
     ck_assert_ptr_nonnull(h);
@@ -198,7 +187,7 @@ END_TEST
 
 START_TEST(close_semantics)
 {
-    goro_chan_t *ch = new_chan(sizeof(long), 4);
+    goro_chan_t *ch = t_chan_new(sizeof(long), 4);
     for (long i = 1; i <= 3; i++)
         ck_assert_int_eq(goro_chan_send(ch, &i), 0);
     ck_assert_int_eq(goro_chan_close(ch), 0);
@@ -230,7 +219,7 @@ START_TEST(close_semantics)
     /* unbuffered, with a struct element */
     struct big { long a[5]; } b;
     memset(&b, 0xab, sizeof b);
-    goro_chan_t *u = new_chan(sizeof b, 0);
+    goro_chan_t *u = t_chan_new(sizeof b, 0);
     ck_assert_int_eq(goro_chan_close(u), 0);
     ck_assert_int_eq(goro_chan_recv(u, &b), 0);
     for (int i = 0; i < 5; i++)
@@ -268,7 +257,7 @@ START_TEST(close_wakes_waiting_receivers)
 {
     enum { K = 8 };
     for (size_t cap = 0; cap <= 2; cap += 2) {
-        goro_chan_t *ch = new_chan(sizeof(long), cap);
+        goro_chan_t *ch = t_chan_new(sizeof(long), cap);
         goro_t *h[K];
         atomic_store(&arrived, 0);
         t_fail_reset();
@@ -293,7 +282,7 @@ START_TEST(close_wakes_waiting_senders)
 {
     enum { K = 8 };
     for (size_t cap = 0; cap <= 1; cap++) {
-        goro_chan_t *ch = new_chan(sizeof(long), cap);
+        goro_chan_t *ch = t_chan_new(sizeof(long), cap);
         long first = 77;
         if (cap)
             ck_assert_int_eq(goro_chan_try_send(ch, &first), 0);    /* full */
@@ -329,7 +318,7 @@ END_TEST
 
 START_TEST(try_forms_eagain)
 {
-    goro_chan_t *u = new_chan(sizeof(int), 0);
+    goro_chan_t *u = t_chan_new(sizeof(int), 0);
     int x = 3, v = -1;
     ck_assert_int_eq(goro_chan_try_send(u, &x), -EAGAIN);  /* no receiver */
     ck_assert_int_eq(goro_chan_try_recv(u, &v), -EAGAIN);  /* no sender */
@@ -339,7 +328,7 @@ START_TEST(try_forms_eagain)
     ck_assert_int_eq(goro_chan_free(u), 0);
 
     /* with a receiver parked, try_send hands over directly */
-    goro_chan_t *lu = new_chan(sizeof(long), 0);
+    goro_chan_t *lu = t_chan_new(sizeof(long), 0);
     goro_t *h = go(recv_in_order, lu, 10L);
     ck_assert_ptr_nonnull(h);
     for (long want = 10; want < 13; want++) {
@@ -357,7 +346,7 @@ START_TEST(try_forms_eagain)
     ck_assert_int_eq(goro_chan_free(lu), 0);
 
     /* with a sender parked, try_recv takes from it */
-    goro_chan_t *s = new_chan(sizeof(long), 0);
+    goro_chan_t *s = t_chan_new(sizeof(long), 0);
     atomic_store(&sent_flag, 0);
     h = go(send_one, s, 5L);
     ck_assert_ptr_nonnull(h);
@@ -372,7 +361,7 @@ START_TEST(try_forms_eagain)
     ck_assert_int_eq(goro_chan_free(s), 0);
 
     /* buffered: empty and full */
-    goro_chan_t *b = new_chan(sizeof(int), 1);
+    goro_chan_t *b = t_chan_new(sizeof(int), 1);
     ck_assert_int_eq(goro_chan_try_recv(b, &v), -EAGAIN);
     ck_assert_int_eq(goro_chan_try_send(b, &x), 0);
     ck_assert_int_eq(goro_chan_try_send(b, &x), -EAGAIN);
@@ -396,7 +385,7 @@ static void signal_n(goro_chan_t *ch, long n)
 
 START_TEST(zero_size_elements)
 {
-    goro_chan_t *b = new_chan(0, 3);
+    goro_chan_t *b = t_chan_new(0, 3);
     ck_assert_int_eq(goro_chan_cap(b), 3);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(goro_chan_try_send(b, NULL), 0);
@@ -414,7 +403,7 @@ START_TEST(zero_size_elements)
     ck_assert_int_eq(goro_chan_free(b), 0);
 
     /* unbuffered signalling between a coroutine and this thread */
-    goro_chan_t *u = new_chan(0, 0);
+    goro_chan_t *u = t_chan_new(0, 0);
     ck_assert_int_eq(goro_chan_cap(u), 0);
     ck_assert_int_eq(goro_chan_try_send(u, NULL), -EAGAIN);
     long n = t_scale(10000);
@@ -433,7 +422,7 @@ START_TEST(len_and_cap)
 {
     size_t caps[] = { 0, 1, 2, 100, 4096 };
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
-        goro_chan_t *ch = new_chan(sizeof(short), caps[i]);
+        goro_chan_t *ch = t_chan_new(sizeof(short), caps[i]);
         ck_assert_int_eq(goro_chan_cap(ch), (long)caps[i]);
         ck_assert_int_eq(goro_chan_len(ch), 0);
         short s = 1;
@@ -454,7 +443,7 @@ END_TEST
 
 START_TEST(free_with_waiters_is_busy)
 {
-    goro_chan_t *ch = new_chan(sizeof(long), 0);
+    goro_chan_t *ch = t_chan_new(sizeof(long), 0);
     atomic_store(&arrived, 0);
     goro_t *h = go(recv_in_order, ch, 8L);
     ck_assert_ptr_nonnull(h);
@@ -476,7 +465,7 @@ START_TEST(free_with_waiters_is_busy)
     ck_assert_int_eq(goro_chan_free(ch), 0);
 
     /* a waiting sender counts too */
-    goro_chan_t *s = new_chan(sizeof(long), 0);
+    goro_chan_t *s = t_chan_new(sizeof(long), 0);
     atomic_store(&sent_flag, 0);
     h = go(send_one, s, 1L);
     ck_assert_ptr_nonnull(h);
@@ -522,9 +511,7 @@ END_TEST
 Suite *chan_suite(void)
 {
     Suite *s = suite_create("chan");
-    TCase *tc = tcase_create("chan");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "chan", 30);
     tcase_add_test(tc, unbuffered_send_waits_for_receiver);
     tcase_add_test(tc, unbuffered_stream_in_order);
     tcase_add_test(tc, buffered_fifo_and_full);
@@ -538,6 +525,5 @@ Suite *chan_suite(void)
     tcase_add_test(tc, len_and_cap);
     tcase_add_test(tc, free_with_waiters_is_busy);
     tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
     return s;
 }

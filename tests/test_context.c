@@ -71,6 +71,13 @@ static void start_round(void)
     t_hops_reset();
 }
 
+/* A new round: body(&jobs[i]) in coroutine h[i], for i < k. */
+#define GO_ROUND(h, k, body, jobs) do {                                    \
+        start_round();                                                      \
+        for (int i_ = 0; i_ < (k); i_++)                                    \
+            ck_assert_ptr_nonnull((h)[i_] = go(body, &(jobs)[i_]));          \
+    } while (0)
+
 /* Serves hops until k coroutines finished, joins them, checks that some
  * coroutine did change threads (the fixture gives >= 2 workers). */
 static void finish_round(goro_t **h, int k)
@@ -116,14 +123,12 @@ START_TEST(callee_saved_registers_survive_switches)
     goro_t *h[K];
     long iters = t_scale(4000);
     atomic_store(&steps, 0);
-    start_round();
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K; k++)
         jobs[k] = (struct regs_job){
             .seed = 0x5a5a000000000000ULL + (uint64_t)k * 0x0011223344556677ULL,
             .iters = iters,
         };
-        ck_assert_ptr_nonnull(h[k] = go(regs_body, &jobs[k]));
-    }
+    GO_ROUND(h, K, regs_body, jobs);
     finish_round(h, K);
     long interleaved = 0;
     for (int k = 0; k < K; k++) {
@@ -216,11 +221,9 @@ START_TEST(rounding_mode_is_per_coroutine)
     struct round_job jobs[K];
     goro_t *h[K];
     long iters = t_scale(3000);
-    start_round();
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K; k++)
         jobs[k] = (struct round_job){ .mode = modes[k], .iters = iters };
-        ck_assert_ptr_nonnull(h[k] = go(rounding_body, &jobs[k]));
-    }
+    GO_ROUND(h, K, rounding_body, jobs);
     finish_round(h, K);
     for (int k = 0; k < K; k++) {
         ck_assert_msg(jobs[k].bad_mode == 0, "coroutine %d (mode %#x): fegetround "
@@ -245,29 +248,18 @@ START_TEST(rounding_mode_is_per_coroutine)
 END_TEST
 
 #ifdef __x86_64__
-static inline uint16_t x87_cw(void)
-{
-    uint16_t cw;
-    __asm__ volatile("fnstcw %0" : "=m"(cw));
-    return cw;
-}
+/* A getter and a setter of a control register, through memory. */
+#define CONTROL_REG(type, get, set, store, load)                            \
+    static inline type get(void)                                            \
+    {                                                                       \
+        type v;                                                             \
+        __asm__ volatile(store " %0" : "=m"(v));                            \
+        return v;                                                           \
+    }                                                                       \
+    static inline void set(type v) { __asm__ volatile(load " %0" : : "m"(v)); }
 
-static inline void x87_set_cw(uint16_t cw)
-{
-    __asm__ volatile("fldcw %0" : : "m"(cw));
-}
-
-static inline uint32_t mxcsr(void)
-{
-    uint32_t v;
-    __asm__ volatile("stmxcsr %0" : "=m"(v));
-    return v;
-}
-
-static inline void mxcsr_set(uint32_t v)
-{
-    __asm__ volatile("ldmxcsr %0" : : "m"(v));
-}
+CONTROL_REG(uint16_t, x87_cw, x87_set_cw, "fnstcw", "fldcw")
+CONTROL_REG(uint32_t, mxcsr, mxcsr_set, "stmxcsr", "ldmxcsr")
 
 #define X87_PC_MASK 0x0300u
 #define MXCSR_FTZ 0x8000u
@@ -315,11 +307,9 @@ START_TEST(x87_control_word_and_mxcsr_are_per_coroutine)
     struct cw_job jobs[K];
     goro_t *h[K];
     long iters = t_scale(3000);
-    start_round();
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K; k++)
         jobs[k] = (struct cw_job){ .pc = pcs[k], .mx = mxs[k], .iters = iters };
-        ck_assert_ptr_nonnull(h[k] = go(control_word_body, &jobs[k]));
-    }
+    GO_ROUND(h, K, control_word_body, jobs);
     finish_round(h, K);
     for (int k = 0; k < K; k++) {
         ck_assert_msg(jobs[k].bad_cw == 0, "coroutine %d: x87 precision bits "
@@ -386,11 +376,9 @@ START_TEST(fp_locals_survive_switches)
     struct fp_job jobs[K];
     goro_t *h[K];
     long n = t_scale(50000);
-    start_round();
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K; k++)
         jobs[k] = (struct fp_job){ .n = n, .seed = 0.5 + k * 0.37 };
-        ck_assert_ptr_nonnull(h[k] = go(fp_body, &jobs[k]));
-    }
+    GO_ROUND(h, K, fp_body, jobs);
     finish_round(h, K);
     for (int k = 0; k < K; k++) {
         double want[12];
@@ -438,11 +426,9 @@ START_TEST(errno_is_per_coroutine)
     goro_t *h[K];
     long iters = t_scale(5000);
     ck_assert_int_ge(goro_workers(), 2);
-    start_round();
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K; k++)
         jobs[k] = (struct errno_job){ .base = 1000 * (k + 1), .iters = iters };
-        ck_assert_ptr_nonnull(h[k] = go(errno_body, &jobs[k]));
-    }
+    GO_ROUND(h, K, errno_body, jobs);
     t_set_errno(77);
     finish_round(h, K);
     ck_assert_int_eq(t_errno(), 77);     /* serving and joining kept ours */
@@ -456,15 +442,12 @@ END_TEST
 Suite *context_suite(void)
 {
     Suite *s = suite_create("context");
-    TCase *tc = tcase_create("switch");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "switch", 30);
     tcase_add_test(tc, regs_helper_keeps_stack_aligned);
     tcase_add_test(tc, callee_saved_registers_survive_switches);
     tcase_add_test(tc, rounding_mode_is_per_coroutine);
     tcase_add_test(tc, x87_control_word_and_mxcsr_are_per_coroutine);
     tcase_add_test(tc, fp_locals_survive_switches);
     tcase_add_test(tc, errno_is_per_coroutine);
-    suite_add_tcase(s, tc);
     return s;
 }

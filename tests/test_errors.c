@@ -165,14 +165,11 @@ END_TEST
 Suite *errors_suite(void)
 {
     Suite *s = suite_create("errors");
-    TCase *tc = tcase_create("errors");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "errors", 30);
     tcase_add_test(tc, null_functions);
     tcase_add_test(tc, bad_stack_sizes);
     tcase_add_test(tc, join_and_detach_misuse);
     tcase_add_test(tc, misuse_inside_a_coroutine);
     tcase_add_test(tc, misuse_outside_a_coroutine);
-    suite_add_tcase(s, tc);
     return s;
 }

@@ -46,17 +46,6 @@ static bool handoff_available(void)
     return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
-/* As preempt.c decides it. */
-static bool async_preemption(void)
-{
-#ifdef T_TSAN
-    return false;
-#else
-    const char *env = getenv("GORO_PREEMPT");
-    return !t_valgrind() && !(env && strcmp(env, "0") == 0);
-#endif
-}
-
 static void restart(int workers)
 {
     if (goro_workers() > 0)
@@ -614,7 +603,7 @@ START_TEST(randomized_handoff_stress)
     hs.seed = seed;
     hs.workers = workers;
     hs.handoff = handoff_available();
-    hs.async = async_preemption();
+    hs.async = t_async_preemption();
     double seconds = stress_seconds();
     hs.end = t_now() + seconds;
     hs.wait_limit = t_timeout(t_sanitized() ? 10 : 5);

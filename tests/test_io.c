@@ -25,12 +25,6 @@
 #include "helpers.h"
 #include "suites.h"
 
-/* Long enough for a coroutine that has announced itself to reach its park
- * (a few hundred instructions away) on any machine, emulator or valgrind. */
-/* How long a woken waiter may take to return: generous, but far below the
- * 1 s a poll-based fallback or a missed wake-up would cost. */
-static double prompt(void) { return t_timeout(t_sanitized() ? 0.5 : 0.25); }
-
 /* Counts of connections: t_scale(), and a quarter of that under TSan,
  * which keeps shadow memory for every coroutine stack it has seen (3000
  * echo connections cost it over 5 GB). */
@@ -481,7 +475,7 @@ START_TEST(peer_reset)
     ck_assert_int_eq(close(p[1]), 0);       /* p[1] was never given to goro */
     double dt = join_timed(h, &r);
     ck_assert_int_eq(r, -ECONNRESET);
-    ck_assert_msg(dt < prompt(), "reader woke %.0f ms after the reset", dt * 1e3);
+    ck_assert_msg(dt < t_prompt(), "reader woke %.0f ms after the reset", dt * 1e3);
     /* the error was reported; writes now fail without a signal */
     for (int i = 0; i < 3; i++) {
         ssize_t w = goro_write(p[0], "x", 1);
@@ -503,7 +497,7 @@ START_TEST(peer_reset)
     dt = join_timed(h, &r);
     ck_assert_msg(!t_failed(), "%s", t_failed());
     ck_assert_msg(pipe_error(r), "parked writer after reset: %ld", r);
-    ck_assert_msg(dt < prompt(), "writer woke %.0f ms after the reset", dt * 1e3);
+    ck_assert_msg(dt < t_prompt(), "writer woke %.0f ms after the reset", dt * 1e3);
     ck_assert_int_eq(goro_close(p[0]), 0);
 
     /* the main thread writing to a peer that closed normally: the first
@@ -666,7 +660,7 @@ START_TEST(accept_storm)
     for (long i = 0; i < st.n; i++)
         ck_assert_msg(atomic_load(&st.seen[i]) == 1, "client %ld accepted %d times",
                       i, atomic_load(&st.seen[i]));
-    ck_assert_msg(dt < prompt(), "acceptors took %.0f ms to see the close", dt * 1e3);
+    ck_assert_msg(dt < t_prompt(), "acceptors took %.0f ms to see the close", dt * 1e3);
     free(h);
     free(st.seen);
     ck_assert_int_eq(goro_chan_free(st.gate), 0);
@@ -913,7 +907,7 @@ START_TEST(wait_fd_readiness)
     long r = -1;
     double dt = join_timed(h, &r);
     ck_assert_int_eq(r, GORO_READABLE);
-    ck_assert_msg(dt < prompt(), "woke %.0f ms after the write", dt * 1e3);
+    ck_assert_msg(dt < t_prompt(), "woke %.0f ms after the write", dt * 1e3);
     /* data still there: readable at once; wait_fd consumed nothing */
     ck_assert_int_eq(goro_wait_fd(p[0], GORO_READABLE | GORO_WRITABLE, GORO_FOREVER),
                      GORO_READABLE);
@@ -1073,7 +1067,7 @@ static void close_under(long (*fn)(int), int fd, const char *what)
     ck_assert_int_eq(goro_join(h, &r), 0);
     double dt = t_now() - t0;
     ck_assert_msg(r == -EBADF, "%s: waiter got %ld, want -EBADF", what, r);
-    ck_assert_msg(dt < prompt(), "%s: waiter woke %.0f ms after the close", what, dt * 1e3);
+    ck_assert_msg(dt < t_prompt(), "%s: waiter woke %.0f ms after the close", what, dt * 1e3);
 }
 
 static long round_trip_on(int fd[2])
@@ -1150,7 +1144,7 @@ START_TEST(release_keeps_fd_open)
     long r = 0;
     ck_assert_int_eq(goro_join(h, &r), 0);
     ck_assert_int_eq(r, -EBADF);
-    ck_assert_msg(t_now() - t0 < prompt(), "release woke the waiter late");
+    ck_assert_msg(t_now() - t0 < t_prompt(), "release woke the waiter late");
     ck_assert(is_open(p[0]));
     ck_assert_int_eq(write(p[1], "r", 1), 1);
     char c = 0;
@@ -1613,9 +1607,7 @@ END_TEST
 Suite *io_suite(void)
 {
     Suite *s = suite_create("io");
-    TCase *tc = tcase_create("io");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "io", 30);
     tcase_add_test(tc, echo_thousands_of_connections);
     tcase_add_test(tc, partial_writes_and_small_reads);
     tcase_add_test(tc, vectored_and_short_reads);
@@ -1635,6 +1627,5 @@ Suite *io_suite(void)
     tcase_add_test(tc, regular_files_and_devices);
     tcase_add_test(tc, no_leak_over_many_connections);
     tcase_add_test(tc, calls_from_plain_threads);
-    suite_add_tcase(s, tc);
     return s;
 }

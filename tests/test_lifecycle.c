@@ -128,10 +128,8 @@ END_TEST
 Suite *lifecycle_suite(void)
 {
     Suite *s = suite_create("lifecycle");
-    TCase *tc = tcase_create("lifecycle");
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_tcase(s, "lifecycle", 30);
     tcase_add_test(tc, start_settings);
     tcase_add_test(tc, shutdown_waits_releases_and_restarts);
-    suite_add_tcase(s, tc);
     return s;
 }

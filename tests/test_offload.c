@@ -128,13 +128,10 @@ END_TEST
 Suite *offload_suite(void)
 {
     Suite *s = suite_create("offload");
-    TCase *tc = tcase_create("offload");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "offload", 30);
     tcase_add_test(tc, offload_returns_the_result);
     tcase_add_test(tc, offload_bad_input_and_outside_coroutines);
     tcase_add_test(tc, offload_keeps_workers_free);
     tcase_add_test(tc, offload_more_jobs_than_threads);
-    suite_add_tcase(s, tc);
     return s;
 }

@@ -35,8 +35,6 @@
 
 #define SLICE (10 * GORO_MSEC)
 
-static double ms(int64_t ns) { return (double)ns / 1e6; }
-
 /* A line for the log, written at once: a failing check ends the test's
  * process (fork mode) before stdio would flush it. */
 static void __attribute__((format(printf, 1, 2))) report(const char *fmt, ...)
@@ -58,22 +56,10 @@ static struct {
 
 enum { TICKER_ID = -1, NOBODY = -2 };
 
-/* As the runtime decides it (runtime/preempt.c): GORO_PREEMPT=0 in the
- * environment switches it off too. */
-static bool async_preemption(void)
-{
-#ifdef T_TSAN
-    return false;
-#else
-    const char *env = getenv("GORO_PREEMPT");
-    return !t_valgrind() && !(env && strcmp(env, "0") == 0);
-#endif
-}
-
 /* True when the test can run; otherwise says why not. */
 static bool needs_async(const char *test)
 {
-    if (async_preemption())
+    if (t_async_preemption())
         return true;
     t_skip(test, "asynchronous preemption is off (TSan, valgrind or GORO_PREEMPT=0)");
     return false;
@@ -100,6 +86,13 @@ static void begin(double limit)
     pt.hard_end = t_now() + limit;
 }
 
+/* restart() and begin() at once: the usual start of a test. */
+static void restart_for(int workers, int64_t slice_ns, double limit)
+{
+    restart(workers, slice_ns);
+    begin(t_timeout(limit));
+}
+
 static void setup(void)
 {
     begin(0);
@@ -119,6 +112,14 @@ static void join_all(goro_t **h, int n)
 {
     for (int i = 0; i < n; i++)
         ck_assert_int_eq(goro_join(h[i], NULL), 0);
+}
+
+/* Lets the round's coroutines run `seconds`, then ends and joins them. */
+static void run_for(double seconds, goro_t **h, int n)
+{
+    t_nap(seconds);
+    atomic_store(&pt.stop, 1);
+    join_all(h, n);
 }
 
 /* ---- spinners: integer work, no call ---- */
@@ -274,13 +275,24 @@ static void check_lateness(const struct ticker *t, int64_t slice, const char *wh
 {
     int64_t limit = late_limit(slice), mean_limit = mean_late_limit(slice);
     ck_assert_msg(t->max_late <= limit, "%s: the ticker woke %.2f ms late (limit %.0f ms, "
-                  "slice %.0f ms)", what, ms(t->max_late), ms(limit), ms(slice));
+                  "slice %.0f ms)", what, t_ms(t->max_late), t_ms(limit), t_ms(slice));
     ck_assert_msg(mean_late(t) <= (double)mean_limit, "%s: the ticker woke %.2f ms late on "
                   "average (limit %.0f ms, slice %.0f ms)", what, mean_late(t) / 1e6,
-                  ms(mean_limit), ms(slice));
+                  t_ms(mean_limit), t_ms(slice));
 }
 
 /* ---- spinners and a ticker on one worker ---- */
+
+/* h[0]: a 2 ms ticker; h[1..ns]: spinners that check their thread. */
+static void go_ticker_and_spinners(struct ticker *tk, struct spinner *sp, int ns, goro_t **h)
+{
+    *tk = (struct ticker){ .period = 2 * GORO_MSEC };
+    ck_assert_ptr_nonnull(h[0] = go(ticker, tk));
+    for (int i = 0; i < ns; i++) {
+        sp[i] = (struct spinner){ .id = i + 1, .check_tid = true };
+        ck_assert_ptr_nonnull(h[i + 1] = go(spinner, &sp[i]));
+    }
+}
 
 START_TEST(spinners_do_not_stop_a_ticker)
 {
@@ -288,23 +300,16 @@ START_TEST(spinners_do_not_stop_a_ticker)
         return;
     enum { NS = 2 };
     double run = t_slow() ? 3.0 : 1.0;
-    restart(1, SLICE);
-    begin(t_timeout(10));
-    struct ticker tk = { .period = 2 * GORO_MSEC };
+    restart_for(1, SLICE, 10);
+    struct ticker tk;
     struct spinner sp[NS];
     goro_t *h[NS + 1];
-    ck_assert_ptr_nonnull(h[0] = go(ticker, &tk));
-    for (int i = 0; i < NS; i++) {
-        sp[i] = (struct spinner){ .id = i + 1, .check_tid = true };
-        ck_assert_ptr_nonnull(h[i + 1] = go(spinner, &sp[i]));
-    }
-    t_nap(run);
-    atomic_store(&pt.stop, 1);
-    join_all(h, NS + 1);
+    go_ticker_and_spinners(&tk, sp, NS, h);
+    run_for(run, h, NS + 1);
     long ticks = atomic_load(&tk.ticks);
     report("preempt: %d spinners and a 2 ms ticker on one worker for %.1f s: %ld ticks, "
            "lateness mean %.2f ms, max %.2f ms; spinners switched %ld times\n", NS, run,
-           ticks, mean_late(&tk) / 1e6, ms(tk.max_late), total_switches(sp, NS));
+           ticks, mean_late(&tk) / 1e6, t_ms(tk.max_late), total_switches(sp, NS));
     ck_assert_msg(!t_failed(), "%s", t_failed());
     check_preempted_in_place(sp, NS, "spinners next to a ticker");
     check_lateness(&tk, SLICE, "spinners next to a ticker");
@@ -326,8 +331,7 @@ START_TEST(preempted_coroutine_stays_on_its_thread)
         return;
     enum { NS = 5 };
     double run = t_slow() ? 3.0 : 1.0;
-    restart(2, SLICE);
-    begin(t_timeout(10));
+    restart_for(2, SLICE, 10);
     struct spinner sp[NS];
     goro_t *h[NS];
     double t0 = t_now();
@@ -336,9 +340,7 @@ START_TEST(preempted_coroutine_stays_on_its_thread)
                                   .end = i % 2 ? 0 : t0 + run * (0.2 + 0.1 * i) };
         ck_assert_ptr_nonnull(h[i] = go(spinner, &sp[i]));
     }
-    t_nap(run);
-    atomic_store(&pt.stop, 1);
-    join_all(h, NS);
+    run_for(run, h, NS);
     long moved = 0, idle = 0;
     for (int i = 0; i < NS; i++) {
         moved += sp[i].moved;
@@ -526,17 +528,14 @@ START_TEST(fp_and_simd_state_survives_preemption)
     goro_t *h[MAXV * PER];
     struct fpstate *ref = aligned_alloc(64, sizeof *ref);
     ck_assert_ptr_nonnull(ref);
-    restart(1, slice);
-    begin(t_timeout(20));
+    restart_for(1, slice, 20);
     for (int i = 0; i < n; i++) {
         f[i] = (struct fp_spinner){ .id = i + 1, .v = &v[i % nv], .seed = 1234u + (uint32_t)i };
         ck_assert_ptr_nonnull(f[i].s = aligned_alloc(64, sizeof *f[i].s));
         fp_init(f[i].s, f[i].seed);
         ck_assert_ptr_nonnull(h[i] = go(fp_spinner, &f[i]));
     }
-    t_nap(run);
-    atomic_store(&pt.stop, 1);
-    join_all(h, n);
+    run_for(run, h, n);
     long switches = 0, rounds = 0;
     for (int i = 0; i < n; i++) {
         switches += f[i].switches;
@@ -548,7 +547,7 @@ START_TEST(fp_and_simd_state_survives_preemption)
         len += snprintf(each + len, sizeof each - (size_t)len, "%s%s %ld", i ? ", " : "",
                         f[i].v->name, f[i].switches);
     report("preempt: %d FP/SIMD spinners on one worker, %.0f ms slice, %.1f s: %ld rounds, "
-           "%ld preemptions (%s)\n", n, ms(slice), run, rounds, switches, each);
+           "%ld preemptions (%s)\n", n, t_ms(slice), run, rounds, switches, each);
     for (int i = 0; i < n; i++) {
         ck_assert_msg(f[i].rounds > 0, "FP spinner %d (%s) never ran", i + 1, f[i].v->name);
         ck_assert_msg(fp_matches_reference(&f[i], ref), "FP spinner %d (%s): state after "
@@ -562,7 +561,7 @@ START_TEST(fp_and_simd_state_survives_preemption)
      * be one per spinner. Room for a busy machine. */
     long want = (long)(run * (t_slow() ? 10 : t_sanitized() ? 50 : 100));
     ck_assert_msg(switches >= want, "only %ld preemptions of %d FP spinners in %.1f s at "
-                  "a %.0f ms slice (want >= %ld)", switches, n, run, ms(slice), want);
+                  "a %.0f ms slice (want >= %ld)", switches, n, run, t_ms(slice), want);
 }
 END_TEST
 
@@ -966,22 +965,19 @@ START_TEST(every_register_survives_preemption)
     int nw = regs_max_wide() + 1, n = nw * PER;
     struct reg_spinner r[3 * PER];
     goro_t *h[3 * PER];
-    restart(1, slice);
-    begin(t_timeout(20));
+    restart_for(1, slice, 20);
     for (int i = 0; i < n; i++) {
         r[i] = (struct reg_spinner){ .id = i + 1, .wide = i % nw, .iters = iters };
         ck_assert_ptr_nonnull(h[i] = go(reg_spinner, &r[i]));
     }
-    t_nap(run);
-    atomic_store(&pt.stop, 1);
-    join_all(h, n);
+    run_for(run, h, n);
     long calls = 0, switches = 0;
     for (int i = 0; i < n; i++) {
         calls += r[i].calls;
         switches += r[i].switches;
     }
     report("preempt: %d register spinners (widest: %d), %.0f ms slice, %.1f s: %ld spins "
-           "of ~2 ms, %ld of them preempted\n", n, nw - 1, ms(slice), run, calls, switches);
+           "of ~2 ms, %ld of them preempted\n", n, nw - 1, t_ms(slice), run, calls, switches);
     ck_assert_msg(!t_failed(), "%s", t_failed());
     for (int i = 0; i < n; i++) {
         ck_assert_msg(r[i].bad[0] == 0, "register spinner %d (width %d): after %ld spins, "
@@ -993,7 +989,7 @@ START_TEST(every_register_survives_preemption)
      * spinner would run all its spins in one go */
     ck_assert_msg(switches >= calls / 4 && switches >= 4 * n, "only %ld of %ld register "
                   "spins of 2 ms were preempted at a %.0f ms slice", switches, calls,
-                  ms(slice));
+                  t_ms(slice));
 }
 END_TEST
 
@@ -1048,8 +1044,7 @@ START_TEST(libc_calls_under_preemption_never_deadlock)
     enum { NU = 4 };
     double run = (double)t_scale(3000) / 1000;
     double stall = t_timeout(2);
-    restart(1, GORO_MSEC);
-    begin(t_timeout(20));
+    restart_for(1, GORO_MSEC, 20);
     lc.devnull = fopen("/dev/null", "w");
     ck_assert_ptr_nonnull(lc.devnull);
     atomic_store(&lc.ops, 0);
@@ -1090,7 +1085,7 @@ START_TEST(libc_calls_under_preemption_never_deadlock)
     ck_assert_msg(!t_failed(), "%s", t_failed());
     /* They never yield: without preemption only the first would have run.
      * With it each gets its turns - a quarter of a fair share at least. */
-    for (int i = 0; async_preemption() && i < NU; i++)
+    for (int i = 0; t_async_preemption() && i < NU; i++)
         ck_assert_msg(u[i].ops >= ops / NU / 4 && u[i].switches >= 2, "libc user %d: %ld "
                       "of %ld rounds, switched %ld times", i + 1, u[i].ops, ops,
                       u[i].switches);
@@ -1136,8 +1131,7 @@ START_TEST(goro_calls_yield_when_preemption_was_asked)
 {
     enum { NS = 2 };
     double run = t_slow() ? 3.0 : 1.0;
-    restart(1, SLICE);
-    begin(t_timeout(10));
+    restart_for(1, SLICE, 10);
     goro_chan_t *full;
     ck_assert_int_eq(goro_chan_new(&full, 0, 1), 0);
     ck_assert_int_eq(goro_chan_try_send(full, NULL), 0);
@@ -1149,15 +1143,13 @@ START_TEST(goro_calls_yield_when_preemption_was_asked)
         sp[i] = (struct libc_spinner){ .id = i + 1, .full = full };
         ck_assert_ptr_nonnull(h[i + 1] = go(libc_spinner, &sp[i]));
     }
-    t_nap(run);
-    atomic_store(&pt.stop, 1);
-    join_all(h, NS + 1);
+    run_for(run, h, NS + 1);
     ck_assert_int_eq(goro_chan_recv(full, NULL), 1);
     ck_assert_int_eq(goro_chan_free(full), 0);
     long ticks = atomic_load(&tk.ticks);
     report("preempt: %d memset spinners and a ticker on one worker for %.1f s: %ld ticks, "
            "lateness mean %.2f ms, max %.2f ms; spinners switched %ld and %ld times\n", NS,
-           run, ticks, mean_late(&tk) / 1e6, ms(tk.max_late), sp[0].switches, sp[1].switches);
+           run, ticks, mean_late(&tk) / 1e6, t_ms(tk.max_late), sp[0].switches, sp[1].switches);
     ck_assert_msg(!t_failed(), "%s", t_failed());
     for (int i = 0; i < NS; i++)
         ck_assert_msg(sp[i].switches >= 3, "memset spinner %d was switched %ld times",
@@ -1242,8 +1234,7 @@ START_TEST(no_preempt_section_holds_the_worker)
     goro_preempt_disable();
     goro_preempt_enable();
     goro_preempt_enable();
-    restart(1, SLICE);
-    begin(t_timeout(10));
+    restart_for(1, SLICE, 10);
     struct ticker tk = { .period = 2 * GORO_MSEC };
     struct section_run s = { .tk = &tk };
     goro_t *h[2];
@@ -1328,7 +1319,7 @@ START_TEST(negative_slice_never_preempts)
     ck_assert_msg(during == 0, "with GORO_SLICE=off the ticker ran %ld times during a "
                   "300 ms spin", during);
     /* and the default preempts (where asynchronous preemption exists) */
-    if (async_preemption()) {
+    if (t_async_preemption()) {
         during = ticks_next_to_starver(&env);
         ck_assert_msg(during >= 3, "with the default slice the ticker ran only %ld times "
                       "during a 300 ms spin", during);
@@ -1373,6 +1364,16 @@ static void app_urg(int sig, siginfo_t *si, void *uc)
 static void note_worker(void)
 {
     atomic_store(&as.worker, (unsigned long)pthread_self());
+}
+
+/* The thread of the only worker. */
+static pthread_t the_worker(void)
+{
+    atomic_store(&as.worker, 0);
+    goro_t *w = go(note_worker);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(goro_join(w, NULL), 0);
+    return (pthread_t)atomic_load(&as.worker);
 }
 
 /* The ways this test sends a signal: to the process or to the worker. */
@@ -1425,18 +1426,11 @@ static void signal_phase(const char *phase, int rounds, bool runtime_urg_expecte
 {
     enum { NS = 2 };
     begin(t_timeout(20));
-    atomic_store(&as.worker, 0);
-    struct ticker tk = { .period = 2 * GORO_MSEC };
+    struct ticker tk;
     struct spinner sp[NS];
-    goro_t *h[NS + 1], *w = go(note_worker);
-    ck_assert_ptr_nonnull(w);
-    ck_assert_int_eq(goro_join(w, NULL), 0);
-    pthread_t worker = (pthread_t)atomic_load(&as.worker);
-    ck_assert_ptr_nonnull(h[0] = go(ticker, &tk));
-    for (int i = 0; i < NS; i++) {
-        sp[i] = (struct spinner){ .id = i + 1, .check_tid = true };
-        ck_assert_ptr_nonnull(h[i + 1] = go(spinner, &sp[i]));
-    }
+    goro_t *h[NS + 1];
+    pthread_t worker = the_worker();
+    go_ticker_and_spinners(&tk, sp, NS, h);
     t_nap(t_timeout(0.05));
     as.resent = 0;
     for (int i = 0; i < rounds; i++) {
@@ -1444,14 +1438,12 @@ static void signal_phase(const char *phase, int rounds, bool runtime_urg_expecte
             send_and_wait(phase, k, worker);
         t_nap(0.01);
     }
-    t_nap(t_slow() ? 1.0 : 0.3);
-    atomic_store(&pt.stop, 1);
-    join_all(h, NS + 1);
+    run_for(t_slow() ? 1.0 : 0.3, h, NS + 1);
     report("preempt: signals %s: SIGUSR1 %ld, own SIGURG %ld, the runtime's SIGURG %ld "
            "seen by the application (%ld own SIGURGs sent twice); ticker %ld ticks (max "
            "lateness %.2f ms), spinners switched %ld times\n", phase, atomic_load(&as.usr1),
            atomic_load(&as.urg_own), atomic_load(&as.urg_other), as.resent,
-           atomic_load(&tk.ticks), ms(tk.max_late), total_switches(sp, NS));
+           atomic_load(&tk.ticks), t_ms(tk.max_late), total_switches(sp, NS));
     ck_assert_msg(!t_failed(), "%s", t_failed());
     ck_assert_msg(runtime_urg_expected || atomic_load(&as.urg_other) == 0, "%s: %ld of the "
                   "runtime's SIGURGs reached the application's handler: goro_start did not "
@@ -1763,8 +1755,7 @@ START_TEST(eintr_never_leaks_out_of_goro_calls)
     sigemptyset(&sa.sa_mask);           /* no SA_RESTART: nothing is restarted */
     ck_assert_int_eq(sigaction(SIGUSR1, &sa, &old), 0);
     memset(&ei, 0, sizeof ei);
-    restart(2, SLICE);
-    begin(t_timeout(20));
+    restart_for(2, SLICE, 20);
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ei.sv), 0);
     ck_assert_int_eq(goro_chan_new(&ei.ping, sizeof(long), 0), 0);
     ck_assert_int_eq(goro_chan_new(&ei.pong, sizeof(long), 0), 0);
@@ -1775,7 +1766,7 @@ START_TEST(eintr_never_leaks_out_of_goro_calls)
     goro_t *h[13];
     int n = 0;
     /* without asynchronous preemption they would keep both workers */
-    for (int i = 0; async_preemption() && i < 2; i++)
+    for (int i = 0; t_async_preemption() && i < 2; i++)
         ck_assert_ptr_nonnull(h[n++] = go(spinner, &sp[i]));
     ck_assert_ptr_nonnull(h[n++] = go(ei_reader));
     ck_assert_ptr_nonnull(h[n++] = go(ei_writer));
@@ -1848,23 +1839,14 @@ START_TEST(foreign_sigurgs_do_not_stop_preemption)
         return;
     enum { NS = 2 };
     double run = t_slow() ? 3.0 : 1.0;
-    restart(1, SLICE);
-    begin(t_timeout(10));
-    atomic_store(&as.worker, 0);
-    goro_t *w = go(note_worker);
-    ck_assert_ptr_nonnull(w);
-    ck_assert_int_eq(goro_join(w, NULL), 0);
-    fu.worker = (pthread_t)atomic_load(&as.worker);
+    restart_for(1, SLICE, 10);
+    fu.worker = the_worker();
     atomic_store(&fu.stop, 0);
     atomic_store(&fu.sent, 0);
-    struct ticker tk = { .period = 2 * GORO_MSEC };
+    struct ticker tk;
     struct spinner sp[NS];
     goro_t *h[NS + 1];
-    ck_assert_ptr_nonnull(h[0] = go(ticker, &tk));
-    for (int i = 0; i < NS; i++) {
-        sp[i] = (struct spinner){ .id = i + 1, .check_tid = true };
-        ck_assert_ptr_nonnull(h[i + 1] = go(spinner, &sp[i]));
-    }
+    go_ticker_and_spinners(&tk, sp, NS, h);
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, foreign_urg, NULL), 0);
     t_nap(run);
@@ -1874,7 +1856,7 @@ START_TEST(foreign_sigurgs_do_not_stop_preemption)
     join_all(h, NS + 1);
     report("preempt: %ld foreign SIGURGs to the worker in %.1f s: ticker %ld ticks, lateness "
            "mean %.2f ms, max %.2f ms; spinners switched %ld times\n", atomic_load(&fu.sent),
-           run, atomic_load(&tk.ticks), mean_late(&tk) / 1e6, ms(tk.max_late),
+           run, atomic_load(&tk.ticks), mean_late(&tk) / 1e6, t_ms(tk.max_late),
            total_switches(sp, NS));
     ck_assert_msg(!t_failed(), "%s", t_failed());
     check_preempted_in_place(sp, NS, "next to foreign SIGURGs");
@@ -1930,8 +1912,7 @@ static int64_t max_late_of(const struct ticker *tk, int n)
  * thread, which runs the ticker queued behind it. */
 START_TEST(blocking_call_hands_the_worker_over)
 {
-    restart(1, SLICE);
-    begin(t_timeout(10));
+    restart_for(1, SLICE, 10);
     struct ticker tk = { .period = 2 * GORO_MSEC, .record_tid = true };
     struct blocker b = { .tk = &tk, .ntk = 1, .seconds = 0.3 };
     goro_t *h[2];
@@ -1942,7 +1923,7 @@ START_TEST(blocking_call_hands_the_worker_over)
     ck_assert_int_eq(goro_join(h[0], NULL), 0);
     report("preempt: a coroutine in usleep(%.0f ms) on the only worker: the ticker ticked "
            "%ld times meanwhile, max lateness %.2f ms\n", b.seconds * 1e3, b.ticks_during,
-           ms(tk.max_late));
+           t_ms(tk.max_late));
     ck_assert_msg(!t_failed(), "%s", t_failed());
     ck_assert(b.found);
     check_lateness(&tk, SLICE, "behind a coroutine blocked in usleep()");
@@ -1969,8 +1950,7 @@ static void blocker_with_tickers(struct blocker *b)
 START_TEST(blocked_worker_does_not_stop_the_others)
 {
     enum { NT = 4 };
-    restart(2, SLICE);
-    begin(t_timeout(10));
+    restart_for(2, SLICE, 10);
     struct ticker tk[NT];
     for (int i = 0; i < NT; i++)
         tk[i] = (struct ticker){ .period = 2 * GORO_MSEC, .record_tid = true };
@@ -1985,11 +1965,11 @@ START_TEST(blocked_worker_does_not_stop_the_others)
     int64_t late = max_late_of(tk, NT), limit = late_limit(SLICE);
     report("preempt: a coroutine in usleep(%.0f ms) on one of 2 workers%s: %d tickers "
            "ticked %ld times meanwhile, max lateness %.2f ms\n", b.seconds * 1e3,
-           b.found ? ", with a ticker's timer on it" : "", NT, b.ticks_during, ms(late));
+           b.found ? ", with a ticker's timer on it" : "", NT, b.ticks_during, t_ms(late));
     ck_assert_msg(!t_failed(), "%s", t_failed());
     ck_assert_msg(b.found, "no ticker ever slept on the worker its spawner ran on");
     ck_assert_msg(late <= limit, "a ticker woke %.2f ms late while another worker was "
-                  "blocked in usleep() (limit %.0f ms)", ms(late), ms(limit));
+                  "blocked in usleep() (limit %.0f ms)", t_ms(late), t_ms(limit));
     ck_assert_msg(b.ticks_during >= NT * (long)(b.seconds * 1e9 / (double)(2 * GORO_MSEC + limit)) / 2,
                   "%d tickers ticked %ld times in %.0f ms next to a blocked worker", NT,
                   b.ticks_during, b.seconds * 1e3);
@@ -2050,8 +2030,7 @@ START_TEST(preempt_allow_marks_code_preemptible)
 {
     if (!needs_async("preempt_allow_marks_code_preemptible"))
         return;
-    restart(1, SLICE);
-    begin(t_timeout(10));
+    restart_for(1, SLICE, 10);
     struct ticker tk = { .period = 2 * GORO_MSEC };
     struct allowed_run a = { .tk = &tk };
     goro_t *h[2];
@@ -2090,9 +2069,8 @@ END_TEST
 Suite *preempt_suite(void)
 {
     Suite *s = suite_create("preempt");
-    TCase *tc = tcase_create("preempt");
+    TCase *tc = t_tcase(s, "preempt", 30);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, t_timeout(30));
     tcase_add_test(tc, spinners_do_not_stop_a_ticker);
     tcase_add_test(tc, preempted_coroutine_stays_on_its_thread);
     tcase_add_test(tc, fp_and_simd_state_survives_preemption);
@@ -2109,6 +2087,5 @@ Suite *preempt_suite(void)
     tcase_add_test(tc, blocking_call_hands_the_worker_over);
     /* last: it fills the table of marked ranges for the rest of the process */
     tcase_add_test(tc, preempt_allow_marks_code_preemptible);
-    suite_add_tcase(s, tc);
     return s;
 }

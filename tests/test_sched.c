@@ -734,21 +734,15 @@ END_TEST
 Suite *sched_suite(void)
 {
     Suite *s = suite_create("sched");
-    TCase *tc = tcase_create("stress");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(60));
+    TCase *tc = t_runtime_tcase(s, "stress", 60);
     tcase_add_test(tc, stress_messages_no_loss_no_duplicate);
     tcase_add_test(tc, lost_wakeup_hunt);
     tcase_add_test(tc, handoff_wakes_idle_worker);
     tcase_add_test(tc, spawn_and_join_from_foreign_threads);
     tcase_add_test(tc, join_across_workers);
     tcase_add_test(tc, idle_cpu_near_zero);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("fairness");          /* reconfigures the runtime */
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    tc = t_runtime_tcase(s, "fairness", 30);  /* reconfigures the runtime */
     tcase_add_test(tc, runnext_pair_cannot_starve_others);
-    suite_add_tcase(s, tc);
     return s;
 }

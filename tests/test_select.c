@@ -11,14 +11,6 @@
 #include "helpers.h"
 #include "suites.h"
 
-static goro_chan_t *new_chan(size_t elem, size_t cap)
-{
-    goro_chan_t *ch = NULL;
-    int e = goro_chan_new(&ch, elem, cap);
-    ck_assert_msg(e == 0, "goro_chan_new(%zu, %zu): %d", elem, cap, e);
-    return ch;
-}
-
 /* try_send on an unbuffered channel succeeds only while a receiver waits:
  * retry until one does (that proves it was parked) or time runs out. */
 static int send_when_waited(goro_chan_t *ch, const void *elem)
@@ -45,7 +37,7 @@ START_TEST(ready_case_is_chosen)
 {
     goro_chan_t *c[3];
     for (int i = 0; i < 3; i++)
-        c[i] = new_chan(sizeof(long), 1);
+        c[i] = t_chan_new(sizeof(long), 1);
     for (int round = 0; round < 50; round++) {
         int ready = round % 3;
         long x = 100 + round;
@@ -134,7 +126,7 @@ static void fair_send(struct fair_run *f)
     goro_case_t cs[3];
     long x[3] = { 0, 1, 2 };
     for (int i = 0; i < f->ncases; i++)
-        c[i] = new_chan(sizeof(long), 1);
+        c[i] = t_chan_new(sizeof(long), 1);
     for (long k = 0; k < f->rounds; k++) {
         for (int i = 0; i < f->ncases; i++)
             cs[i] = (goro_case_t){ c[i], GORO_SEND, &x[i], -1 };
@@ -191,7 +183,7 @@ END_TEST
 
 START_TEST(nowait_and_null_channels)
 {
-    goro_chan_t *a = new_chan(sizeof(int), 0), *b = new_chan(sizeof(int), 1);
+    goro_chan_t *a = t_chan_new(sizeof(int), 0), *b = t_chan_new(sizeof(int), 1);
     int x = 5, v = -1;
     ck_assert_int_eq(goro_chan_try_send(b, &x), 0);   /* b full */
     goro_case_t cs[3] = {
@@ -259,7 +251,7 @@ START_TEST(wait_woken_by_one_others_left_clean)
     for (int woke = 0; woke < NC; woke++) {
         goro_chan_t *c[NC];
         for (int i = 0; i < NC; i++)
-            c[i] = new_chan(sizeof(long), 0);
+            c[i] = t_chan_new(sizeof(long), 0);
         struct sel_wait s = { .n = NC };
         long out = 1000 + woke;
         for (int i = 0; i < NC; i++) {
@@ -309,7 +301,7 @@ END_TEST
 
 START_TEST(send_case_woken_by_receiver)
 {
-    goro_chan_t *a = new_chan(sizeof(long), 0), *b = new_chan(sizeof(long), 0);
+    goro_chan_t *a = t_chan_new(sizeof(long), 0), *b = t_chan_new(sizeof(long), 0);
     struct sel_wait s = { .n = 2 };
     long out = 31337;
     s.v[1] = -1;
@@ -343,7 +335,7 @@ static void send_later(goro_chan_t *ch, long x)
 
 START_TEST(thread_waits_in_select)
 {
-    goro_chan_t *a = new_chan(sizeof(long), 0), *b = new_chan(sizeof(long), 0);
+    goro_chan_t *a = t_chan_new(sizeof(long), 0), *b = t_chan_new(sizeof(long), 0);
     for (int round = 0; round < 20; round++) {
         long va = -1, vb = -1;
         goro_case_t cs[2] = { { a, GORO_RECV, &va, -99 }, { b, GORO_RECV, &vb, -99 } };
@@ -366,7 +358,7 @@ END_TEST
 START_TEST(close_wakes_select)
 {
     /* recv case: result 0, element zeroed */
-    goro_chan_t *a = new_chan(sizeof(long), 0), *b = new_chan(sizeof(long), 1);
+    goro_chan_t *a = t_chan_new(sizeof(long), 0), *b = t_chan_new(sizeof(long), 1);
     struct sel_wait s = { .n = 2 };
     s.v[0] = 0x4444;
     s.v[1] = 0x5555;
@@ -388,7 +380,7 @@ START_TEST(close_wakes_select)
     ck_assert_int_eq(goro_chan_free(b), 0);
 
     /* send case: -EPIPE */
-    goro_chan_t *c = new_chan(sizeof(long), 0), *d = new_chan(sizeof(long), 0);
+    goro_chan_t *c = t_chan_new(sizeof(long), 0), *d = t_chan_new(sizeof(long), 0);
     struct sel_wait t = { .n = 2 };
     long out = 9;
     t.v[0] = -1;
@@ -407,7 +399,7 @@ START_TEST(close_wakes_select)
     ck_assert_int_eq(goro_chan_free(d), 0);
 
     /* an already closed channel is ready at once */
-    goro_chan_t *e = new_chan(sizeof(long), 0);
+    goro_chan_t *e = t_chan_new(sizeof(long), 0);
     ck_assert_int_eq(goro_chan_close(e), 0);
     long v = 7;
     goro_case_t cs[1] = { { e, GORO_RECV, &v, -99 } };
@@ -425,7 +417,7 @@ END_TEST
 
 START_TEST(same_channel_in_two_cases)
 {
-    goro_chan_t *a = new_chan(sizeof(long), 1);
+    goro_chan_t *a = t_chan_new(sizeof(long), 1);
     long hits[2] = { 0, 0 };
     for (int k = 0; k < 1000; k++) {
         long x = k, v[2] = { -1, -1 };
@@ -443,7 +435,7 @@ START_TEST(same_channel_in_two_cases)
     ck_assert_int_eq(goro_chan_free(a), 0);
 
     /* parked on one unbuffered channel twice: fires once, leaves no waiter */
-    goro_chan_t *u = new_chan(sizeof(long), 0);
+    goro_chan_t *u = t_chan_new(sizeof(long), 0);
     struct sel_wait s = { .n = 2 };
     s.v[0] = s.v[1] = -1;
     s.cs[0] = (goro_case_t){ u, GORO_RECV, &s.v[0], -99 };
@@ -461,7 +453,7 @@ START_TEST(same_channel_in_two_cases)
     ck_assert_int_eq(goro_chan_free(u), 0);
 
     /* send and recv on the same unbuffered channel: must not pair with itself */
-    u = new_chan(sizeof(long), 0);
+    u = t_chan_new(sizeof(long), 0);
     struct sel_wait t = { .n = 2 };
     long out = 77;
     t.v[1] = -1;
@@ -504,8 +496,8 @@ START_TEST(many_cases_heap_path)
     ck_assert_ptr_nonnull(m.cs);
     goro_case_t *cs = m.cs;
     for (int i = 0; i < N; i++) {
-        b[i] = new_chan(sizeof(long), 1);
-        u[i] = new_chan(sizeof(long), 0);
+        b[i] = t_chan_new(sizeof(long), 1);
+        u[i] = t_chan_new(sizeof(long), 0);
     }
 
     /* one ready case among 40, some cases NULL */
@@ -552,7 +544,7 @@ START_TEST(many_cases_heap_path)
     long out[N];
     for (int woke = 5; woke < N; woke += 17) {
         for (int i = 0; i < N; i++) {
-            u[i] = new_chan(sizeof(long), 0);
+            u[i] = t_chan_new(sizeof(long), 0);
             v[i] = -1;
             out[i] = 2000 + i;
             cs[i] = (goro_case_t){ u[i], i % 2 ? GORO_SEND : GORO_RECV,
@@ -592,9 +584,7 @@ END_TEST
 Suite *select_suite(void)
 {
     Suite *s = suite_create("select");
-    TCase *tc = tcase_create("select");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "select", 30);
     tcase_add_test(tc, ready_case_is_chosen);
     tcase_add_test(tc, ready_cases_chosen_uniformly);
     tcase_add_test(tc, nowait_and_null_channels);
@@ -604,6 +594,5 @@ Suite *select_suite(void)
     tcase_add_test(tc, close_wakes_select);
     tcase_add_test(tc, same_channel_in_two_cases);
     tcase_add_test(tc, many_cases_heap_path);
-    suite_add_tcase(s, tc);
     return s;
 }

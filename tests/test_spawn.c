@@ -505,20 +505,15 @@ END_TEST
 Suite *spawn_suite(void)
 {
     Suite *s = suite_create("spawn");
-    TCase *tc = tcase_create("spawn");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(60));
+    TCase *tc = t_runtime_tcase(s, "spawn", 60);
     tcase_add_test(tc, spawn_join_100k_from_main);
     tcase_add_test(tc, spawn_join_100k_from_coroutine);
     tcase_add_test(tc, detached_100k_complete);
     tcase_add_test(tc, detached_from_coroutines_complete);
     tcase_add_test(tc, join_waits_for_running);
     tcase_add_test(tc, spawn_and_join_from_foreign_threads);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("identity");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    tc = t_runtime_tcase(s, "identity", 30);
     tcase_add_test(tc, self_is_null_outside);
     tcase_add_test(tc, self_is_the_handle);
     tcase_add_test(tc, ids_increase_from_main);
@@ -526,11 +521,8 @@ Suite *spawn_suite(void)
     tcase_add_test(tc, ids_unique_across_spawners);
     tcase_add_test(tc, names_from_attr_and_set_name);
     tcase_add_test(tc, exit_from_nested_function);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("exit-outside");   /* forks its own child */
-    tcase_set_timeout(tc, t_timeout(30));
+    tc = t_tcase(s, "exit-outside", 30);  /* forks its own child */
     tcase_add_test(tc, exit_outside_coroutine_aborts);
-    suite_add_tcase(s, tc);
     return s;
 }

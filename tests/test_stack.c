@@ -339,18 +339,13 @@ END_TEST
 Suite *stack_suite(void)
 {
     Suite *s = suite_create("stack");
-    TCase *tc = tcase_create("depth");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "depth", 30);
     tcase_add_test(tc, deep_recursion_within_default_stack);
     tcase_add_test(tc, deep_recursion_within_1mib_stack);
     tcase_add_test(tc, reused_stacks_give_deep_pages_back);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("children");       /* these fork their own child */
-    tcase_set_timeout(tc, t_timeout(40));
+    tc = t_tcase(s, "children", 40);  /* these fork their own child */
     tcase_add_test(tc, overflow_is_reported);
     tcase_add_test(tc, map_count_exhaustion_is_reported);
-    suite_add_tcase(s, tc);
     return s;
 }

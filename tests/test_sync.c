@@ -10,13 +10,6 @@
 #include "helpers.h"
 #include "suites.h"
 
-static void max_update(atomic_long *max, long v)
-{
-    long m = atomic_load(max);
-    while (v > m && !atomic_compare_exchange_weak(max, &m, v))
-        ;
-}
-
 /* Runs fn(arg) on n coroutines and joins them all. */
 static void run_coroutines(int n, void (*fn)(long), long arg_base)
 {
@@ -146,7 +139,7 @@ static void parallel_reader(long id)
         return;
     }
     long n = atomic_fetch_add(&readers_in, 1) + 1;
-    max_update(&max_readers, n);
+    t_max_update(&max_readers, n);
     while (atomic_load(&max_readers) < 2 && t_now() < rw_deadline)
         ;
     atomic_fetch_sub(&readers_in, 1);
@@ -529,7 +522,7 @@ static void sem_task(long id)
         return;
     }
     long n = atomic_fetch_add(&sem_inside, 1) + 1;
-    max_update(&sem_max, n);
+    t_max_update(&sem_max, n);
     for (int i = 0, k = 1 + (int)(t_rnd(&r) % 8); i < k; i++) {
         for (volatile int s = 0; s < 200; s++)
             ;
@@ -720,9 +713,7 @@ END_TEST
 Suite *sync_suite(void)
 {
     Suite *s = suite_create("sync");
-    TCase *tc = tcase_create("sync");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "sync", 30);
     tcase_add_test(tc, mutex_counter_exact_under_contention);
     tcase_add_test(tc, mutex_errors);
     tcase_add_test(tc, rwlock_readers_run_in_parallel);
@@ -736,6 +727,5 @@ Suite *sync_suite(void)
     tcase_add_test(tc, waitgroup_many_members);
     tcase_add_test(tc, waitgroup_negative_count);
     tcase_add_test(tc, once_runs_exactly_once);
-    suite_add_tcase(s, tc);
     return s;
 }

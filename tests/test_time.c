@@ -8,7 +8,6 @@
  * Coroutines never call ck_assert (see helpers.h). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +25,6 @@ static int64_t clock_ns(void)
     return (int64_t)ts.tv_sec * GORO_SEC + ts.tv_nsec;
 }
 
-static double ms(int64_t ns) { return (double)ns / 1e6; }
-
 /* How late a wake-up may be. The figures of a quiet machine belong to the
  * benchmarks; here a timer only has to fire "within a few ms". */
 static int64_t late_bound(void)
@@ -44,13 +41,6 @@ static int64_t instant_bound(void) { return late_bound(); }
 
 static atomic_long published;       /* the latest goro_now() anybody saw */
 
-static void max_update(atomic_long *max, long v)
-{
-    long m = atomic_load(max);
-    while (v > m && !atomic_compare_exchange_weak(max, &m, v))
-        ;
-}
-
 /* A reading taken after another thread's reading was published is not
  * smaller than it: one clock, monotonic across workers. */
 static void clock_reader(long n)
@@ -65,7 +55,7 @@ static void clock_reader(long n)
             return;
         }
         last = t;
-        max_update(&published, t);
+        t_max_update(&published, t);
         if (i % 1000 == 0)
             goro_yield();
     }
@@ -117,16 +107,17 @@ static void sleep_samples(int64_t ns, int64_t *out)
 static void check_samples(const char *where, int64_t ns, int64_t *s)
 {
     for (int i = 0; i < SAMPLES; i++) {
-        ck_assert_msg(s[i] >= 0, "%s: sleep %.0f ms returned an error", where, ms(ns));
-        ck_assert_msg(s[i] >= ns, "%s: sleep %.1f ms woke after %.3f ms", where, ms(ns), ms(s[i]));
+        ck_assert_msg(s[i] >= 0, "%s: sleep %.0f ms returned an error", where, t_ms(ns));
+        ck_assert_msg(s[i] >= ns, "%s: sleep %.1f ms woke after %.3f ms", where, t_ms(ns),
+                      t_ms(s[i]));
         /* the worst one: it did wake, at most a generous margin late */
         ck_assert_msg(s[i] < ns + 20 * late_bound(), "%s: sleep %.1f ms took %.1f ms",
-                      where, ms(ns), ms(s[i]));
+                      where, t_ms(ns), t_ms(s[i]));
     }
     /* the typical one (a busy machine may delay a few): within a few ms */
     qsort(s, SAMPLES, sizeof *s, cmp64);
     ck_assert_msg(s[SAMPLES / 2] < ns + late_bound(), "%s: sleep %.1f ms: median %.2f ms",
-                  where, ms(ns), ms(s[SAMPLES / 2]));
+                  where, t_ms(ns), t_ms(s[SAMPLES / 2]));
 }
 
 START_TEST(sleep_accuracy)
@@ -253,7 +244,7 @@ START_TEST(many_sleepers)
     long asleep = 0;
     for (long i = 0; i < n; i++) {
         int64_t late = sl.woke[i] - (sl.base + sl.offset[i]);
-        ck_assert_msg(late >= 0, "sleeper %ld woke %.3f ms early", i, ms(-late));
+        ck_assert_msg(late >= 0, "sleeper %ld woke %.3f ms early", i, t_ms(-late));
         if (late > worst)
             worst = late;
         asleep += sl.entered[i] < sl.base + sl.offset[i];
@@ -263,7 +254,7 @@ START_TEST(many_sleepers)
         med[b] = median_wake(n, (b + 1) * GORO_MSEC, (b + 2) * GORO_MSEC, tmp);
     printf("many sleepers: %ld (%ld asleep in time), latest %.2f ms late, median wake "
            "by deadline 1-2 2-3 3-4 4-5 ms: %.2f %.2f %.2f %.2f ms, %ld out of order by > 1 ms\n",
-           n, asleep, ms(worst), ms(med[0]), ms(med[1]), ms(med[2]), ms(med[3]),
+           n, asleep, t_ms(worst), t_ms(med[0]), t_ms(med[1]), t_ms(med[2]), t_ms(med[3]),
            inversions(n, GORO_MSEC));
     /* TSan switches so slowly that the gate alone takes longer than the
      * deadlines are away (measured: 1.2 s for 4000): only that all woke,
@@ -273,7 +264,7 @@ START_TEST(many_sleepers)
     timed = false;
 #endif
     if (timed) {
-        ck_assert_msg(worst < 10 * late_bound(), "a sleeper woke %.1f ms late", ms(worst));
+        ck_assert_msg(worst < 10 * late_bound(), "a sleeper woke %.1f ms late", t_ms(worst));
         ck_assert_msg(asleep >= n / 2, "only %ld of %ld sleepers were asleep in time",
                       asleep, n);
     }
@@ -286,10 +277,10 @@ START_TEST(many_sleepers)
     for (int b = 0; b + 1 < 4 && timed; b++)
         ck_assert_msg(med[b] < med[b + 1] + 3 * GORO_MSEC, "sleepers due %d-%d ms woke "
                       "(median %.2f ms) over 3 ms after those due %d-%d ms (%.2f ms)", b + 1,
-                      b + 2, ms(med[b]), b + 2, b + 3, ms(med[b + 1]));
+                      b + 2, t_ms(med[b]), b + 2, b + 3, t_ms(med[b + 1]));
     if (timed)
         ck_assert_msg(med[0] < med[3] + 2 * GORO_MSEC, "sleepers due 1-2 ms woke (median "
-                      "%.2f ms) after those due 4-5 ms (%.2f ms)", ms(med[0]), ms(med[3]));
+                      "%.2f ms) after those due 4-5 ms (%.2f ms)", t_ms(med[0]), t_ms(med[3]));
     free(h);
     free(tmp);
     free(sl.offset);
@@ -313,59 +304,25 @@ struct timed {
     void (*after)(void);
 };
 
-static struct {
-    int s[2];                       /* a unix stream pair */
-    int l, filler, c;               /* listener, connection filling it, client */
-    struct sockaddr_in addr;
-    long filled;                    /* bytes put in s[0] before the wait */
-    size_t written;                 /* write_all_until's report */
-    goro_chan_t *unb, *buf, *release;
-    goro_mutex_t mu;
-    goro_rwlock_t rw;
-    goro_cond_t cv;
-    goro_sem_t sem;
-    goro_waitgroup_t wg;
-    goro_t *blocked;
-} tw;
-
-static void pair_setup(void)
-{
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, tw.s), 0);
-}
-
-static void pair_close(void)
-{
-    ck_assert_int_eq(goro_close(tw.s[0]), 0);
-    ck_assert_int_eq(goro_close(tw.s[1]), 0);
-}
-
-/* Nothing was read: the next byte sent is the next byte read. */
-static void after_read(void)
-{
-    char c = 0;
-    ck_assert_int_eq(goro_write(tw.s[1], "n", 1), 1);
-    ck_assert_int_eq(goro_read(tw.s[0], &c, 1), 1);
-    ck_assert_int_eq(c, 'n');
-    pair_close();
-}
-
+/* The waits (test_cancel.c has their plain forms); their fixtures are
+ * the t_bw_* of helpers.h. */
 static long wait_read(int64_t dl)
 {
     char b[16];
-    return goro_read_until(tw.s[0], b, sizeof b, dl);
+    return goro_read_until(t_bw.s[0], b, sizeof b, dl);
 }
 
 static long wait_readv(int64_t dl)
 {
     char a[3], b[13];
     struct iovec iov[2] = { { a, sizeof a }, { b, sizeof b } };
-    return goro_readv_until(tw.s[0], iov, 2, dl);
+    return goro_readv_until(t_bw.s[0], iov, 2, dl);
 }
 
 static long wait_recv(int64_t dl)
 {
     char b[16];
-    return goro_recv_until(tw.s[0], b, sizeof b, 0, dl);
+    return goro_recv_until(t_bw.s[0], b, sizeof b, 0, dl);
 }
 
 static long wait_recvfrom(int64_t dl)
@@ -373,72 +330,33 @@ static long wait_recvfrom(int64_t dl)
     char b[16];
     struct sockaddr_storage from;
     socklen_t len = sizeof from;
-    return goro_recvfrom_until(tw.s[0], b, sizeof b, 0, (struct sockaddr *)&from, &len, dl);
-}
-
-/* A unix stream socket that is full stays full (its buffer is charged to
- * the writer until read; TCP on loopback would free room as data moves to
- * the peer), so any further write blocks. */
-static void full_setup(void)
-{
-    pair_setup();
-    int fl = fcntl(tw.s[0], F_GETFL);
-    ck_assert_int_eq(fcntl(tw.s[0], F_SETFL, fl | O_NONBLOCK), 0);
-    static char junk[1 << 16];
-    tw.filled = 0;
-    tw.written = 0;
-    for (;;) {
-        ssize_t w = write(tw.s[0], junk, sizeof junk);
-        if (w < 0) {
-            ck_assert_int_eq(errno, EAGAIN);
-            break;
-        }
-        tw.filled += w;
-    }
-}
-
-/* Exactly the bytes put in before (plus what write_all_until reported)
- * are there, nothing more. */
-static void after_write(void)
-{
-    static char junk[1 << 16];
-    long want = tw.filled + (long)tw.written, got = 0;
-    for (;;) {
-        ssize_t r = recv(tw.s[1], junk, sizeof junk, MSG_DONTWAIT);
-        if (r <= 0) {
-            ck_assert_msg(r < 0 && errno == EAGAIN, "drain: %zd", r);
-            break;
-        }
-        got += r;
-    }
-    ck_assert_msg(got == want, "the peer holds %ld bytes, want %ld", got, want);
-    pair_close();
+    return goro_recvfrom_until(t_bw.s[0], b, sizeof b, 0, (struct sockaddr *)&from, &len, dl);
 }
 
 static long wait_write(int64_t dl)
 {
-    return goro_write_until(tw.s[0], "abcd", 4, dl);
+    return goro_write_until(t_bw.s[0], "abcd", 4, dl);
 }
 
 static long wait_writev(int64_t dl)
 {
     struct iovec iov[2] = { { "ab", 2 }, { "cd", 2 } };
-    return goro_writev_until(tw.s[0], iov, 2, dl);
+    return goro_writev_until(t_bw.s[0], iov, 2, dl);
 }
 
 static long wait_send(int64_t dl)
 {
-    return goro_send_until(tw.s[0], "abcd", 4, 0, dl);
+    return goro_send_until(t_bw.s[0], "abcd", 4, 0, dl);
 }
 
 /* write_all_until on a small socket nobody reads: some of it goes out,
  * the rest times out, *written says how much. */
 static void small_setup(void)
 {
-    pair_setup();
-    t_set_bufs(tw.s[0], 16 << 10);
-    tw.filled = 0;
-    tw.written = 12345678;
+    t_bw_pair_setup();
+    t_set_bufs(t_bw.s[0], 16 << 10);
+    t_bw.filled = 0;
+    t_bw.written = 12345678;
 }
 
 static long wait_write_all(int64_t dl)
@@ -446,288 +364,121 @@ static long wait_write_all(int64_t dl)
     enum { N = 4 << 20 };
     static char big[N];
     size_t w = 0;
-    long r = goro_write_all_until(tw.s[0], big, N, &w, dl);
-    tw.written = w;
+    long r = goro_write_all_until(t_bw.s[0], big, N, &w, dl);
+    t_bw.written = w;
     if (w >= N)
         t_fail("write_all_until: %zu of %d written, yet %ld", w, N, r);
     return r;
 }
 
-static void listen_setup(void)
-{
-    tw.l = t_tcp_listener(8, &tw.addr);
-}
-
-/* The listener still works: a new connection is accepted. */
-static void after_accept(void)
-{
-    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_eq(connect(c, (struct sockaddr *)&tw.addr, sizeof tw.addr), 0);
-    int fd = goro_accept(tw.l, NULL, NULL);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(goro_close(fd), 0);
-    close(c);
-    ck_assert_int_eq(goro_close(tw.l), 0);
-}
-
 static long wait_accept(int64_t dl)
 {
-    return goro_accept_until(tw.l, NULL, NULL, dl);
-}
-
-/* A listener whose accept queue is full drops SYNs: connect hangs. */
-static void stalled_setup(void)
-{
-    tw.l = t_stalled_listener(&tw.addr, &tw.filler);
-    tw.c = goro_socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(tw.c, 0);
-}
-
-static void after_connect(void)
-{
-    ck_assert_int_eq(goro_close(tw.c), 0);      /* the attempt is abandoned */
-    close(tw.filler);
-    close(tw.l);
+    return goro_accept_until(t_bw.l, NULL, NULL, dl);
 }
 
 static long wait_connect(int64_t dl)
 {
-    return goro_connect_until(tw.c, (struct sockaddr *)&tw.addr, sizeof tw.addr, dl);
+    return goro_connect_until(t_bw.c, (struct sockaddr *)&t_bw.addr, sizeof t_bw.addr, dl);
 }
 
 static long wait_fd(int64_t dl)
 {
-    return goro_wait_fd(tw.s[0], GORO_READABLE, dl);
+    return goro_wait_fd(t_bw.s[0], GORO_READABLE, dl);
 }
 
-/* channels: a stale waiter left behind would take the next value */
-static void chans_setup(void)
+/* A timed-out receive or join leaves what it would fill (-1) untouched. */
+static long untouched(long r, long v, const char *what, const char *into)
 {
-    ck_assert_int_eq(goro_chan_new(&tw.unb, sizeof(long), 0), 0);
-    ck_assert_int_eq(goro_chan_new(&tw.buf, sizeof(long), 1), 0);
-}
-
-static void full_chans_setup(void)
-{
-    chans_setup();
-    long v = 5;
-    ck_assert_int_eq(goro_chan_try_send(tw.buf, &v), 0);
-}
-
-static void after_chans(void)
-{
-    long v = 6;
-    ck_assert_int_eq(goro_chan_try_send(tw.unb, &v), -EAGAIN);     /* no receiver */
-    ck_assert_int_eq(goro_chan_try_recv(tw.unb, &v), -EAGAIN);     /* no sender */
-    long n = goro_chan_len(tw.buf);
-    if (n == 0)                 /* the empty buffered channel: still works */
-        ck_assert_int_eq(goro_chan_try_send(tw.buf, &v), 0);
-    v = 0;
-    ck_assert_int_eq(goro_chan_try_recv(tw.buf, &v), 1);
-    ck_assert_int_eq(v, n ? 5 : 6);         /* the value buffered before, only */
-    ck_assert_int_eq(goro_chan_try_recv(tw.buf, &v), -EAGAIN);
-    ck_assert_int_eq(goro_chan_free(tw.unb), 0);                   /* nobody waits */
-    ck_assert_int_eq(goro_chan_free(tw.buf), 0);
+    if (r == -ETIMEDOUT && v != -1)
+        t_fail("timed-out %s wrote %ld into the %s", what, v, into);
+    return r;
 }
 
 static long wait_recv_unb(int64_t dl)
 {
     long v = -1;
-    long r = goro_chan_recv_until(tw.unb, &v, dl);
-    if (r == -ETIMEDOUT && v != -1)
-        t_fail("timed-out recv wrote %ld into the element", v);
-    return r;
+    long r = goro_chan_recv_until(t_bw.unb, &v, dl);
+    return untouched(r, v, "recv", "element");
 }
 
 static long wait_recv_buf(int64_t dl)
 {
     long v;
-    return goro_chan_recv_until(tw.buf, &v, dl);
+    return goro_chan_recv_until(t_bw.buf, &v, dl);
 }
 
 static long wait_send_unb(int64_t dl)
 {
     long v = 7;
-    return goro_chan_send_until(tw.unb, &v, dl);
+    return goro_chan_send_until(t_bw.unb, &v, dl);
 }
 
 static long wait_send_full(int64_t dl)
 {
     long v = 8;
-    return goro_chan_send_until(tw.buf, &v, dl);
+    return goro_chan_send_until(t_bw.buf, &v, dl);
 }
 
 static long wait_select(int64_t dl)
 {
     long in = -1, out = 9;
-    goro_case_t cs[3] = {
-        { tw.unb, GORO_RECV, &in, 0 },
-        { tw.buf, GORO_SEND, &out, 0 },
-        { tw.unb, GORO_SEND, &out, 0 },
-    };
+    goro_case_t cs[3];
+    t_bw_select_cases(cs, &in, &out);
     return goro_select_until(cs, 3, 0, dl);
 }
 
-/* locks: held by the test thread; a timed-out waiter must not be handed
- * the lock later, nor keep holding others back */
-static void mutex_setup(void)
-{
-    ck_assert_int_eq(goro_mutex_init(&tw.mu), 0);
-    ck_assert_int_eq(goro_mutex_trylock(&tw.mu), 0);
-}
-
-static void after_mutex(void)
-{
-    ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);
-    ck_assert_int_eq(goro_mutex_trylock(&tw.mu), 0);    /* free, not handed over */
-    ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);
-    ck_assert_int_eq(goro_mutex_destroy(&tw.mu), 0);
-}
-
-static long wait_mutex(int64_t dl) { return goro_mutex_lock_until(&tw.mu, dl); }
-
-static void wrheld_setup(void)
-{
-    ck_assert_int_eq(goro_rwlock_init(&tw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_trywrlock(&tw.rw), 0);
-}
-
-static void rdheld_setup(void)
-{
-    ck_assert_int_eq(goro_rwlock_init(&tw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_tryrdlock(&tw.rw), 0);
-}
-
-/* The test thread lets go of its hold (read or write): then the lock is
- * free - no stale waiter was handed it. */
-static void after_rwlock(void)
-{
-    ck_assert_int_eq(goro_rwlock_unlock(&tw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_trywrlock(&tw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_unlock(&tw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_destroy(&tw.rw), 0);
-}
-
-/* A reader held it: a timed-out (cancelled) writer no longer holds new
- * readers back. */
-static void after_rdheld(void)
-{
-    ck_assert_int_eq(goro_rwlock_tryrdlock(&tw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_unlock(&tw.rw), 0);
-    after_rwlock();
-}
-
-static long wait_rdlock(int64_t dl) { return goro_rwlock_rdlock_until(&tw.rw, dl); }
-static long wait_wrlock(int64_t dl) { return goro_rwlock_wrlock_until(&tw.rw, dl); }
-
-static void cond_setup(void)
-{
-    ck_assert_int_eq(goro_mutex_init(&tw.mu), 0);
-    ck_assert_int_eq(goro_cond_init(&tw.cv), 0);
-}
-
-static void after_cond(void)
-{
-    ck_assert_int_eq(goro_cond_destroy(&tw.cv), 0);     /* not still queued */
-    ck_assert_int_eq(goro_mutex_destroy(&tw.mu), 0);
-}
+static long wait_mutex(int64_t dl) { return goro_mutex_lock_until(&t_bw.mu, dl); }
+static long wait_rdlock(int64_t dl) { return goro_rwlock_rdlock_until(&t_bw.rw, dl); }
+static long wait_wrlock(int64_t dl) { return goro_rwlock_wrlock_until(&t_bw.rw, dl); }
 
 /* The mutex is held again when the timed-out wait returns. */
 static long wait_cond(int64_t dl)
 {
-    if (goro_mutex_lock(&tw.mu) != 0)
+    if (goro_mutex_lock(&t_bw.mu) != 0)
         return -1000;
-    long r = goro_cond_wait_until(&tw.cv, &tw.mu, dl);
-    if (goro_mutex_trylock(&tw.mu) != -EBUSY)
+    long r = goro_cond_wait_until(&t_bw.cv, &t_bw.mu, dl);
+    if (goro_mutex_trylock(&t_bw.mu) != -EBUSY)
         t_fail("cond_wait_until returned %ld without the mutex", r);
-    else if (goro_mutex_unlock(&tw.mu) != 0)
+    else if (goro_mutex_unlock(&t_bw.mu) != 0)
         t_fail("cond_wait_until: unlock afterwards failed");
     return r;
 }
 
-static void sem_setup(void) { ck_assert_int_eq(goro_sem_init(&tw.sem, 0), 0); }
-
-static void after_sem(void)
-{
-    ck_assert_int_eq(goro_sem_release(&tw.sem), 0);
-    ck_assert_int_eq(goro_sem_try_acquire(&tw.sem), 0);     /* not given to a ghost */
-    ck_assert_int_eq(goro_sem_try_acquire(&tw.sem), -EAGAIN);
-    ck_assert_int_eq(goro_sem_destroy(&tw.sem), 0);
-}
-
-static long wait_sem(int64_t dl) { return goro_sem_acquire_until(&tw.sem, dl); }
-
-static void wg_setup(void)
-{
-    ck_assert_int_eq(goro_waitgroup_init(&tw.wg), 0);
-    ck_assert_int_eq(goro_waitgroup_add(&tw.wg, 1), 0);
-}
-
-static void after_wg(void)
-{
-    ck_assert_int_eq(goro_waitgroup_done(&tw.wg), 0);
-    ck_assert_int_eq(goro_waitgroup_wait(&tw.wg), 0);
-    ck_assert_int_eq(goro_waitgroup_destroy(&tw.wg), 0);
-}
-
-static long wait_wg(int64_t dl) { return goro_waitgroup_wait_until(&tw.wg, dl); }
-
-static long blocked_body(goro_chan_t *release)
-{
-    goro_chan_recv(release, NULL);
-    return 42;
-}
-
-static void join_setup(void)
-{
-    ck_assert_int_eq(goro_chan_new(&tw.release, 0, 0), 0);
-    ck_assert_ptr_nonnull(tw.blocked = go(blocked_body, tw.release));
-}
-
-/* The handle is still joinable, and gives the right result. */
-static void after_join(void)
-{
-    ck_assert_int_eq(goro_chan_close(tw.release), 0);
-    long r = 0;
-    ck_assert_int_eq(goro_join(tw.blocked, &r), 0);
-    ck_assert_int_eq(r, 42);
-    ck_assert_int_eq(goro_chan_free(tw.release), 0);
-}
+static long wait_sem(int64_t dl) { return goro_sem_acquire_until(&t_bw.sem, dl); }
+static long wait_wg(int64_t dl) { return goro_waitgroup_wait_until(&t_bw.wg, dl); }
 
 static long wait_join(int64_t dl)
 {
     long r = -1;
-    long e = goro_join_until(tw.blocked, &r, dl);
-    if (e == -ETIMEDOUT && r != -1)
-        t_fail("timed-out join wrote %ld into the result", r);
-    return e;
+    long e = goro_join_until(t_bw.blocked, &r, dl);
+    return untouched(e, r, "join", "result");
 }
 
 static const struct timed timed[] = {
-    { "read", pair_setup, wait_read, after_read },
-    { "readv", pair_setup, wait_readv, after_read },
-    { "recv", pair_setup, wait_recv, after_read },
-    { "recvfrom", pair_setup, wait_recvfrom, after_read },
-    { "write", full_setup, wait_write, after_write },
-    { "writev", full_setup, wait_writev, after_write },
-    { "send", full_setup, wait_send, after_write },
-    { "write_all", small_setup, wait_write_all, after_write },
-    { "accept", listen_setup, wait_accept, after_accept },
-    { "connect", stalled_setup, wait_connect, after_connect },
-    { "wait_fd", pair_setup, wait_fd, after_read },
-    { "chan_recv unbuffered", chans_setup, wait_recv_unb, after_chans },
-    { "chan_recv buffered", chans_setup, wait_recv_buf, after_chans },
-    { "chan_send unbuffered", chans_setup, wait_send_unb, after_chans },
-    { "chan_send full", full_chans_setup, wait_send_full, after_chans },
-    { "select", full_chans_setup, wait_select, after_chans },
-    { "mutex", mutex_setup, wait_mutex, after_mutex },
-    { "rdlock vs writer", wrheld_setup, wait_rdlock, after_rwlock },
-    { "wrlock vs writer", wrheld_setup, wait_wrlock, after_rwlock },
-    { "wrlock vs reader", rdheld_setup, wait_wrlock, after_rdheld },
-    { "cond", cond_setup, wait_cond, after_cond },
-    { "sem", sem_setup, wait_sem, after_sem },
-    { "waitgroup", wg_setup, wait_wg, after_wg },
-    { "join", join_setup, wait_join, after_join },
+    { "read", t_bw_pair_setup, wait_read, t_bw_after_read },
+    { "readv", t_bw_pair_setup, wait_readv, t_bw_after_read },
+    { "recv", t_bw_pair_setup, wait_recv, t_bw_after_read },
+    { "recvfrom", t_bw_pair_setup, wait_recvfrom, t_bw_after_read },
+    { "write", t_bw_full_setup, wait_write, t_bw_after_write },
+    { "writev", t_bw_full_setup, wait_writev, t_bw_after_write },
+    { "send", t_bw_full_setup, wait_send, t_bw_after_write },
+    { "write_all", small_setup, wait_write_all, t_bw_after_write },
+    { "accept", t_bw_listen_setup, wait_accept, t_bw_after_accept },
+    { "connect", t_bw_stalled_setup, wait_connect, t_bw_after_connect },
+    { "wait_fd", t_bw_pair_setup, wait_fd, t_bw_after_read },
+    { "chan_recv unbuffered", t_bw_chans_setup, wait_recv_unb, t_bw_after_chans },
+    { "chan_recv buffered", t_bw_chans_setup, wait_recv_buf, t_bw_after_chans },
+    { "chan_send unbuffered", t_bw_chans_setup, wait_send_unb, t_bw_after_chans },
+    { "chan_send full", t_bw_full_chans_setup, wait_send_full, t_bw_after_chans },
+    { "select", t_bw_full_chans_setup, wait_select, t_bw_after_chans },
+    { "mutex", t_bw_mutex_setup, wait_mutex, t_bw_after_mutex },
+    { "rdlock vs writer", t_bw_wrheld_setup, wait_rdlock, t_bw_after_rwlock },
+    { "wrlock vs writer", t_bw_wrheld_setup, wait_wrlock, t_bw_after_rwlock },
+    { "wrlock vs reader", t_bw_rdheld_setup, wait_wrlock, t_bw_after_rdheld },
+    { "cond", t_bw_cond_setup, wait_cond, t_bw_after_cond },
+    { "sem", t_bw_sem_setup, wait_sem, t_bw_after_sem },
+    { "waitgroup", t_bw_wg_setup, wait_wg, t_bw_after_wg },
+    { "join", t_bw_join_setup, wait_join, t_bw_after_join },
 };
 enum { NTIMED = sizeof timed / sizeof timed[0] };
 
@@ -736,6 +487,17 @@ static long timed_wait(const struct timed *w, int64_t rel, int64_t *late)
     int64_t dl = goro_now() + rel;
     long r = w->wait(dl);
     *late = goro_now() - dl;
+    return r;
+}
+
+/* timed_wait in a new coroutine, or on this thread (not the runtime's). */
+static long timed_wait_in(bool in_coroutine, const struct timed *w, int64_t rel,
+                          int64_t *late)
+{
+    long r = 0;
+    if (!in_coroutine)
+        return timed_wait(w, rel, late);
+    ck_assert_int_eq(goro_join(go(timed_wait, w, rel, late), &r), 0);
     return r;
 }
 
@@ -748,23 +510,19 @@ static void check_timeout(const struct timed *w, bool in_coroutine)
     const char *where = in_coroutine ? "coroutine" : "thread";
     int64_t late = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
-        long r = 0;
         w->setup();
         t_fail_reset();
-        if (in_coroutine)
-            ck_assert_int_eq(goro_join(go(timed_wait, w, 20 * GORO_MSEC, &late), &r), 0);
-        else
-            r = timed_wait(w, 20 * GORO_MSEC, &late);
+        long r = timed_wait_in(in_coroutine, w, 20 * GORO_MSEC, &late);
         ck_assert_msg(!t_failed(), "%s (%s): %s", w->name, where, t_failed());
         ck_assert_msg(r == -ETIMEDOUT, "%s (%s): %ld, want -ETIMEDOUT", w->name, where, r);
         ck_assert_msg(late >= 0, "%s (%s): gave up %.3f ms before the deadline",
-                      w->name, where, ms(-late));
+                      w->name, where, t_ms(-late));
         w->after();
         if (late < late_bound())
             return;
     }
     ck_abort_msg("%s (%s): timed out %.1f ms after the deadline, three times",
-                 w->name, where, ms(late));
+                 w->name, where, t_ms(late));
 }
 
 START_TEST(timeout_of_every_wait)
@@ -782,20 +540,16 @@ START_TEST(past_deadline_never_blocks)
     const int64_t past[] = { -GORO_MSEC, -GORO_SEC };
     for (int where = 0; where < 2; where++) {
         for (int k = 0; k < 2; k++) {
-            long r = 0;
             int64_t late = 0;
             w->setup();
             t_fail_reset();
             int64_t t0 = goro_now();
-            if (where == 0)
-                ck_assert_int_eq(goro_join(go(timed_wait, w, past[k], &late), &r), 0);
-            else
-                r = timed_wait(w, past[k], &late);
+            long r = timed_wait_in(where == 0, w, past[k], &late);
             int64_t took = goro_now() - t0;
             ck_assert_msg(!t_failed(), "%s: %s", w->name, t_failed());
             ck_assert_msg(r == -ETIMEDOUT, "%s, past deadline: %ld", w->name, r);
             ck_assert_msg(took < instant_bound(), "%s, past deadline: took %.1f ms",
-                          w->name, ms(took));
+                          w->name, t_ms(took));
             w->after();
         }
     }
@@ -813,17 +567,10 @@ struct ready {
     void (*after)(long result);
 };
 
-static void value_setup(void)
-{
-    chans_setup();
-    long v = 5;
-    ck_assert_int_eq(goro_chan_try_send(tw.buf, &v), 0);
-}
-
 static long op_recv_ready(int64_t dl)
 {
     long v = 0;
-    long r = goro_chan_recv_until(tw.buf, &v, dl);
+    long r = goro_chan_recv_until(t_bw.buf, &v, dl);
     if (r == 1 && v != 5)
         t_fail("received %ld, want 5", v);
     return r;
@@ -831,18 +578,18 @@ static long op_recv_ready(int64_t dl)
 
 static void free_chans(void)
 {
-    ck_assert_int_eq(goro_chan_free(tw.unb), 0);
-    ck_assert_int_eq(goro_chan_free(tw.buf), 0);
+    ck_assert_int_eq(goro_chan_free(t_bw.unb), 0);
+    ck_assert_int_eq(goro_chan_free(t_bw.buf), 0);
 }
 
 /* Received and gone, or not received and still there. */
 static void after_recv_ready(long r)
 {
     ck_assert_msg(r == 1 || r == -ETIMEDOUT, "recv: %ld", r);
-    ck_assert_int_eq(goro_chan_len(tw.buf), r == 1 ? 0 : 1);
+    ck_assert_int_eq(goro_chan_len(t_bw.buf), r == 1 ? 0 : 1);
     long v = 0;
     if (r != 1) {
-        ck_assert_int_eq(goro_chan_try_recv(tw.buf, &v), 1);
+        ck_assert_int_eq(goro_chan_try_recv(t_bw.buf, &v), 1);
         ck_assert_int_eq(v, 5);
     }
     free_chans();
@@ -851,17 +598,17 @@ static void after_recv_ready(long r)
 static long op_send_room(int64_t dl)
 {
     long v = 6;
-    return goro_chan_send_until(tw.buf, &v, dl);
+    return goro_chan_send_until(t_bw.buf, &v, dl);
 }
 
 /* Sent and there, or not sent and not there. */
 static void after_send_room(long r)
 {
     ck_assert_msg(r == 0 || r == -ETIMEDOUT, "send: %ld", r);
-    ck_assert_int_eq(goro_chan_len(tw.buf), r == 0 ? 1 : 0);
+    ck_assert_int_eq(goro_chan_len(t_bw.buf), r == 0 ? 1 : 0);
     long v = 0;
     if (r == 0) {
-        ck_assert_int_eq(goro_chan_try_recv(tw.buf, &v), 1);
+        ck_assert_int_eq(goro_chan_try_recv(t_bw.buf, &v), 1);
         ck_assert_int_eq(v, 6);
     }
     free_chans();
@@ -870,70 +617,70 @@ static void after_send_room(long r)
 static long op_select_ready(int64_t dl)
 {
     long v = 0;
-    goro_case_t cs[2] = { { tw.unb, GORO_RECV, &v, 0 }, { tw.buf, GORO_RECV, &v, 0 } };
+    goro_case_t cs[2] = { { t_bw.unb, GORO_RECV, &v, 0 }, { t_bw.buf, GORO_RECV, &v, 0 } };
     long r = goro_select_until(cs, 2, 0, dl);
     if (r == 1 && (cs[1].result != 1 || v != 5))
         t_fail("select: result %d value %ld", cs[1].result, v);
     return r == 1 ? 1 : r;
 }
 
-static void free_mutex_setup(void) { ck_assert_int_eq(goro_mutex_init(&tw.mu), 0); }
+static void free_mutex_setup(void) { ck_assert_int_eq(goro_mutex_init(&t_bw.mu), 0); }
 
-static long op_mutex(int64_t dl) { return goro_mutex_lock_until(&tw.mu, dl); }
+static long op_mutex(int64_t dl) { return goro_mutex_lock_until(&t_bw.mu, dl); }
 
 static void after_mutex_ready(long r)
 {
     ck_assert_msg(r == 0 || r == -ETIMEDOUT, "mutex: %ld", r);
     if (r == 0)
-        ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);       /* it was taken */
+        ck_assert_int_eq(goro_mutex_unlock(&t_bw.mu), 0);       /* it was taken */
     else
-        ck_assert_int_eq(goro_mutex_trylock(&tw.mu), 0);      /* it was not */
+        ck_assert_int_eq(goro_mutex_trylock(&t_bw.mu), 0);      /* it was not */
     if (r != 0)
-        ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);
-    ck_assert_int_eq(goro_mutex_destroy(&tw.mu), 0);
+        ck_assert_int_eq(goro_mutex_unlock(&t_bw.mu), 0);
+    ck_assert_int_eq(goro_mutex_destroy(&t_bw.mu), 0);
 }
 
-static void free_rw_setup(void) { ck_assert_int_eq(goro_rwlock_init(&tw.rw), 0); }
+static void free_rw_setup(void) { ck_assert_int_eq(goro_rwlock_init(&t_bw.rw), 0); }
 
-static long op_rdlock(int64_t dl) { return goro_rwlock_rdlock_until(&tw.rw, dl); }
+static long op_rdlock(int64_t dl) { return goro_rwlock_rdlock_until(&t_bw.rw, dl); }
 
 static void after_rdlock_ready(long r)
 {
     ck_assert_msg(r == 0 || r == -ETIMEDOUT, "rdlock: %ld", r);
-    ck_assert_int_eq(goro_rwlock_trywrlock(&tw.rw), r == 0 ? -EBUSY : 0);
-    ck_assert_int_eq(goro_rwlock_unlock(&tw.rw), 0);
-    ck_assert_int_eq(goro_rwlock_destroy(&tw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&t_bw.rw), r == 0 ? -EBUSY : 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&t_bw.rw), 0);
+    ck_assert_int_eq(goro_rwlock_destroy(&t_bw.rw), 0);
 }
 
-static void unit_setup(void) { ck_assert_int_eq(goro_sem_init(&tw.sem, 1), 0); }
+static void unit_setup(void) { ck_assert_int_eq(goro_sem_init(&t_bw.sem, 1), 0); }
 
 static void after_sem_ready(long r)
 {
     ck_assert_msg(r == 0 || r == -ETIMEDOUT, "sem: %ld", r);
-    ck_assert_int_eq(goro_sem_try_acquire(&tw.sem), r == 0 ? -EAGAIN : 0);
-    ck_assert_int_eq(goro_sem_destroy(&tw.sem), 0);
+    ck_assert_int_eq(goro_sem_try_acquire(&t_bw.sem), r == 0 ? -EAGAIN : 0);
+    ck_assert_int_eq(goro_sem_destroy(&t_bw.sem), 0);
 }
 
-static void zero_wg_setup(void) { ck_assert_int_eq(goro_waitgroup_init(&tw.wg), 0); }
+static void zero_wg_setup(void) { ck_assert_int_eq(goro_waitgroup_init(&t_bw.wg), 0); }
 
 static void after_wg_ready(long r)
 {
     ck_assert_msg(r == 0 || r == -ETIMEDOUT, "waitgroup: %ld", r);
-    ck_assert_int_eq(goro_waitgroup_destroy(&tw.wg), 0);
+    ck_assert_int_eq(goro_waitgroup_destroy(&t_bw.wg), 0);
 }
 
 static long finished_body(void) { return 42; }
 
 static void finished_setup(void)
 {
-    ck_assert_ptr_nonnull(tw.blocked = go(finished_body));
+    ck_assert_ptr_nonnull(t_bw.blocked = go(finished_body));
     t_nap(t_timeout(0.02));               /* it has finished (not joined) */
 }
 
 static long op_join(int64_t dl)
 {
     long v = 0;
-    long r = goro_join_until(tw.blocked, &v, dl);
+    long r = goro_join_until(t_bw.blocked, &v, dl);
     if (r == 0 && v != 42)
         t_fail("join result %ld", v);
     return r;
@@ -943,52 +690,52 @@ static void after_join_ready(long r)
 {
     ck_assert_msg(r == 0 || r == -ETIMEDOUT, "join: %ld", r);
     if (r != 0)
-        ck_assert_int_eq(goro_join(tw.blocked, NULL), 0);      /* still joinable */
+        ck_assert_int_eq(goro_join(t_bw.blocked, NULL), 0);      /* still joinable */
 }
 
 static void data_setup(void)
 {
-    pair_setup();
-    ck_assert_int_eq(goro_write(tw.s[1], "d", 1), 1);
+    t_bw_pair_setup();
+    ck_assert_int_eq(goro_write(t_bw.s[1], "d", 1), 1);
 }
 
 static long op_read(int64_t dl)
 {
     char c;
-    return goro_read_until(tw.s[0], &c, 1, dl);
+    return goro_read_until(t_bw.s[0], &c, 1, dl);
 }
 
 static void after_read_ready(long r)
 {
     ck_assert_msg(r == 1 || r == -ETIMEDOUT, "read: %ld", r);
     char c;
-    ck_assert_int_eq(recv(tw.s[0], &c, 1, MSG_DONTWAIT), r == 1 ? -1 : 1);
-    pair_close();
+    ck_assert_int_eq(recv(t_bw.s[0], &c, 1, MSG_DONTWAIT), r == 1 ? -1 : 1);
+    t_bw_pair_close();
 }
 
 static void pending_setup(void)
 {
-    listen_setup();
-    tw.c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_eq(connect(tw.c, (struct sockaddr *)&tw.addr, sizeof tw.addr), 0);
+    t_bw_listen_setup();
+    t_bw.c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(connect(t_bw.c, (struct sockaddr *)&t_bw.addr, sizeof t_bw.addr), 0);
 }
 
-static long op_accept(int64_t dl) { return goro_accept_until(tw.l, NULL, NULL, dl); }
+static long op_accept(int64_t dl) { return goro_accept_until(t_bw.l, NULL, NULL, dl); }
 
 static void after_accept_ready(long r)
 {
     ck_assert_msg(r >= 0 || r == -ETIMEDOUT, "accept: %ld", r);
-    int fd = r >= 0 ? (int)r : goro_accept(tw.l, NULL, NULL);
+    int fd = r >= 0 ? (int)r : goro_accept(t_bw.l, NULL, NULL);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(goro_close(fd), 0);
-    close(tw.c);
-    ck_assert_int_eq(goro_close(tw.l), 0);
+    close(t_bw.c);
+    ck_assert_int_eq(goro_close(t_bw.l), 0);
 }
 
 static const struct ready ready[] = {
-    { "chan_recv", value_setup, op_recv_ready, after_recv_ready },
-    { "chan_send", chans_setup, op_send_room, after_send_room },
-    { "select", value_setup, op_select_ready, after_recv_ready },
+    { "chan_recv", t_bw_full_chans_setup, op_recv_ready, after_recv_ready },
+    { "chan_send", t_bw_chans_setup, op_send_room, after_send_room },
+    { "select", t_bw_full_chans_setup, op_select_ready, after_recv_ready },
     { "mutex", free_mutex_setup, op_mutex, after_mutex_ready },
     { "rdlock", free_rw_setup, op_rdlock, after_rdlock_ready },
     { "sem", unit_setup, wait_sem, after_sem_ready },
@@ -999,28 +746,18 @@ static const struct ready ready[] = {
 };
 enum { NREADY = sizeof ready / sizeof ready[0] };
 
-static long ready_op(const struct ready *w, int64_t *took)
-{
-    int64_t t0 = goro_now();
-    long r = w->op(t0 - GORO_MSEC);
-    *took = goro_now() - t0;
-    return r;
-}
-
 START_TEST(past_deadline_when_ready)
 {
     const struct ready *w = &ready[_i];
+    const struct timed op = { .name = w->name, .wait = w->op };
     for (int where = 0; where < 2; where++) {
-        long r = 0;
-        int64_t took = 0;
+        int64_t late = 0;
         w->setup();
         t_fail_reset();
-        if (where == 0)
-            ck_assert_int_eq(goro_join(go(ready_op, w, &took), &r), 0);
-        else
-            r = ready_op(w, &took);
+        long r = timed_wait_in(where == 0, &op, -GORO_MSEC, &late);
+        int64_t took = late - GORO_MSEC;        /* from the call, not the deadline */
         ck_assert_msg(!t_failed(), "%s: %s", w->name, t_failed());
-        ck_assert_msg(took < instant_bound(), "%s: took %.1f ms", w->name, ms(took));
+        ck_assert_msg(took < instant_bound(), "%s: took %.1f ms", w->name, t_ms(took));
         w->after(r);
     }
 }
@@ -1039,23 +776,23 @@ static long cond_waiter(void)
 
 START_TEST(cond_timeout_retakes_a_held_mutex)
 {
-    cond_setup();
+    t_bw_cond_setup();
     atomic_store(&cond_returned, 0);
     goro_t *h = go(cond_waiter);
     ck_assert_ptr_nonnull(h);
     /* take the mutex while it waits (it released it to wait) */
     double end = t_now() + t_timeout(5);
-    while (goro_mutex_trylock(&tw.mu) != 0 && t_now() < end)
+    while (goro_mutex_trylock(&t_bw.mu) != 0 && t_now() < end)
         t_nap(0.0002);
     t_nap(t_timeout(0.05));                   /* well past its deadline */
     int early = atomic_load(&cond_returned);
-    ck_assert_int_eq(goro_mutex_unlock(&tw.mu), 0);
+    ck_assert_int_eq(goro_mutex_unlock(&t_bw.mu), 0);
     long r = 0;
     ck_assert_int_eq(goro_join(h, &r), 0);
     ck_assert_msg(!t_failed(), "%s", t_failed());
     ck_assert_msg(!early, "cond_wait_until returned while another held the mutex");
     ck_assert_int_eq(r, -ETIMEDOUT);
-    after_cond();
+    t_bw_after_cond();
 }
 END_TEST
 
@@ -1257,9 +994,7 @@ END_TEST
 Suite *time_suite(void)
 {
     Suite *s = suite_create("time");
-    TCase *tc = tcase_create("time");
-    tcase_add_checked_fixture(tc, t_setup_runtime, t_teardown_runtime);
-    tcase_set_timeout(tc, t_timeout(30));
+    TCase *tc = t_runtime_tcase(s, "time", 30);
     tcase_add_test(tc, now_is_monotonic);
     tcase_add_test(tc, sleep_accuracy);
     tcase_add_test(tc, sleep_zero_and_past);
@@ -1269,6 +1004,5 @@ Suite *time_suite(void)
     tcase_add_loop_test(tc, past_deadline_when_ready, 0, NREADY);
     tcase_add_test(tc, cond_timeout_retakes_a_held_mutex);
     tcase_add_test(tc, release_racing_the_deadline);
-    suite_add_tcase(s, tc);
     return s;
 }

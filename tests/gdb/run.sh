@@ -245,6 +245,30 @@ check_checkpoint() { # FILE
 
 # ---- the host's architecture: live, checkpoint core, crash core ---------------
 
+# gdb runs the fixture to a stop (the COMMANDs), writes DIR/CORE.core there
+# (its own output: DIR/MADE.out) and kills it; a second gdb reads the core
+# with the blocks INSPECT adds, and CHECK checks its output DIR/OUT.out.
+# NOCORE: the failure when there is no core.
+gdb_core() { # FIXTURE DIR CORE MADE OUT INSPECT CHECK NOCORE COMMAND...
+    local fx=$1 core=$2/$3.core made=$2/$4.out out=$2/$5.out inspect=$6 check=$7 \
+        nocore=$8 c
+    shift 8
+    for c in "$@"; do
+        cmds+=(-ex "$c")
+    done
+    cmds+=(-ex "generate-core-file $core" -ex "kill")
+    run_gdb gdb "$made" "$fx"
+    if [ -s "$core" ]; then
+        "$inspect" rip rsp
+        run_gdb gdb "$out" "$fx" "$core"
+        "$check" "$out"
+        rm -f "$core"
+    else
+        fail "$nocore"
+        show <"$made"
+    fi
+}
+
 test_native() { # FIXTURE
     local fx=$1 dir out
     dir=$work/$(basename "$(dirname "$(dirname "$(dirname "$fx")")")")
@@ -265,33 +289,12 @@ test_native() { # FIXTURE
     expect "$out" exit "fixture: done" "exited normally"
 
     context="$fx checkpoint core"
-    cmds+=(-ex "break checkpoint" -ex "run live" -ex "generate-core-file $dir/checkpoint.core"
-           -ex "kill")
-    run_gdb gdb "$dir/make-core.out" "$fx"
-    if [ -s "$dir/checkpoint.core" ]; then
-        out=$dir/core.out
-        inspect_checkpoint rip rsp
-        run_gdb gdb "$out" "$fx" "$dir/checkpoint.core"
-        check_checkpoint "$out"
-        rm -f "$dir/checkpoint.core"
-    else
-        fail "gdb wrote no core:"
-        show <"$dir/make-core.out"
-    fi
+    gdb_core "$fx" "$dir" checkpoint make-core core inspect_checkpoint check_checkpoint \
+        "gdb wrote no core:" "break checkpoint" "run live"
 
     context="$fx crash core"
-    cmds+=(-ex "run crash" -ex "generate-core-file $dir/crash.core" -ex "kill")
-    run_gdb gdb "$dir/make-crash.out" "$fx"
-    if [ -s "$dir/crash.core" ]; then
-        out=$dir/crash.out
-        inspect_crash rip rsp
-        run_gdb gdb "$out" "$fx" "$dir/crash.core"
-        check_crash "$out"
-        rm -f "$dir/crash.core"
-    else
-        fail "gdb wrote no core at the crash:"
-        show <"$dir/make-crash.out"
-    fi
+    gdb_core "$fx" "$dir" crash make-crash crash inspect_crash check_crash \
+        "gdb wrote no core at the crash:" "run crash"
 
     test_interactive "$fx" "$dir"
     test_nodebug "$fx" "$dir"

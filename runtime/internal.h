@@ -208,6 +208,8 @@ struct goro_m {
     int64_t post_deadline;
     struct goro *polled, *polled_tail;  /* made runnable by event callbacks */
     int npolled;
+    int poll_room;                  /* npolled at which the loop stops */
+    struct event_base *poll_base;   /* the base being looped */
     struct goro *pinned, *pinned_tail;  /* preempted here: resume here (FIFO) */
     _Atomic int in_rt;             /* > 0 while in the runtime (may touch p) */
     _Atomic uint32_t handed;       /* futex: a P was handed to this P-less M */
@@ -326,9 +328,10 @@ GORO_HIDDEN void goro__timer_disarm(struct event *ev);
 GORO_HIDDEN int goro__netpoll_init(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
 /* block: as m's way to sleep; returns at once unless m->note still reads
- * GORO_NOTE_SLEEPING once the base is m's to loop. */
+ * GORO_NOTE_SLEEPING once the base is m's to loop. room: at most this many
+ * coroutines are made runnable (at least one); the base keeps the rest. */
 #define GORO_NOTE_SLEEPING 2
-GORO_HIDDEN int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block);
+GORO_HIDDEN int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block, int room);
 GORO_HIDDEN void goro__netpoll_wake(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 extern GORO_HIDDEN _Atomic int goro__io_used;

@@ -105,7 +105,7 @@ void goro__netpoll_fini(struct goro_p *p)
 /* Loops p's base once for m: returns how many coroutines became runnable
  * (in m->polled). Only the holder of poll_lock may loop a base; the owner
  * about to sleep waits for a non-blocking poller to finish, others give up. */
-int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block)
+int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block, int room)
 {
     if (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire)) {
         if (!block)
@@ -115,6 +115,8 @@ int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block)
     }
     m->polled = m->polled_tail = NULL;
     m->npolled = 0;
+    m->poll_room = room > 0 ? room : 1;
+    m->poll_base = p->base;
     /* A blocking loop is how an M sleeps (sched.c, note_sleep). A waker
      * sets the note, then activates wake_ev; a non-blocking poller that
      * held the lock just now may have run wake_ev's callback instead of
@@ -153,7 +155,12 @@ void goro__ready_polled(struct goro *g)
     else
         m->polled = g;
     m->polled_tail = g;
-    m->npolled++;
+    /* Enough for the run queue's free room: the loop stops after this
+     * callback, and the rest stay active in the base, in the order found
+     * (timers by deadline), for the next look. Spilling them to the global
+     * queue instead would put the earliest deadlines behind later ones. */
+    if (++m->npolled == m->poll_room)
+        event_base_loopbreak(m->poll_base);
 }
 
 /* ---- the descriptor table ----

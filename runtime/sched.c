@@ -193,6 +193,14 @@ void goro__p_leave(void)
 
 static void globrunq_put_batch(struct goro *const *gs, int n);
 
+/* Free slots in p's ring (its owner's view: only the owner adds). */
+static int runq_room(struct goro_p *p)
+{
+    uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_acquire);
+    uint32_t t = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
+    return (int)(GORO_RUNQ_SIZE - (t - h));
+}
+
 static bool runq_empty(struct goro_p *p)
 {
     /* Read head, tail, runnext, then head again, so that a coroutine moving
@@ -479,7 +487,7 @@ static bool note_sleep(struct goro_m *m)
         uint32_t n = NOTE_EMPTY;
         if (atomic_compare_exchange_strong_explicit(&m->note, &n, NOTE_SLEEPING,
                 memory_order_acquire, memory_order_acquire) || n == NOTE_SLEEPING) {
-            if (goro__netpoll(m, m->p, true) > 0)
+            if (goro__netpoll(m, m->p, true, runq_room(m->p)) > 0)
                 return false;
             continue;
         }
@@ -741,7 +749,7 @@ static struct goro *poll_own(struct goro_m *m)
 {
     struct goro_p *p = m->p;
     p->poll_tick = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
-    if (!io_in_use() || goro__netpoll(m, p, false) == 0)
+    if (!io_in_use() || goro__netpoll(m, p, false, runq_room(p)) == 0)
         return NULL;
     return inject_polled(m);
 }
@@ -754,7 +762,7 @@ static struct goro *poll_others(struct goro_m *m)
         return NULL;
     for (int i = 0; i < S.nprocs; i++) {
         struct goro_p *q = &S.procs[i];
-        if (q != m->p && goro__netpoll(m, q, false) > 0)
+        if (q != m->p && goro__netpoll(m, q, false, runq_room(m->p)) > 0)
             return inject_polled(m);
     }
     return NULL;

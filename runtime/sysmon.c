@@ -104,7 +104,7 @@ static bool check_poll(struct goro_p *p, int64_t now)
         now - p->sm_poll_when < POLL_STARVED)
         return false;
     p->sm_poll_when = now;
-    if (goro__netpoll(&sysmon_m, p, false) == 0)
+    if (goro__netpoll(&sysmon_m, p, false, GORO_RUNQ_SIZE) == 0)
         return false;
     goro__inject_global(&sysmon_m);
     return true;

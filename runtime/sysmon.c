@@ -1,7 +1,7 @@
 /*
  * sysmon: the monitor thread. It owns no P and runs no coroutine. Every
  * 20 us at first - backing off to 10 ms while nothing needs it, asleep
- * while every P is idle - it looks at each P:
+ * once every P is idle after 50 quiet rounds - it looks at each P:
  *   - a P whose slice (schedtick) has not changed for slice_ns runs one
  *     coroutine too long: ask for a preemption (preempt.c), again every
  *     PREEMPT_RETRY while it lasts;
@@ -31,6 +31,7 @@
 #define DELAY_MAX (10 * GORO_MSEC)
 #define PREEMPT_RETRY GORO_MSEC
 #define POLL_STARVED (2 * GORO_MSEC)
+#define QUIET_ROUNDS 50                /* rounds without action before backing off */
 
 static pthread_t thread;
 static bool thread_running;
@@ -148,14 +149,18 @@ static void *sysmon_main(void *arg)
     int idle_rounds = 0;
     while (!atomic_load(&quit)) {
         uint32_t seen = atomic_load(&sleep_word);
-        if (all_idle()) {
+        if (idle_rounds > QUIET_ROUNDS && all_idle()) {
             /* Deep sleep. deep and npidle are both seq_cst, and a P leaving
              * the idle list decrements npidle before it kicks us. */
             atomic_store(&deep, 1);
             if (all_idle() && !atomic_load(&quit))
                 sysmon_wait(seen, -1);
             atomic_store(&deep, 0);
-            delay = DELAY_MIN;
+            /* A P is busy again: nothing needs us yet, so the back-off
+             * goes on where it was (a long runner is still cut within
+             * 1.25 slices). Starting over at 20 us cost a futex wake and
+             * dozens of rounds each time the workers idled for a moment,
+             * a thousand times a second under a ping-pong load. */
             idle_rounds = 0;
             continue;
         }
@@ -172,7 +177,7 @@ static void *sysmon_main(void *arg)
         idle_rounds = acted ? 0 : idle_rounds + 1;
         if (idle_rounds == 0)
             delay = DELAY_MIN;
-        else if (idle_rounds > 50 && (delay *= 2) > delay_max)
+        else if (idle_rounds > QUIET_ROUNDS && (delay *= 2) > delay_max)
             delay = delay_max;
     }
     return NULL;

@@ -60,6 +60,7 @@ static void finish(struct job *j)
 static void *pool_main(void *unused)
 {
     (void)unused;
+    pthread_setname_np(pthread_self(), "goro-offload");
     pthread_mutex_lock(&pool_mu);
     for (;;) {
         while (!queue_head && !stopping) {

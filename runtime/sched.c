@@ -1525,6 +1525,9 @@ static void *m_main(void *arg)
     tls_m = m;
     m->errno_ptr = &errno;
     __atomic_store_n(&m->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);  /* sysmon reads it */
+    char name[16];                  /* for top -H, gdb's info threads, core files */
+    snprintf(name, sizeof name, "goro-m%d", m->id);
+    pthread_setname_np(pthread_self(), name);
     m->g0.flags = GORO_F_G0;
     atomic_store_explicit(&m->in_rt, 1, memory_order_relaxed);   /* g0 is runtime */
     goro__san_thread_init(&m->g0);

@@ -142,6 +142,7 @@ static void *sysmon_main(void *arg)
 {
     (void)arg;
     goro__sysmon_attach(&sysmon_m);
+    pthread_setname_np(pthread_self(), "goro-sysmon");
     int64_t delay = DELAY_MIN;
     int64_t delay_max = slice > 0 && slice / 4 < DELAY_MAX ? slice / 4 : DELAY_MAX;
     if (delay_max < DELAY_MIN)

@@ -7,6 +7,7 @@
  * (options, status line, shutdown, the descriptor limit) is in the other
  * files of this directory; see docs/echod.md. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "echod.h"
@@ -14,8 +15,12 @@
 /* Echoed a read at a time. 1 KiB keeps a parked connection within one
  * page: the coroutine's header, this frame and the runtime's wait path
  * below the buffer (docs/echod.md: 4.4 KB resident per connection; from
- * about 2 KiB on, the wait path reaches a second page and that doubles). */
+ * about 2 KiB on, the wait path reaches a second page and that doubles).
+ * A connection that fills it is moving bulk data: it moves to a 16 KiB
+ * heap buffer, so that a large message costs one read and one write
+ * rather than one per KiB, while quiet connections stay small. */
 #define ECHO_BUF 1024
+#define ECHO_BULK_BUF (16 * 1024)
 
 /* The stack size is the runtime default (--stack-size), whose stacks are
  * pooled: a connection that ends hands its stack to the next one. */
@@ -24,17 +29,24 @@ static const goro_attr_t serve_attr = { .name = "echo" };
 static void serve(int fd)
 {
     struct conn conn;
-    char buf[ECHO_BUF];
+    char small[ECHO_BUF];
+    char *buf = small, *bulk = NULL;
+    size_t size = sizeof small;
     ssize_t n;
 
     if (conn_open(&conn, fd) == 0) {
-        while ((n = goro_read_until(fd, buf, sizeof buf, idle_deadline())) > 0) {
+        while ((n = goro_read_until(fd, buf, size, idle_deadline())) > 0) {
             if (goro_write_all(fd, buf, (size_t)n) < 0)
                 break;
             stats_echoed();
+            if ((size_t)n == size && !bulk && (bulk = malloc(ECHO_BULK_BUF))) {
+                buf = bulk;
+                size = ECHO_BULK_BUF;
+            }
         }
     }
     conn_close(&conn);
+    free(bulk);
 }
 
 static void accept_loop(int listener)

@@ -368,6 +368,13 @@ ssize_t goro_write_until(int fd, const void *buf, size_t len, int64_t deadline);
 ssize_t goro_writev(int fd, const struct iovec *iov, int iovcnt);
 ssize_t goro_writev_until(int fd, const struct iovec *iov, int iovcnt, int64_t deadline);
 
+/* Reads exactly len bytes, waiting as often as needed: the reading side of
+ * goro_write_all, for fixed-size records. Returns len; fewer (0 included)
+ * when end of file came first - that many bytes are in buf; or a negative
+ * errno, and then *got (if not NULL) says how many bytes arrived before it. */
+ssize_t goro_read_full(int fd, void *buf, size_t len);
+ssize_t goro_read_full_until(int fd, void *buf, size_t len, size_t *got, int64_t deadline);
+
 /* Writes all len bytes, waiting as often as needed. Returns len, or a
  * negative errno; then *written (if not NULL) says how much went out. */
 ssize_t goro_write_all(int fd, const void *buf, size_t len);

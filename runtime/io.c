@@ -194,6 +194,28 @@ ssize_t goro_writev(int fd, const struct iovec *iov, int iovcnt)
     return goro_writev_until(fd, iov, iovcnt, GORO_FOREVER);
 }
 
+ssize_t goro_read_full_until(int fd, void *buf, size_t len, size_t *got, int64_t deadline)
+{
+    size_t done = 0;
+    ssize_t r = 0;
+    while (done < len) {
+        r = goro_read_until(fd, (char *)buf + done, len - done, deadline);
+        if (r <= 0)
+            break;                  /* end of file, or an error */
+        done += (size_t)r;
+    }
+    if (got)
+        *got = done;
+    if (len == 0)                   /* still report a bad descriptor */
+        r = goro_read_until(fd, buf, 0, deadline);
+    return r < 0 ? r : (ssize_t)done;
+}
+
+ssize_t goro_read_full(int fd, void *buf, size_t len)
+{
+    return goro_read_full_until(fd, buf, len, NULL, GORO_FOREVER);
+}
+
 ssize_t goro_write_all_until(int fd, const void *buf, size_t len, size_t *written,
                              int64_t deadline)
 {

@@ -60,22 +60,6 @@ static long mismatch(const uint8_t *p, size_t len, uint32_t seed, size_t off)
     return -1;
 }
 
-/* Reads exactly len bytes unless end of file or an error comes first:
- * the count, or the negative errno. */
-static ssize_t read_full(int fd, void *buf, size_t len)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = goro_read(fd, (char *)buf + got, len - got);
-        if (r < 0)
-            return r;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
 static bool has_fl(int fd, int fl) { return (fcntl(fd, F_GETFL) & fl) != 0; }
 static bool has_fd_fl(int fd, int fl) { return (fcntl(fd, F_GETFD) & fl) != 0; }
 static bool is_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
@@ -195,7 +179,7 @@ static bool echo_once(int fd, long id, int m)
         t_fail("client %ld msg %d: wrote %zd of %zu", id, m, w, len);
         return false;
     }
-    ssize_t r = read_full(fd, in, len);
+    ssize_t r = goro_read_full(fd, in, len);
     if (r != (ssize_t)len || mismatch(in, len, seed, 0) >= 0) {
         t_fail("client %ld msg %d: echo %zd of %zu bytes, first bad byte %ld",
                id, m, r, len, r > 0 ? mismatch(in, (size_t)r, seed, 0) : -1L);
@@ -427,6 +411,64 @@ START_TEST(vectored_and_short_reads)
 }
 END_TEST
 
+/* ---- goro_read_full ---- */
+
+static long trickle_writer(int fd)
+{
+    /* three pieces with pauses between: the reader must gather them */
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyz";
+    for (size_t off = 0; off < 26; off += 9) {
+        size_t n = 26 - off < 9 ? 26 - off : 9;
+        if (goro_write_all(fd, abc + off, n) != (ssize_t)n)
+            return -1;
+        goro_sleep(2 * GORO_MSEC);
+    }
+    return 0;
+}
+
+START_TEST(read_full_records)
+{
+    int p[2], q[2];
+    t_tcp_pair(p);
+    t_tcp_pair(q);
+    goro_t *h = go(trickle_writer, p[0]);
+    ck_assert_ptr_nonnull(h);
+    char buf[100];
+    ck_assert_int_eq(goro_read_full(p[1], buf, 26), 26);
+    ck_assert_int_eq(memcmp(buf, "abcdefghijklmnopqrstuvwxyz", 26), 0);
+    long r = -2;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+
+    /* an early end of file: the bytes that came, no error; then 0 */
+    ck_assert_int_eq(goro_write_all(p[0], "0123456789", 10), 10);
+    ck_assert_int_eq(shutdown(p[0], SHUT_WR), 0);
+    ck_assert_int_eq(goro_read_full(p[1], buf, sizeof buf), 10);
+    ck_assert_int_eq(memcmp(buf, "0123456789", 10), 0);
+    ck_assert_int_eq(goro_read_full(p[1], buf, sizeof buf), 0);
+
+    /* a deadline in the middle of a record: the error, and *got says how
+     * much of it is in buf */
+    ck_assert_int_eq(goro_write_all(q[0], "xyz", 3), 3);
+    size_t got = 99;
+    ck_assert_int_eq(goro_read_full_until(q[1], buf, 8, &got, goro_now() + 20 * GORO_MSEC),
+                     -ETIMEDOUT);
+    ck_assert_uint_eq(got, 3);
+    ck_assert_int_eq(memcmp(buf, "xyz", 3), 0);
+
+    /* a bad descriptor, also when nothing is asked for */
+    ck_assert_int_eq(goro_read_full(-1, buf, 4), -EBADF);
+    got = 99;
+    ck_assert_int_eq(goro_read_full_until(-1, buf, 0, &got, GORO_FOREVER), -EBADF);
+    ck_assert_uint_eq(got, 0);
+    ck_assert_int_eq(goro_read_full(q[1], buf, 0), 0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(goro_close(p[i]), 0);
+        ck_assert_int_eq(goro_close(q[i]), 0);
+    }
+}
+END_TEST
+
 /* ---- reset and half-close ---- */
 
 static atomic_int waiter_in;
@@ -521,7 +563,7 @@ static long half_close_side(int fd)
 {
     char buf[16];
     atomic_store(&waiter_in, 1);
-    ssize_t r = read_full(fd, buf, 5);
+    ssize_t r = goro_read_full(fd, buf, 5);
     if (r != 5 || memcmp(buf, "hello", 5) != 0)
         t_fail("half-close: read %zd, want hello", r);
     r = goro_read(fd, buf, sizeof buf);     /* the peer shut its side: end of file */
@@ -553,7 +595,7 @@ START_TEST(half_close)
     ck_assert_int_eq(goro_join(h, NULL), 0);
     ck_assert_msg(!t_failed(), "%s", t_failed());
     char buf[8];
-    ck_assert_int_eq(read_full(p[1], buf, 4), 4);
+    ck_assert_int_eq(goro_read_full(p[1], buf, 4), 4);
     ck_assert_int_eq(memcmp(buf, "back", 4), 0);
     ck_assert_int_eq(goro_close(p[0]), 0);
     ck_assert_int_eq(goro_read(p[1], buf, sizeof buf), 0);
@@ -593,7 +635,7 @@ static void storm_acceptor(long id)
         if (!has_fl(fd, O_NONBLOCK) || !has_fd_fl(fd, FD_CLOEXEC))
             t_fail("accepted fd is not non-blocking and close-on-exec");
         uint32_t who = UINT32_MAX;
-        ssize_t r = read_full(fd, &who, sizeof who);
+        ssize_t r = goro_read_full(fd, &who, sizeof who);
         if (r != sizeof who || who >= (uint32_t)st.n)
             t_fail("storm acceptor %ld: read id: %zd (%u)", id, r, who);
         else
@@ -701,7 +743,7 @@ static long pingpong(int fd, long n, long initiator)
             t_fail("pingpong %ld: write", i);
             return -1;
         }
-        ssize_t r = read_full(fd, &v, sizeof v);
+        ssize_t r = goro_read_full(fd, &v, sizeof v);
         long want = initiator ? 2 * i + 1 : 2 * i;
         if (r != sizeof v || v != want) {
             t_fail("pingpong %ld: read %zd, value %ld, want %ld", i, r, v, want);
@@ -739,7 +781,7 @@ START_TEST(pipes_socketpairs_datagrams)
     goro_t *h = go(pipe_writer, p[1]);
     ck_assert_ptr_nonnull(h);
     uint8_t *buf = xmalloc(PIPE_BYTES);
-    ck_assert_int_eq(read_full(p[0], buf, PIPE_BYTES), PIPE_BYTES);
+    ck_assert_int_eq(goro_read_full(p[0], buf, PIPE_BYTES), PIPE_BYTES);
     ck_assert_int_eq(mismatch(buf, PIPE_BYTES, 3, 0), -1);
     ck_assert_int_eq(goro_read(p[0], buf, 1), 0);
     long r = -1;
@@ -1310,7 +1352,7 @@ static long file_io(int fd)
         bad = 1;
     }
     memset(buf, 0, N);
-    ssize_t r = read_full(fd, buf, N);
+    ssize_t r = goro_read_full(fd, buf, N);
     if (r != N || mismatch(buf, N, 11, 0) >= 0) {
         t_fail("file: read back %zd bytes, first bad %ld", r, mismatch(buf, N, 11, 0));
         bad = 1;
@@ -1552,7 +1594,7 @@ static void plain_thread_io(void)
     ck_assert_int_eq(goro_connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     ck_assert_int_eq(goro_write_all(fd, "echo", 4), 4);
     char buf[8];
-    ck_assert_int_eq(read_full(fd, buf, 4), 4);
+    ck_assert_int_eq(goro_read_full(fd, buf, 4), 4);
     ck_assert_int_eq(memcmp(buf, "echo", 4), 0);
     ck_assert_int_eq(goro_join(h, &r), 0);
     ck_assert_int_eq(r, 4);
@@ -1611,6 +1653,7 @@ Suite *io_suite(void)
     tcase_add_test(tc, echo_thousands_of_connections);
     tcase_add_test(tc, partial_writes_and_small_reads);
     tcase_add_test(tc, vectored_and_short_reads);
+    tcase_add_test(tc, read_full_records);
     tcase_add_test(tc, peer_reset);
     tcase_add_test(tc, half_close);
     tcase_add_test(tc, accept_storm);

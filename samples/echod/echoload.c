@@ -130,19 +130,6 @@ static int dial(const struct client *c)
     return fd;
 }
 
-/* Reads exactly len bytes: 0, or -errno (-ECONNRESET for an early end). */
-static int read_full(int fd, unsigned char *buf, size_t len, int64_t deadline)
-{
-    while (len) {
-        ssize_t n = goro_read_until(fd, buf, len, deadline);
-        if (n <= 0)
-            return n == 0 ? -ECONNRESET : (int)n;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* One message there and back: 0, -errno, or 1 when the echo differs. */
 static int round_trip(int fd, const unsigned char *out, unsigned char *in, size_t size)
 {
@@ -152,9 +139,9 @@ static int round_trip(int fd, const unsigned char *out, unsigned char *in, size_
         ssize_t w = goro_write_all_until(fd, out + off, n, NULL, deadline);
         if (w < 0)
             return (int)w;
-        int err = read_full(fd, in + off, n, deadline);
-        if (err)
-            return err;
+        ssize_t r = goro_read_full_until(fd, in + off, n, NULL, deadline);
+        if (r < 0 || (size_t)r < n)
+            return r < 0 ? (int)r : -ECONNRESET;   /* an early end */
         if (load.opt->verify && memcmp(in + off, out + off, n) != 0)
             return 1;
     }

@@ -51,18 +51,6 @@ static int dial(void)
     return fd;
 }
 
-static int read_full(int fd, char *buf, size_t len, int64_t deadline)
-{
-    while (len) {
-        ssize_t n = goro_read_until(fd, buf, len, deadline);
-        if (n <= 0)
-            return n == 0 ? -ECONNRESET : (int)n;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* Sends len bytes and checks that they come back within timeout. */
 static int echo_check(int fd, const char *out, size_t len, int64_t timeout)
 {
@@ -71,9 +59,9 @@ static int echo_check(int fd, const char *out, size_t len, int64_t timeout)
     ssize_t w = goro_write_all_until(fd, out, len, NULL, deadline);
     if (w < 0)
         return (int)w;
-    int err = read_full(fd, in, len, deadline);
-    if (err)
-        return err;
+    ssize_t r = goro_read_full_until(fd, in, len, NULL, deadline);
+    if (r < 0 || (size_t)r < len)
+        return r < 0 ? (int)r : -ECONNRESET;   /* an early end */
     return memcmp(in, out, len) == 0 ? 0 : -EBADMSG;
 }
 

@@ -595,6 +595,28 @@ static void stop_spinning(struct goro_m *m)
         wakep();                    /* chain: the next spinner takes over */
 }
 
+/* m stops counting as a spinner without handing the role on: it is about
+ * to sleep, or has just given its P away. */
+static void spinning_drop(struct goro_m *m)
+{
+    if (m->spinning) {
+        m->spinning = false;
+        atomic_fetch_sub(&S.nmspinning, 1);
+    }
+}
+
+/* Under S.lock: the first M waiting for a P for its pinned coroutines,
+ * taken off the list, or NULL. */
+static struct goro_m *waitp_take_locked(void)
+{
+    struct goro_m *w = S.waitp;
+    if (w) {
+        S.waitp = w->next_free;
+        atomic_fetch_sub_explicit(&S.nwaitp, 1, memory_order_relaxed);
+    }
+    return w;
+}
+
 /* ---- finding work (on g0) ---- */
 
 /* Strides coprime with nprocs: start + k*stride (mod n) visits every P. */
@@ -846,20 +868,14 @@ top:
          * a P, and busy Ps never fall idle to hand theirs over: at the end
          * of a cut slice, give this one (they take turns, slice by slice). */
         goro__lock(&S.lock);
-        struct goro_m *w = S.waitp;
-        if (w) {
-            S.waitp = w->next_free;
-            atomic_fetch_sub_explicit(&S.nwaitp, 1, memory_order_relaxed);
+        struct goro_m *w = waitp_take_locked();
+        if (w)
             give_p_locked(p, w);
-        }
         goro__unlock(&S.lock);
         if (w) {
             hand_wake(w);
             m->p = NULL;
-            if (m->spinning) {
-                m->spinning = false;
-                atomic_fetch_sub(&S.nmspinning, 1);
-            }
+            spinning_drop(m);
             goto top;
         }
     }
@@ -888,19 +904,14 @@ top:
         goro__unlock(&S.lock);
         goto top;                   /* globrunq_get does the producer's part */
     }
-    if (S.waitp) {
-        /* An M with pinned coroutines needs a P more than we do. */
-        struct goro_m *w = S.waitp;
-        S.waitp = w->next_free;
-        atomic_fetch_sub_explicit(&S.nwaitp, 1, memory_order_relaxed);
+    /* An M with pinned coroutines needs a P more than we do. */
+    struct goro_m *w = waitp_take_locked();
+    if (w) {
         give_p_locked(p, w);
         goro__unlock(&S.lock);
         hand_wake(w);
         m->p = NULL;
-        if (m->spinning) {
-            m->spinning = false;
-            atomic_fetch_sub(&S.nmspinning, 1);
-        }
+        spinning_drop(m);
         goto top;
     }
     pidle_put(p);
@@ -911,10 +922,7 @@ top:
      * onto its own ring (say, extras from the global queue) while this one
      * was on its way here is then seen by one of the two sides. */
     {
-        if (m->spinning) {
-            m->spinning = false;
-            atomic_fetch_sub(&S.nmspinning, 1);
-        }
+        spinning_drop(m);
         full_barrier();
         if (any_runq_nonempty() || atomic_load(&S.gq_size) > 0) {
             bool still_idle = pidle_take_back(p);
@@ -1414,15 +1422,11 @@ bool goro__handoff(struct goro_p *p)
         return false;
     }
     goro__lock(&S.lock);
-    struct goro_m *to = S.waitp ? S.waitp : S.spares;
-    bool fresh = !to;
-    if (to == S.waitp && to) {
-        S.waitp = to->next_free;
-        atomic_fetch_sub_explicit(&S.nwaitp, 1, memory_order_relaxed);
-    }
-    else if (to)
+    struct goro_m *to = waitp_take_locked();
+    if (!to && (to = S.spares))
         S.spares = to->next_free;
-    else if (atomic_load(&S.nms) < S.ms_cap)
+    bool fresh = !to;
+    if (fresh && atomic_load(&S.nms) < S.ms_cap)
         to = &S.ms[atomic_load(&S.nms)];
     if (!to) {
         atomic_store_explicit(&p->owner, m, memory_order_release);

@@ -199,12 +199,7 @@ void goro__dump_install(void)
     const char *on = getenv("GORO_DUMP_ON_SIGQUIT");
     if (!on || strcmp(on, "1") != 0)
         return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigquit;
     /* On the alternate stack where there is one: the interrupted
      * coroutine may have little stack left, and unwinding takes some. */
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGQUIT, &sa, NULL);
+    goro__sigaction(SIGQUIT, on_sigquit, NULL);
 }

@@ -357,17 +357,22 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     errno = saved;
 }
 
+int goro__sigaction(int sig, void (*handler)(int, siginfo_t *, void *), struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(sig, &sa, old) == 0 ? 0 : -errno;
+}
+
 void goro__fault_install(void)
 {
     if (atomic_exchange(&installed, 1))
         return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
     for (int i = 0; i < NCRASH; i++)
-        sigaction(crash_signals[i], &sa, &old_actions[i]);
+        goro__sigaction(crash_signals[i], on_fault, &old_actions[i]);
     goro__dump_install();
 }
 

@@ -364,6 +364,11 @@ GORO_HIDDEN void goro__offload_stop(void);
 GORO_HIDDEN int goro__fault_thread_init(struct goro_m *m);
 GORO_HIDDEN void goro__fault_thread_fini(struct goro_m *m);
 GORO_HIDDEN void goro__fault_install(void);
+/* Installs handler for sig as the runtime's handlers all are: SA_SIGINFO,
+ * on the per-M alternate stack (a coroutine may be near its stack's end),
+ * restarting interrupted calls, nothing extra blocked. old: as sigaction. */
+GORO_HIDDEN int goro__sigaction(int sig, void (*handler)(int, siginfo_t *, void *),
+                                struct sigaction *old);
 GORO_HIDDEN void goro__backtrace_fd(int fd, void *ucontext);
 /* Where reports go: a FILE, or (file NULL) a descriptor written with
  * write(2), which is what a signal handler uses. */

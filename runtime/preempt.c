@@ -207,15 +207,8 @@ int goro__preempt_install(void)
         return -errno;
     if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_sigurg)
         return 0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigurg;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
     app_action = now;
-    if (sigaction(SIGURG, &sa, NULL) != 0)
-        return -errno;
-    return 0;
+    return goro__sigaction(SIGURG, on_sigurg, NULL);
 }
 
 #define SIGNAL_RESEND (20 * GORO_MSEC)

@@ -23,3 +23,10 @@ target() {
         print r ? "ok" : "MISSED" }')
     echo "target $1 $2 $3 $4 $ok"
 }
+
+# target_val NAME IMPL OP LIMIT: target for the recorded value, if there is one.
+target_val() {
+    local v
+    v=$(val "$1" "$2")
+    [[ -n $v ]] && target "$1" "$v" "$3" "$4"
+}

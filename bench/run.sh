@@ -161,8 +161,7 @@ ratio switch_same_site_vs_boost goro switch_same_site goro switch boost_fcontext
 ratio switch_vs_ucontext goro switch goro switch glibc_ucontext
 ratio yield_vs_switch goro yield goro switch_same_site goro "<=" 1.5
 ratio yield_vs_go goro yield goro yield go
-s=$(val spawn goro)
-[[ -n $s ]] && target spawn "$s" "<=" 100
+target_val spawn goro "<=" 100
 ratio spawn_vs_go goro spawn goro spawn go
 ratio spawn_2w_vs_go goro spawn_2w goro spawn_2w go
 ratio spawn_vs_pthread goro spawn goro spawn pthread
@@ -175,24 +174,20 @@ else
     ratio skynet_vs_go goro skynet goro skynet go "<=" 0.5
 fi
 ratio forkjoin_speedup go forkjoin_1w go forkjoin_2w go
-f=$(val forkjoin_speedup goro)
-[[ -n $f ]] && target forkjoin_speedup "$f" ">=" 1.8
+target_val forkjoin_speedup goro ">=" 1.8
 ratio forkjoin_2w_vs_go goro forkjoin_2w goro forkjoin_2w go
-p=$(val parked_mem goro)
-[[ -n $p ]] && target parked_mem "$p" "<=" 4608
+target_val parked_mem goro "<=" 4608
 ratio parked_mem_vs_go goro parked_mem goro parked_mem go
 ratio sleep_p99_late_vs_go goro sleep_p99_late goro sleep_p99_late go
 # preemption: time with a 10 ms slice over time without (< 1% loss), the
 # ticker's p99 lateness (<= 2 slices), and both against Go
 ratio preempt_loss goro preempt_work_on goro preempt_work_off goro "<=" 1.01
 ratio preempt_loss go preempt_work_on go preempt_work_off go
-t=$(val preempt_tick_p99_late goro)
-[[ -n $t ]] && target preempt_tick_p99_late "$t" "<=" 20000
+target_val preempt_tick_p99_late goro "<=" 20000
 ratio preempt_tick_p99_late_vs_go goro preempt_tick_p99_late goro preempt_tick_p99_late go
 ratio preempt_nw_loss goro preempt_nw_work_on goro preempt_nw_work_off goro "<=" 1.01
 ratio preempt_nw_loss go preempt_nw_work_on go preempt_nw_work_off go
-t=$(val preempt_nw_tick_p99_late goro)
-[[ -n $t ]] && target preempt_nw_tick_p99_late "$t" "<=" 20000
+target_val preempt_nw_tick_p99_late goro "<=" 20000
 ratio preempt_nw_tick_p99_late_vs_go goro preempt_nw_tick_p99_late goro preempt_nw_tick_p99_late go
 
 # ---- TCP echo servers ----

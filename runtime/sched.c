@@ -129,6 +129,16 @@ static uint32_t fastrand(struct goro_p *p)
 
 static void migrate(struct goro_m *m, struct goro *self);
 
+/* p's owner once a retake under way is decided: sysmon, seeing the asker
+ * inside the runtime, gives the P back, or hands it to another M. */
+static struct goro_m *p_owner_settled(struct goro_p *p)
+{
+    struct goro_m *owner;
+    while ((owner = atomic_load_explicit(&p->owner, memory_order_acquire)) == GORO_P_RETAKING)
+        cpu_relax();
+    return owner;
+}
+
 static struct goro_p *rt_enter(struct goro_m *m, bool may_move)
 {
     int level = atomic_load_explicit(&m->in_rt, memory_order_relaxed);
@@ -138,28 +148,18 @@ static struct goro_p *rt_enter(struct goro_m *m, bool may_move)
         /* Nested: the P is ours unless the outer entry found it gone
          * (then it went on without one, and so must this). */
         struct goro_p *p = m->p;
-        struct goro_m *owner;
-        if (!p)
-            return NULL;
-        while ((owner = atomic_load_explicit(&p->owner, memory_order_acquire)) ==
-               GORO_P_RETAKING)
-            cpu_relax();
-        return owner == m ? p : NULL;
+        return p && p_owner_settled(p) == m ? p : NULL;
     }
-    for (;;) {
-        struct goro_p *p = m->p;
-        struct goro_m *owner = p ? atomic_load_explicit(&p->owner, memory_order_acquire) : NULL;
-        if (likely(owner == m))
-            return p;
-        if (owner == GORO_P_RETAKING) {
-            cpu_relax();            /* sysmon sees in_rt > 0 and backs off */
-            continue;
-        }
-        if (!may_move || !m->curg)
-            return NULL;            /* still inside: the caller leaves */
-        migrate(m, m->curg);        /* resumes on an M with a P, inside */
-        return goro__m()->p;
-    }
+    struct goro_p *p = m->p;
+    if (likely(p && atomic_load_explicit(&p->owner, memory_order_acquire) == m))
+        return p;
+    /* sysmon, retaking, sees in_rt > 0 and backs off */
+    if (p && p_owner_settled(p) == m)
+        return p;
+    if (!may_move || !m->curg)
+        return NULL;                /* still inside: the caller leaves */
+    migrate(m, m->curg);            /* resumes on an M with a P, inside */
+    return goro__m()->p;
 }
 
 static void rt_leave(struct goro_m *m)
@@ -738,11 +738,7 @@ static struct goro *inject_polled(struct goro_m *m)
     bool spill = false;             /* the ring filled: the rest go global */
     for (struct goro *next; g; g = next) {
         next = g->next;             /* before g is published: it may run at once */
-        if (!spill) {
-            uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_acquire);
-            uint32_t t = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
-            spill = t - h >= GORO_RUNQ_SIZE;
-        }
+        spill = spill || runq_room(p) == 0;
         if (!spill) {
             runq_put(p, g, false);
             continue;
@@ -845,16 +841,10 @@ top:
     *inherit = false;
     if (atomic_load(&S.stopping))
         return NULL;
-    if (m->p) {
-        /* Lost while a coroutine parked P-less (goro__park). g0 counts as
-         * inside the runtime: a retake under way sees that and backs off. */
-        struct goro_m *owner;
-        while ((owner = atomic_load_explicit(&m->p->owner, memory_order_acquire)) ==
-               GORO_P_RETAKING)
-            cpu_relax();
-        if (owner != m)
-            m->p = NULL;
-    }
+    /* Lost while a coroutine parked P-less (goro__park). g0 counts as
+     * inside the runtime: a retake under way sees that and backs off. */
+    if (m->p && p_owner_settled(m->p) != m)
+        m->p = NULL;
     if (!m->p) {
         if (!m_without_p(m))
             return NULL;

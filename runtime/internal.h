@@ -351,7 +351,7 @@ GORO_HIDDEN void goro__sysmon_stop(void);
 GORO_HIDDEN void goro__sysmon_kick(void);
 /* sched.c, for sysmon */
 #define GORO_P_RETAKING ((struct goro_m *)1)
-GORO_HIDDEN bool goro__handoff(struct goro_p *p);
+GORO_HIDDEN bool goro__handoff(struct goro_p *p, struct goro_m *m);
 GORO_HIDDEN bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
                                       struct goro_m **m);
 GORO_HIDDEN void goro__sysmon_attach(struct goro_m *m);

@@ -1077,6 +1077,18 @@ static void execute(struct goro_m *m, struct goro *g, bool inherit)
 
 /* ---- the API the rest of the runtime uses ---- */
 
+/* Inside the runtime (p: the entry's P, NULL without one): g runs next on
+ * p, or goes to the global queue. */
+static void ready_on(struct goro_p *p, struct goro *g)
+{
+    atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
+    if (p)
+        runq_put(p, g, true);
+    else
+        globrunq_put_batch(&g, 1);
+    wake_if_idle();
+}
+
 void goro__ready(struct goro *g)
 {
     if (g->flags & GORO_F_EXTERNAL) {
@@ -1084,16 +1096,11 @@ void goro__ready(struct goro *g)
         goro__futex_wake(&g->ext_wake, 1);
         return;
     }
-    atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
     struct goro_m *m = goro__m();
     struct goro_p *p = m ? rt_enter(m, false) : NULL;
-    if (p)
-        runq_put(p, g, true);
-    else
-        globrunq_put_batch(&g, 1);
-    wake_if_idle();
+    ready_on(p, g);
     if (m)
-        rt_leave(goro__m());
+        rt_leave(m);
 }
 
 /* Makes a list of claimed coroutines (linked through next) runnable: on
@@ -1139,9 +1146,9 @@ void goro__schedule_new(struct goro *g)
         bump(&p->spawned);
     else
         atomic_fetch_add(&S.spawned_ext, 1);
-    goro__ready(g);
+    ready_on(p, g);                 /* a new coroutine is never a thread's */
     if (m)
-        rt_leave(goro__m());
+        rt_leave(m);
     if (p)
         goro__preempt_check();
 }
@@ -1395,14 +1402,10 @@ bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
 }
 
 /* sysmon: gives p to another M (a waiting or spare one, or a new thread)
- * if its M is outside the runtime (invariant 8). */
-bool goro__handoff(struct goro_p *p)
+ * if m, its M as goro__handoff_wanted found it, still owns it and is
+ * outside the runtime (invariant 8; an idle M is on g0, hence inside). */
+bool goro__handoff(struct goro_p *p, struct goro_m *m)
 {
-    goro__lock(&S.lock);
-    struct goro_m *m = p->idle ? NULL : p->m;
-    goro__unlock(&S.lock);
-    if (!m)
-        return false;
     struct goro_m *expect = m;
     if (!atomic_compare_exchange_strong(&p->owner, &expect, GORO_P_RETAKING))
         return false;

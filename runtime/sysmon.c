@@ -81,7 +81,7 @@ static bool check_slice(struct goro_p *p, int64_t now)
      * thread kept off the CPU, or sysmon itself, does not count). */
     uint32_t declines = atomic_load_explicit(&p->preempt_declines, memory_order_relaxed);
     bool long_run = declines - p->sm_declines >= 3 && now - p->sm_since >= 3 * slice;
-    if (goro__handoff_wanted(p, long_run, &blocked, &m) && goro__handoff(p)) {
+    if (goro__handoff_wanted(p, long_run, &blocked, &m) && goro__handoff(p, m)) {
         p->sm_declines = declines;
         return true;
     }

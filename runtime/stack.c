@@ -181,46 +181,50 @@ static struct goro *slab_reset(struct goro *g)
     return g;
 }
 
+/* A pooled default-size slab, or NULL: from this P's cache, refilled from
+ * the global pool half a cache at a time; without a P, from the pool. */
+static struct goro *pooled_slab(void)
+{
+    struct goro_p *p = goro__p_enter();
+    struct goro *g;
+    if (!p) {
+        goro__lock(&pool_lock);
+        g = pool;
+        if (g) {
+            pool = g->pool_next;
+            pool_count--;
+        }
+        goro__unlock(&pool_lock);
+        return g;
+    }
+    if (!p->free_slabs) {
+        goro__lock(&pool_lock);
+        while (pool && p->nfree < P_CACHE_MAX / 2) {
+            g = pool;
+            pool = g->pool_next;
+            pool_count--;
+            g->pool_next = p->free_slabs;
+            p->free_slabs = g;
+            p->nfree++;
+        }
+        goro__unlock(&pool_lock);
+    }
+    g = p->free_slabs;
+    if (g) {
+        p->free_slabs = g->pool_next;
+        p->nfree--;
+    }
+    goro__p_leave();
+    return g;
+}
+
 struct goro *goro__slab_get(size_t stack_size, int *err)
 {
     *err = 0;
-    if (stack_size == goro__sched.stack_size) {
-        struct goro_p *p = goro__p_enter();
-        if (p && !p->free_slabs) {
-            /* Refill half the cache from the global pool in one go. */
-            goro__lock(&pool_lock);
-            while (pool && p->nfree < P_CACHE_MAX / 2) {
-                struct goro *g = pool;
-                pool = g->pool_next;
-                pool_count--;
-                g->pool_next = p->free_slabs;
-                p->free_slabs = g;
-                p->nfree++;
-            }
-            goro__unlock(&pool_lock);
-        }
-        if (p && p->free_slabs) {
-            struct goro *g = p->free_slabs;
-            p->free_slabs = g->pool_next;
-            p->nfree--;
-            goro__p_leave();
-            return slab_reset(g);
-        }
-        if (p)
-            goro__p_leave();
-        if (!p) {
-            goro__lock(&pool_lock);
-            struct goro *g = pool;
-            if (g) {
-                pool = g->pool_next;
-                pool_count--;
-            }
-            goro__unlock(&pool_lock);
-            if (g)
-                return slab_reset(g);
-        }
-    }
-    struct goro *g = slab_map(stack_size, err);
+    struct goro *g = stack_size == goro__sched.stack_size ? pooled_slab() : NULL;
+    if (g)
+        return slab_reset(g);
+    g = slab_map(stack_size, err);
     if (g)
         g->min_sp = UINTPTR_MAX;
     return g;

@@ -98,11 +98,6 @@ static struct goro *take_all(struct goro_waitq *q)
     return list;
 }
 
-static void wake_list(struct goro *list)
-{
-    goro__ready_list(list);
-}
-
 /* ---- mutex ---- */
 
 int goro_mutex_init(goro_mutex_t *mu)
@@ -238,7 +233,7 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
         goro__lock(&r->lk);
         struct goro *wake = grant_locked(r);
         goro__unlock(&r->lk);
-        wake_list(wake);
+        goro__ready_list(wake);
     }
     return err;
 }
@@ -274,7 +269,7 @@ int goro_rwlock_unlock(goro_rwlock_t *rw)
     }
     struct goro *wake = grant_locked(r);
     goro__unlock(&r->lk);
-    wake_list(wake);
+    goro__ready_list(wake);
     return 0;
 }
 
@@ -345,7 +340,7 @@ int goro_cond_broadcast(goro_cond_t *cv)
     goro__lock(&c->lk);
     struct goro *list = take_all(&c->q);
     goro__unlock(&c->lk);
-    wake_list(list);
+    goro__ready_list(list);
     return 0;
 }
 
@@ -447,7 +442,7 @@ int goro_waitgroup_add(goro_waitgroup_t *wg, long n)
     w->count += n;
     struct goro *list = w->count == 0 ? take_all(&w->q) : NULL;
     goro__unlock(&w->lk);
-    wake_list(list);
+    goro__ready_list(list);
     return 0;
 }
 
@@ -511,6 +506,6 @@ int goro_once(goro_once_t *once, void (*fn)(void))
     atomic_store_explicit(&o->state, 2, memory_order_release);
     struct goro *list = take_all(&o->q);
     goro__unlock(&o->lk);
-    wake_list(list);
+    goro__ready_list(list);
     return 0;
 }

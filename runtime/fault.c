@@ -296,19 +296,18 @@ static void report_crash(struct goro_m *m, struct goro *g, int sig, siginfo_t *s
     goro__backtrace_out(&o, uc);
 }
 
-static bool has_handler(const struct sigaction *act)
+bool goro__sig_chain(const struct sigaction *act, int sig, siginfo_t *si, void *uc)
 {
-    if (act->sa_flags & SA_SIGINFO)
-        return act->sa_sigaction != NULL;
-    return act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
-}
-
-static void call_handler(const struct sigaction *act, int sig, siginfo_t *si, void *uc)
-{
-    if (act->sa_flags & SA_SIGINFO)
+    if (act->sa_flags & SA_SIGINFO) {
+        if (!act->sa_sigaction)
+            return false;
         act->sa_sigaction(sig, si, uc);
-    else
+    } else {
+        if (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN)
+            return false;
         act->sa_handler(sig);
+    }
+    return true;
 }
 
 static const struct sigaction *old_action(int sig)
@@ -344,8 +343,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         abort();
     }
     const struct sigaction *old = old_action(sig);
-    if (old && has_handler(old)) {
-        call_handler(old, sig, si, uc);
+    if (old && goro__sig_chain(old, sig, si, uc)) {
         errno = saved;
         return;
     }

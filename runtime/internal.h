@@ -369,6 +369,9 @@ GORO_HIDDEN void goro__fault_install(void);
  * restarting interrupted calls, nothing extra blocked. old: as sigaction. */
 GORO_HIDDEN int goro__sigaction(int sig, void (*handler)(int, siginfo_t *, void *),
                                 struct sigaction *old);
+/* Calls the handler act names, if it names one (not SIG_DFL or SIG_IGN):
+ * for chaining to what the program installed before us. */
+GORO_HIDDEN bool goro__sig_chain(const struct sigaction *act, int sig, siginfo_t *si, void *uc);
 GORO_HIDDEN void goro__backtrace_fd(int fd, void *ucontext);
 /* Where reports go: a FILE, or (file NULL) a descriptor written with
  * write(2), which is what a signal handler uses. */

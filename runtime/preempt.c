@@ -129,17 +129,6 @@ static void frame_copy(void *dst, const void *src, size_t n)
 /* Room to leave below the copy: the yield's own frames. */
 #define PREEMPT_STACK_MARGIN (8 * 1024)
 
-static void chain_to_app(int sig, siginfo_t *si, void *uc)
-{
-    if (app_action.sa_flags & SA_SIGINFO) {
-        if (app_action.sa_sigaction)
-            app_action.sa_sigaction(sig, si, uc);
-    } else if (app_action.sa_handler != SIG_IGN && app_action.sa_handler != SIG_DFL) {
-        app_action.sa_handler(sig);
-    }
-    /* SIG_DFL for SIGURG is to ignore it. */
-}
-
 __attribute__((no_sanitize_address))
 static void on_sigurg(int sig, siginfo_t *si, void *ucv)
 {
@@ -152,7 +141,7 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
      * (goro__preempt_requested says), and one that is not tagged as ours
      * also goes to the program's handler. */
     if (!ours)
-        chain_to_app(sig, si, ucv);
+        goro__sig_chain(&app_action, sig, si, ucv);   /* SIGURG's default: ignored */
     if (!m) {
         errno = saved_errno;
         return;

@@ -156,7 +156,8 @@ int goro_chan_new(goro_chan_t **ch, size_t elem_size, size_t capacity);
 int goro_chan_free(goro_chan_t *ch);
 
 /* Sends the element at elem (may switch). Returns 0, -EPIPE if ch is or
- * becomes closed (the element is not sent), -EINVAL for a NULL channel. */
+ * becomes closed (the element is not sent), -EINVAL for a NULL channel or
+ * a NULL elem (allowed only when the element size is 0). */
 int goro_chan_send(goro_chan_t *ch, const void *elem);
 
 /* Receives into elem (may be NULL to discard; may switch). Returns 1 when
@@ -184,7 +185,8 @@ enum { GORO_SEND = 1, GORO_RECV = 2 };
 typedef struct goro_case {
     goro_chan_t *ch;
     int op;              /* GORO_SEND or GORO_RECV */
-    void *elem;          /* send: the element; recv: destination or NULL */
+    void *elem;          /* send: the element (NULL only for size 0: else
+                            -EINVAL); recv: destination or NULL */
     int result;          /* out: as goro_chan_send / goro_chan_recv return */
 } goro_case_t;
 

@@ -13,8 +13,11 @@
  *
  * select locks all its channels in address order (no deadlock between two
  * selects), polls the cases in a random order (fairness), and otherwise
- * enqueues one waiter per case; the first partner to claim the shared
- * goro_select_wait wins, the others skip those waiters (waitq.h).
+ * enqueues one waiter per case; the first partner to claim the select's
+ * wait wins, the others skip those waiters (waitq.h). The winner also
+ * removes the select's other waiters from its own channel, so the woken
+ * select re-locks only the other channels: the partner's channel may be
+ * freed by the time the select runs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -167,7 +170,7 @@ static int chan_wait(struct goro_chan *ch, struct goro_waitq *q, struct goro_wai
 
 static int chan_send(struct goro_chan *ch, const void *elem, bool block, int64_t deadline)
 {
-    if (!ch)
+    if (!ch || (!elem && ch->elem_size))
         return -EINVAL;
     struct goro *wake;
     goro__lock(&ch->lock);
@@ -291,6 +294,17 @@ struct select_locks {
     int n;
 };
 
+/* chans without skip (the channel a partner completed and may have freed). */
+static struct select_locks select_locks_without(struct select_locks l, struct goro_chan *skip)
+{
+    int k = 0;
+    for (int i = 0; i < l.n; i++)
+        if (l.chans[i] != skip)
+            l.chans[k++] = l.chans[i];
+    l.n = k;
+    return l;
+}
+
 static void select_lock(struct select_locks *l)
 {
     for (int i = 0; i < l->n; i++)
@@ -326,9 +340,13 @@ int goro_select_until(goro_case_t *cases, int n, int flags, int64_t deadline)
 {
     if (!cases || n < 0 || n > 65536 || (flags & ~GORO_SELECT_NOWAIT))
         return -EINVAL;
-    for (int i = 0; i < n; i++)
-        if (cases[i].ch && cases[i].op != GORO_SEND && cases[i].op != GORO_RECV)
+    for (int i = 0; i < n; i++) {
+        const goro_case_t *c = &cases[i];
+        if (c->ch && c->op != GORO_SEND && c->op != GORO_RECV)
             return -EINVAL;
+        if (c->ch && c->op == GORO_SEND && !c->elem && c->ch->elem_size)
+            return -EINVAL;         /* nothing to send */
+    }
 
     struct goro_chan *chans_buf[SELECT_STACK_CASES];
     int order_buf[SELECT_STACK_CASES];
@@ -404,7 +422,8 @@ int goro_select_until(goro_case_t *cases, int n, int flags, int64_t deadline)
     struct goro *self = goro__waiter_self();
     for (int i = 0; i < n; i++) {
         goro_case_t *c = &cases[i];
-        waiters[i] = (struct goro_waiter){ .g = self, .elem = c->elem, .case_index = i };
+        waiters[i] = (struct goro_waiter){ .g = self, .elem = c->elem, .case_index = i,
+                                           .group = waiters, .ngroup = n, .obj = c->ch };
         if (c->ch)
             goro__waitq_push(c->op == GORO_SEND ? &c->ch->sendq : &c->ch->recvq, &waiters[i]);
     }
@@ -413,14 +432,18 @@ int goro_select_until(goro_case_t *cases, int n, int flags, int64_t deadline)
     int outcome = goro__park(&how);
     int fired = self->wake_index;
 
-    /* Leave the other queues. */
-    select_lock(&locks);
+    /* Leave the other queues. A partner that completed a case took our
+     * waiters off its channel already, and that channel is not ours to
+     * touch any more. */
+    struct goro_chan *done = outcome == GORO_WAKE_DONE ? cases[fired].ch : NULL;
+    struct select_locks rest = select_locks_without(locks, done);
+    select_lock(&rest);
     for (int i = 0; i < n; i++) {
         goro_case_t *c = &cases[i];
-        if (c->ch)
+        if (c->ch && c->ch != done)
             goro__waitq_remove(c->op == GORO_SEND ? &c->ch->sendq : &c->ch->recvq, &waiters[i]);
     }
-    select_unlock(&locks);
+    select_unlock(&rest);
     if (outcome != GORO_WAKE_DONE) {
         result = goro__wake_error(outcome);
         goto out;

@@ -8,7 +8,12 @@
  * Taking a waiter from a queue claims its coroutine's wait (enum
  * goro_wake): a waiter whose wait already ended - a select that fired on
  * another case, a deadline, a cancellation - is dropped instead, and it
- * removes itself (a no-op once dropped) when it runs. */
+ * removes itself (a no-op once dropped) when it runs.
+ *
+ * A select's waiters form a group. Whoever completes one of them also
+ * takes the group's other waiters off the same object's queues, under the
+ * lock it holds: once the partner's call returns, the object may be freed,
+ * so the woken select must never need that object again (chan.c). */
 #ifndef GORO_WAITQ_H
 #define GORO_WAITQ_H
 
@@ -17,18 +22,22 @@
 
 #include "internal.h"
 
+struct goro_waitq {
+    struct goro_waiter *head, *tail;
+};
+
 struct goro_waiter {
     struct goro *g;
     struct goro_waiter *prev, *next;
+    struct goro_waitq *q;          /* the queue it is (or was last) on */
     void *elem;                    /* channels: element source / destination */
+    struct goro_waiter *group;     /* select: every case's waiter, [ngroup] */
+    const void *obj;               /* select: the object whose lock guards q */
+    int ngroup;
     int case_index;                /* select: which case this waiter is */
     int kind;                      /* rwlock: 1 = writer */
     bool queued;
     bool success;                  /* completed by a partner, not by close */
-};
-
-struct goro_waitq {
-    struct goro_waiter *head, *tail;
 };
 
 static inline void goro__waitq_push(struct goro_waitq *q, struct goro_waiter *w)
@@ -40,6 +49,7 @@ static inline void goro__waitq_push(struct goro_waitq *q, struct goro_waiter *w)
     else
         q->head = w;
     q->tail = w;
+    w->q = q;
     w->queued = true;
 }
 
@@ -62,6 +72,17 @@ static inline void goro__waitq_remove(struct goro_waitq *q, struct goro_waiter *
 /* Takes the first waiter whose wait it can claim, recording which select
  * case fired. The caller makes w->g runnable (goro__ready) after it has
  * finished with w and dropped the lock. */
+/* w's select has fired: its other waiters on w's object (guarded by the
+ * lock the caller holds) leave their queues now. */
+static inline void goro__waitq_drop_group(struct goro_waiter *w)
+{
+    for (int i = 0; i < w->ngroup; i++) {
+        struct goro_waiter *s = &w->group[i];
+        if (s != w && s->obj == w->obj && s->queued)
+            goro__waitq_remove(s->q, s);
+    }
+}
+
 static inline struct goro_waiter *goro__waitq_pop(struct goro_waitq *q)
 {
     struct goro_waiter *w;
@@ -69,6 +90,8 @@ static inline struct goro_waiter *goro__waitq_pop(struct goro_waitq *q)
         goro__waitq_remove(q, w);
         if (goro__claim(w->g, GORO_WAKE_DONE)) {
             w->g->wake_index = w->case_index;
+            if (w->group)
+                goro__waitq_drop_group(w);
             return w;
         }
     }

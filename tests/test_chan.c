@@ -492,6 +492,16 @@ START_TEST(bad_input)
     ck_assert_int_eq(goro_chan_len(NULL), -EINVAL);
     ck_assert_int_eq(goro_chan_cap(NULL), -EINVAL);
 
+    /* A NULL element to send: refused, nothing queued (it used to crash). */
+    goro_chan_t *b = t_chan_new(sizeof(long), 1);
+    ck_assert_int_eq(goro_chan_try_send(b, NULL), -EINVAL);
+    ck_assert_int_eq(goro_chan_send(b, NULL), -EINVAL);
+    ck_assert_int_eq(goro_chan_send_until(b, NULL, goro_now() + GORO_MSEC), -EINVAL);
+    goro_case_t bad = { b, GORO_SEND, NULL, -99 };
+    ck_assert_int_eq(goro_select(&bad, 1, 0), -EINVAL);
+    ck_assert_int_eq(goro_chan_len(b), 0);
+    ck_assert_int_eq(goro_chan_free(b), 0);
+
     ck_assert_int_eq(goro_chan_new(NULL, 8, 8), -EINVAL);
     goro_chan_t *ch = NULL;
     ck_assert_int_eq(goro_chan_new(&ch, SIZE_MAX, 1), -EINVAL);

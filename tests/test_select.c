@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 
 #include "helpers.h"
 #include "suites.h"
@@ -474,6 +475,80 @@ START_TEST(same_channel_in_two_cases)
 }
 END_TEST
 
+/* ---- a channel freed by the partner that completed the select ---- */
+
+/* The select's channel is freed as soon as the partner's operation on it
+ * returns (docs/api.md allows that): the woken select must not touch it
+ * again. One worker makes the order fixed: the partner completes the
+ * select, frees the channel, and only then does the select run. The second
+ * form also queues the select twice on the freed channel (send and recv). */
+struct freed_round {
+    goro_chan_t *a, *b;
+    long v[2];
+    int both_on_a;
+};
+
+static long select_on_doomed(struct freed_round *r)
+{
+    goro_case_t cs[2] = {
+        { r->a, GORO_RECV, &r->v[0], -99 },
+        { r->both_on_a ? r->a : r->b, r->both_on_a ? GORO_SEND : GORO_RECV, &r->v[1], -99 },
+    };
+    int k = goro_select(cs, 2, 0);
+    return k == 0 && cs[0].result == 1 && r->v[0] == 7 ? 0 : 1000 + k;
+}
+
+static long complete_and_free(struct freed_round *r)
+{
+    goro_t *h = go(select_on_doomed, r);
+    if (!h)
+        return 1;
+    goro_yield();                   /* one worker: the select parks now */
+    long x = 7;
+    if (goro_chan_send(r->a, &x) != 0)
+        return 2;
+    if (goro_chan_free(r->a) != 0)  /* the select's operation on a is over */
+        return 3;
+    long res = -1;
+    if (goro_join(h, &res) != 0)
+        return 4;
+    return res;
+}
+
+static int freed_channel_child(void *arg)
+{
+    (void)arg;
+    if (goro_start(&(goro_config_t){ .workers = 1 }) != 0)
+        return 90;
+    /* Channels of one size, freed and made again: freed ones are reused,
+     * so a stale lock word is whatever the allocator left there. */
+    for (int i = 0; i < 200; i++) {
+        struct freed_round r = { .both_on_a = i % 2 };
+        if (goro_chan_new(&r.a, sizeof(long), 0) || goro_chan_new(&r.b, sizeof(long), 0))
+            return 91;
+        long res = -1;
+        goro_t *h = go(complete_and_free, &r);
+        if (!h || goro_join(h, &res) != 0)
+            return 92;
+        if (res != 0) {
+            printf("round %d: %ld\n", i, res);
+            return 93;
+        }
+        if (goro_chan_free(r.b) != 0)
+            return 94;
+    }
+    return goro_shutdown() == 0 ? 0 : 95;
+}
+
+START_TEST(partner_frees_channel_after_completing)
+{
+    char out[512];
+    int st = t_run_child(freed_channel_child, NULL, t_timeout(10), out, sizeof out);
+    ck_assert_msg(st != -1, "the child hung (select spinning on a freed channel's lock)");
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+}
+END_TEST
+
 /* ---- more cases than fit on the stack ---- */
 
 struct many {
@@ -594,5 +669,6 @@ Suite *select_suite(void)
     tcase_add_test(tc, close_wakes_select);
     tcase_add_test(tc, same_channel_in_two_cases);
     tcase_add_test(tc, many_cases_heap_path);
+    tcase_add_test(tc, partner_frees_channel_after_completing);
     return s;
 }

@@ -1198,13 +1198,22 @@ int goro__wake_error(int outcome)
 /* Post-switch half of goro__park, on the M the coroutine parked on, once
  * it is saved: arm the wait, then let wakers in (invariant 2). The armed
  * store and the cancelled load are both seq_cst, as are goro_cancel's
- * store and its claim: one of the two sides sees the other. */
+ * store and its claim: one of the two sides sees the other.
+ *
+ * The deadline timer is armed before the wait becomes claimable: once it
+ * is, a lock-free claim (goro_cancel, the timer itself) may resume the
+ * coroutine on another M, which deletes the timer and leaves the frame
+ * the timer lives in. A timer that fires before the armed store finds
+ * nothing to claim, so the deadline is looked at once more after it. */
 static void park_commit(struct goro_m *m, struct goro *g)
 {
     bool wake_now = false;
-    atomic_store(&g->wake, m->post_armed);
     if (m->post_timer)
         goro__timer_arm(m->post_timer, m->p, g, m->post_deadline);
+    atomic_store(&g->wake, m->post_armed);
+    if (m->post_timer && goro__now() >= m->post_deadline &&
+        goro__claim(g, GORO_WAKE_TIMEDOUT))
+        wake_now = true;
     if (m->post_armed == GORO_WAKE_ARMED && atomic_load(&g->cancelled) &&
         goro__claim(g, GORO_WAKE_CANCELED))
         wake_now = true;

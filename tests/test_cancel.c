@@ -10,10 +10,12 @@
  * Coroutines never call ck_assert (see helpers.h). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -648,6 +650,289 @@ START_TEST(cancel_during_stream_loses_nothing)
 }
 END_TEST
 
+/* ---- randomized race: cancel, deadline and release of every wait kind ----
+ *
+ * Each round races three ways of ending one wait that has a deadline: the
+ * deadline itself (a few microseconds away), goro_cancel, and the partner
+ * that completes it, in a random order and at random moments, with the
+ * waiter and the driver on different workers. Whatever wins, the wait must
+ * end exactly once and leave nothing behind: a release that reports
+ * success means the waiter got it, and a timer armed for a finished wait
+ * (whose frame is gone) would corrupt the event base or end a later wait.
+ * The run lasts GORO_TEST_RACE_MS milliseconds (default 2000). */
+
+enum race_kind {
+    RK_SLEEP, RK_RECV, RK_SEND, RK_SELECT, RK_MUTEX, RK_RWLOCK, RK_COND, RK_SEM,
+    RK_WAITGROUP, RK_JOIN, RK_READ, RK__COUNT
+};
+static const char *const race_kind_name[RK__COUNT] = {
+    "sleep", "recv", "send", "select", "mutex", "rwlock", "cond", "sem", "waitgroup",
+    "join", "read"
+};
+
+struct race_slot {
+    goro_chan_t *a, *b, *gate;      /* unbuffered; gate releases a join's child */
+    goro_mutex_t mu, cmu;
+    goro_rwlock_t rw;
+    goro_cond_t cv;
+    goro_sem_t sem;
+    goro_waitgroup_t wg;
+    int pipe[2];
+    goro_t *child;
+    /* one round */
+    enum race_kind kind;
+    int64_t deadline;
+    atomic_int waiting;             /* the waiter is about to wait */
+    long result;
+    long counts[RK__COUNT][3];      /* done, timed out, cancelled */
+};
+
+static long race_child(struct race_slot *s)
+{
+    long v;
+    return goro_chan_recv(s->gate, &v) == 1 ? 5 : -1;
+}
+
+/* The waiter: one wait of the round's kind; 1 when it was completed. */
+static long race_waiter(struct race_slot *s)
+{
+    long v = 0, got = 0;
+    int r;
+    s->deadline += goro_now();      /* from now: the wait parks before it */
+    atomic_store(&s->waiting, 1);
+    switch (s->kind) {
+    case RK_SLEEP:
+        r = goro_sleep_until(s->deadline);
+        return r == 0 ? -ETIMEDOUT : r;     /* a sleep can only time out */
+    case RK_RECV:
+        r = goro_chan_recv_until(s->a, &v, s->deadline);
+        return r == 1 ? (v == 11 ? 1 : -1000) : r;
+    case RK_SEND:
+        v = 12;
+        r = goro_chan_send_until(s->a, &v, s->deadline);
+        return r == 0 ? 1 : r;
+    case RK_SELECT: {
+        goro_case_t sc[2] = { { s->a, GORO_RECV, &v, -99 }, { s->b, GORO_RECV, &got, -99 } };
+        r = goro_select_until(sc, 2, 0, s->deadline);
+        return r == 0 ? (v == 11 && sc[0].result == 1 ? 1 : -1000) : r < 0 ? r : -1001;
+    }
+    case RK_MUTEX:
+        r = goro_mutex_lock_until(&s->mu, s->deadline);
+        if (r == 0)
+            goro_mutex_unlock(&s->mu);
+        return r == 0 ? 1 : r;
+    case RK_RWLOCK:
+        r = goro_rwlock_wrlock_until(&s->rw, s->deadline);
+        if (r == 0)
+            goro_rwlock_unlock(&s->rw);
+        return r == 0 ? 1 : r;
+    case RK_COND:
+        if (goro_mutex_lock(&s->cmu) != 0)
+            return -1002;
+        r = goro_cond_wait_until(&s->cv, &s->cmu, s->deadline);
+        goro_mutex_unlock(&s->cmu);
+        return r == 0 ? 1 : r;
+    case RK_SEM:
+        r = goro_sem_acquire_until(&s->sem, s->deadline);
+        return r == 0 ? 1 : r;
+    case RK_WAITGROUP:
+        r = goro_waitgroup_wait_until(&s->wg, s->deadline);
+        return r == 0 ? 1 : r;
+    case RK_JOIN:
+        r = goro_join_until(s->child, &got, s->deadline);
+        if (r == 0)
+            s->child = NULL;
+        return r == 0 ? (got == 5 ? 1 : -1003) : r;
+    case RK_READ: {
+        char c;
+        ssize_t n = goro_read_until(s->pipe[0], &c, 1, s->deadline);
+        return n == 1 ? 1 : (long)n;
+    }
+    default:
+        return -1004;
+    }
+}
+
+/* Before the waiter starts: make its wait block. */
+static void race_setup(struct race_slot *s)
+{
+    switch (s->kind) {
+    case RK_MUTEX: goro_mutex_lock(&s->mu); break;
+    case RK_RWLOCK: goro_rwlock_rdlock(&s->rw); break;
+    case RK_WAITGROUP: goro_waitgroup_add(&s->wg, 1); break;
+    case RK_JOIN: s->child = go(race_child, s); break;
+    default: break;
+    }
+}
+
+/* The partner's move; true when it completed the wait (or, for the
+ * releases that cannot tell, -1: it released what the waiter waits for). */
+static int race_release(struct race_slot *s)
+{
+    long v = 11;
+    switch (s->kind) {
+    case RK_RECV: case RK_SELECT: return goro_chan_try_send(s->a, &v) == 0;
+    case RK_SEND: return goro_chan_try_recv(s->a, &v) == 1 ? (v == 12 ? 1 : -2) : 0;
+    case RK_MUTEX: goro_mutex_unlock(&s->mu); return -1;
+    case RK_RWLOCK: goro_rwlock_unlock(&s->rw); return -1;
+    case RK_COND: goro_cond_signal(&s->cv); return -1;
+    case RK_SEM: goro_sem_release(&s->sem); return -1;
+    case RK_WAITGROUP: goro_waitgroup_done(&s->wg); return -1;
+    case RK_JOIN: goro_chan_send(s->gate, &v); return -1;
+    case RK_READ: return write(s->pipe[1], "x", 1) == 1 ? -1 : -2;
+    default: return 0;
+    }
+}
+
+/* After the round: undo what is left, so the next round starts clean. */
+static void race_cleanup(struct race_slot *s, bool released)
+{
+    long v;
+    char c;
+    switch (s->kind) {
+    case RK_MUTEX: if (!released) goro_mutex_unlock(&s->mu); break;
+    case RK_RWLOCK: if (!released) goro_rwlock_unlock(&s->rw); break;
+    case RK_SEM: if (released && s->result != 1) goro_sem_try_acquire(&s->sem); break;
+    case RK_WAITGROUP: if (!released) goro_waitgroup_done(&s->wg); break;
+    case RK_JOIN:
+        if (!released)
+            goro_chan_send(s->gate, &v);
+        if (s->child && goro_join(s->child, &v) != 0)
+            t_fail("race: the join's child could not be joined");
+        s->child = NULL;
+        break;
+    case RK_READ: while (read(s->pipe[0], &c, 1) == 1) {} break;
+    default: break;
+    }
+}
+
+static void race_spin(uint32_t *r, int max_ns)
+{
+    int64_t until = goro_now() + (int64_t)(t_rnd(r) % (uint32_t)max_ns);
+    while (goro_now() < until) {}
+}
+
+static void race_round(struct race_slot *s, uint32_t *r)
+{
+    s->kind = (enum race_kind)(t_rnd(r) % RK__COUNT);
+    race_setup(s);
+    atomic_store(&s->waiting, 0);
+    s->deadline = 2000 + (int64_t)(t_rnd(r) % 20000);      /* the waiter adds now */
+    goro_t *h = go(race_waiter, s);
+    if (!h) {
+        t_fail("race: go failed");
+        return;
+    }
+    /* The waiter sits in our runnext until an idle worker steals it. */
+    for (int64_t give_up = goro_now() + GORO_SEC; !atomic_load(&s->waiting);)
+        if (goro_now() > give_up)
+            goro_yield();
+    race_spin(r, 25000);
+    int how = (int)(t_rnd(r) % 4);  /* cancel, release, both, or neither */
+    int rel = 0;
+    bool released = false;
+    if (how == 2 && t_rnd(r) % 2) {
+        released = true;
+        rel = race_release(s);
+    }
+    if (how == 0 || how == 2)
+        goro_cancel(h);
+    if (how == 1 || (how == 2 && !released)) {
+        if (how == 2)
+            race_spin(r, 2000);
+        released = true;
+        rel = race_release(s);
+    }
+    if (goro_join(h, &s->result) != 0) {
+        t_fail("race: join failed");
+        return;
+    }
+    long res = s->result;
+    int slot = res == 1 ? 0 : res == -ETIMEDOUT ? 1 : res == -ECANCELED ? 2 : -1;
+    if (slot < 0)
+        t_fail("race %s: the wait ended with %ld", race_kind_name[s->kind], res);
+    else
+        s->counts[s->kind][slot]++;
+    if (rel == 1 && res != 1)
+        t_fail("race %s: the partner completed the wait, the waiter got %ld",
+               race_kind_name[s->kind], res);
+    if (rel == -2)
+        t_fail("race %s: the release failed", race_kind_name[s->kind]);
+    race_cleanup(s, released);
+}
+
+static long race_driver(struct race_slot *s)
+{
+    uint32_t r = (uint32_t)(uintptr_t)s | 1;
+    const char *ms_env = getenv("GORO_TEST_RACE_MS");
+    int64_t ms = ms_env ? atol(ms_env) : 2000;
+    int64_t end = goro_now() + (t_slow() ? ms / 4 : ms) * GORO_MSEC;
+    long rounds = 0;
+    while (goro_now() < end && !t_failed()) {
+        race_round(s, &r);
+        rounds++;
+    }
+    return rounds;
+}
+
+static int race_child_process(void *arg)
+{
+    (void)arg;
+    enum { DRIVERS = 2 };
+    if (goro_start(&(goro_config_t){ .workers = 4 }) != 0)
+        return 90;
+    static struct race_slot slots[DRIVERS];
+    goro_t *d[DRIVERS];
+    for (int i = 0; i < DRIVERS; i++) {
+        struct race_slot *s = &slots[i];
+        if (goro_chan_new(&s->a, sizeof(long), 0) || goro_chan_new(&s->b, sizeof(long), 0) ||
+            goro_chan_new(&s->gate, sizeof(long), 0) || goro_sem_init(&s->sem, 0) ||
+            pipe2(s->pipe, O_NONBLOCK | O_CLOEXEC))
+            return 91;
+        d[i] = go(race_driver, s);
+    }
+    long rounds = 0;
+    for (int i = 0; i < DRIVERS; i++) {
+        long n = 0;
+        if (!d[i] || goro_join(d[i], &n) != 0)
+            return 92;
+        rounds += n;
+    }
+    if (t_failed()) {
+        printf("%s\n", t_failed());
+        return 93;
+    }
+    printf("race: %ld rounds (done/timed out/cancelled):", rounds);
+    for (int k = 0; k < RK__COUNT; k++) {
+        long c[3] = { 0, 0, 0 };
+        for (int i = 0; i < DRIVERS; i++)
+            for (int j = 0; j < 3; j++)
+                c[j] += slots[i].counts[k][j];
+        printf(" %s %ld/%ld/%ld", race_kind_name[k], c[0], c[1], c[2]);
+    }
+    printf("\n");
+    for (int i = 0; i < DRIVERS; i++) {
+        goro_close(slots[i].pipe[0]);
+        close(slots[i].pipe[1]);
+        if (goro_chan_free(slots[i].a) || goro_chan_free(slots[i].b) ||
+            goro_chan_free(slots[i].gate))
+            return 94;
+    }
+    return goro_shutdown() == 0 ? 0 : 95;
+}
+
+START_TEST(cancel_deadline_release_race)
+{
+    const char *ms_env = getenv("GORO_TEST_RACE_MS");
+    double secs = (ms_env ? atof(ms_env) / 1000 : 2) + 30;
+    static char out[4096];
+    int st = t_run_child(race_child_process, NULL, t_timeout(secs), out, sizeof out);
+    printf("%s", out);
+    ck_assert_msg(st != -1, "the race child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "race child status %#x: %s", st, out);
+}
+END_TEST
+
 Suite *cancel_suite(void)
 {
     Suite *s = suite_create("cancel");
@@ -659,5 +944,9 @@ Suite *cancel_suite(void)
     tcase_add_test(tc, cancel_twice_finished_self_and_bad);
     tcase_add_test(tc, offload_and_once_run_to_their_end);
     tcase_add_test(tc, cancel_during_stream_loses_nothing);
+    /* its own child process and runtime (4 workers); the timeout follows
+     * GORO_TEST_RACE_MS (the child's own limit is what catches a hang) */
+    tc = t_tcase(s, "race", 3600);
+    tcase_add_test(tc, cancel_deadline_release_race);
     return s;
 }

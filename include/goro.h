@@ -264,7 +264,11 @@ int goro_waitgroup_wait(goro_waitgroup_t *wg);
 int goro_waitgroup_destroy(goro_waitgroup_t *wg);
 
 /* Runs fn exactly once over all callers; callers arriving while it runs
- * wait for it to finish. Returns 0 or -EINVAL. */
+ * wait for it to finish (that wait is not cancellable). Returns 0, -EINVAL,
+ * or -EDEADLK at once when fn itself - the coroutine or thread running it -
+ * calls goro_once on the same once: it would wait for itself. fn must not
+ * wait for another coroutine that calls goro_once on it either; that is
+ * not detected, and both wait for ever. */
 int goro_once(goro_once_t *once, void (*fn)(void));
 
 /* ------------------------------------------------------------------------

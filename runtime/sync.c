@@ -46,9 +46,14 @@ struct wg_impl {
     struct goro_waitq q;
 };
 
+/* A once's state: not run, done, or while fn runs, who runs it (so that a
+ * call from inside fn is told apart from a caller that must wait). */
+#define ONCE_NEW ((uintptr_t)0)
+#define ONCE_DONE ((uintptr_t)1)
+
 struct once_impl {
     goro_lock_t lk;
-    _Atomic uint32_t state;        /* 0 not run, 1 running, 2 done */
+    _Atomic uintptr_t state;       /* ONCE_NEW, ONCE_DONE or the runner */
     struct goro_waitq q;
 };
 
@@ -96,6 +101,16 @@ static struct goro *take_all(struct goro_waitq *q)
         list = w->g;
     }
     return list;
+}
+
+/* Makes a list from take_all or grant_locked runnable. An empty list
+ * wakes nobody, so it skips the scheduler's wake-up check altogether: the
+ * common case (nobody waited), and after goro_shutdown the scheduler has
+ * no workers to check. */
+static void wake_list(struct goro *list)
+{
+    if (list)
+        goro__ready_list(list);
 }
 
 /* ---- mutex ---- */
@@ -233,7 +248,7 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
         goro__lock(&r->lk);
         struct goro *wake = grant_locked(r);
         goro__unlock(&r->lk);
-        goro__ready_list(wake);
+        wake_list(wake);
     }
     return err;
 }
@@ -269,7 +284,7 @@ int goro_rwlock_unlock(goro_rwlock_t *rw)
     }
     struct goro *wake = grant_locked(r);
     goro__unlock(&r->lk);
-    goro__ready_list(wake);
+    wake_list(wake);
     return 0;
 }
 
@@ -340,7 +355,7 @@ int goro_cond_broadcast(goro_cond_t *cv)
     goro__lock(&c->lk);
     struct goro *list = take_all(&c->q);
     goro__unlock(&c->lk);
-    goro__ready_list(list);
+    wake_list(list);
     return 0;
 }
 
@@ -442,7 +457,7 @@ int goro_waitgroup_add(goro_waitgroup_t *wg, long n)
     w->count += n;
     struct goro *list = w->count == 0 ? take_all(&w->q) : NULL;
     goro__unlock(&w->lk);
-    goro__ready_list(list);
+    wake_list(list);
     return 0;
 }
 
@@ -487,25 +502,33 @@ int goro_once(goro_once_t *once, void (*fn)(void))
     if (!once || !fn)
         return -EINVAL;
     struct once_impl *o = (struct once_impl *)once;
-    if (atomic_load_explicit(&o->state, memory_order_acquire) == 2)
+    if (atomic_load_explicit(&o->state, memory_order_acquire) == ONCE_DONE)
         return 0;
+    /* The running coroutine, or the thread's stand-in: it stays the same
+     * while fn runs, even when a coroutine moves to another worker. */
+    struct goro *self = goro__waiter_self();
     goro__lock(&o->lk);
-    uint32_t st = atomic_load_explicit(&o->state, memory_order_relaxed);
-    if (st == 2) {
+    uintptr_t st = atomic_load_explicit(&o->state, memory_order_relaxed);
+    if (st == ONCE_DONE) {
         goro__unlock(&o->lk);
         return 0;
     }
-    if (st == 1) {
+    if (st == (uintptr_t)self) {
+        /* fn calls goro_once on its own once: waiting would be for ever. */
+        goro__unlock(&o->lk);
+        return -EDEADLK;
+    }
+    if (st != ONCE_NEW) {
         /* Firm: returning before fn has run would break the promise. */
         return wait_on(&o->q, &o->lk, GORO_W_ONCE, once, 0, GORO_FOREVER, true);
     }
-    atomic_store_explicit(&o->state, 1, memory_order_relaxed);
+    atomic_store_explicit(&o->state, (uintptr_t)self, memory_order_relaxed);
     goro__unlock(&o->lk);
     fn();
     goro__lock(&o->lk);
-    atomic_store_explicit(&o->state, 2, memory_order_release);
+    atomic_store_explicit(&o->state, ONCE_DONE, memory_order_release);
     struct goro *list = take_all(&o->q);
     goro__unlock(&o->lk);
-    goro__ready_list(list);
+    wake_list(list);
     return 0;
 }

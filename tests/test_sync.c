@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "helpers.h"
@@ -710,6 +711,64 @@ START_TEST(once_runs_exactly_once)
 }
 END_TEST
 
+/* An init function that calls goro_once on its own once object would wait
+ * for itself: the inner call must fail with -EDEADLK at once, and the outer
+ * one complete. Run in a child process: the hang this guards against is
+ * not cancellable (once waits are firm), so only a kill ends it. */
+static goro_once_t rec_once;
+static int rec_runs, rec_inner;
+
+static void recursive_init(void)
+{
+    rec_runs++;
+    rec_inner = goro_once(&rec_once, recursive_init);
+}
+
+/* "outer=0 inner=-35 runs=1": what one recursive goro_once did. */
+static int once_recursion_report(const char *who)
+{
+    rec_once = (goro_once_t)GORO_ONCE_INIT;
+    rec_runs = 0;
+    rec_inner = 1;
+    int outer = goro_once(&rec_once, recursive_init);
+    int again = goro_once(&rec_once, recursive_init);
+    printf("%s: outer=%d inner=%d runs=%d again=%d\n", who, outer, rec_inner, rec_runs,
+           again);
+    return outer == 0 && rec_inner == -EDEADLK && rec_runs == 1 && again == 0 ? 0 : 1;
+}
+
+static int once_recursion_in_coroutine(void)
+{
+    return once_recursion_report("coroutine");
+}
+
+/* arg: the caller is a coroutine (non-NULL) or the child's own thread. */
+static int once_recursion_child(void *in_coroutine)
+{
+    if (!in_coroutine)
+        return once_recursion_report("thread");
+    long r = 1;
+    goro_t *h = go(once_recursion_in_coroutine);
+    if (!h || goro_join(h, &r) != 0)
+        return 2;
+    return (int)r;
+}
+
+START_TEST(once_recursion_is_edeadlk)
+{
+    static const char *const who[] = { "a thread", "a coroutine" };
+    for (int i = 0; i < 2; i++) {
+        char out[1024];
+        int st = t_run_child(once_recursion_child, i ? &rec_once : NULL, t_timeout(5),
+                             out, sizeof out);
+        ck_assert_msg(st != -1, "a recursive goro_once from %s hung (child killed after "
+                      "%.0f s); output: %s", who[i], t_timeout(5), out);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "recursive goro_once from %s: status %#x, output: %s", who[i], st, out);
+    }
+}
+END_TEST
+
 Suite *sync_suite(void)
 {
     Suite *s = suite_create("sync");
@@ -727,5 +786,7 @@ Suite *sync_suite(void)
     tcase_add_test(tc, waitgroup_many_members);
     tcase_add_test(tc, waitgroup_negative_count);
     tcase_add_test(tc, once_runs_exactly_once);
+    tc = t_runtime_tcase(s, "once_recursion", 30);
+    tcase_add_test(tc, once_recursion_is_edeadlk);
     return s;
 }

@@ -351,8 +351,10 @@ int goro_waitgroup_wait_until(goro_waitgroup_t *wg, int64_t deadline);
  *
  * A descriptor used here must be closed with goro_close(), or given up
  * with goro_fd_release() before it is closed another way: the runtime
- * keeps it registered with its event base until then. Writes to a socket
- * whose peer is gone return -EPIPE, never raise SIGPIPE.
+ * keeps it registered with its event base until then. Writes whose peer or
+ * reader is gone (sockets, pipes) return -EPIPE and never raise SIGPIPE;
+ * the signal's disposition is left alone, and a SIGPIPE the program has
+ * pending itself stays pending.
  * ------------------------------------------------------------------------ */
 
 #define GORO_READABLE 0x1

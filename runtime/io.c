@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -127,42 +128,81 @@ ssize_t goro_recv(int fd, void *buf, size_t len, int flags)
 }
 
 /* ---- writing ----
- * Sockets are written with MSG_NOSIGNAL, so a vanished peer gives EPIPE
- * and never SIGPIPE; what turns out not to be a socket is written plainly
- * from then on. */
+ * goro promises -EPIPE, never SIGPIPE, for a reader or peer that is gone,
+ * whatever the program does with the signal (goro leaves its disposition
+ * alone). Sockets get it for free from MSG_NOSIGNAL. Nothing like it exists
+ * for write(2) on a pipe, which raises SIGPIPE in the writing thread: there
+ * the signal is blocked in this thread around the call, and one that the
+ * call raised is taken off again before the mask is restored. */
 
-static bool try_socket(struct goro_pollfd *pd)
+static bool is_socket(struct goro_pollfd *pd)
 {
-    return !atomic_load_explicit(&pd->not_socket, memory_order_relaxed);
+    return atomic_load_explicit(&pd->is_socket, memory_order_relaxed);
 }
 
-static ssize_t not_a_socket(struct goro_pollfd *pd)
+/* send() said ENOTSOCK: the record is older than the descriptor (closed
+ * with close(2), the number reused by something goro did not make). */
+static void not_a_socket(struct goro_pollfd *pd)
 {
-    atomic_store_explicit(&pd->not_socket, true, memory_order_relaxed);
-    return -2;                      /* not an answer: try the plain call */
+    atomic_store_explicit(&pd->is_socket, false, memory_order_relaxed);
 }
+
+static bool sigpipe_pending(void)
+{
+    sigset_t set;
+    return sigpending(&set) == 0 && sigismember(&set, SIGPIPE);
+}
+
+/* op(fd, c), a write(2)-like call, without SIGPIPE. The SIGPIPE a write
+ * raises is directed at this thread, and sigtimedwait takes the thread's
+ * own pending signals first, so the one taken is the write's. A SIGPIPE
+ * the program already had pending (only possible while it blocks the
+ * signal) is left for it: that one and the write's are indistinguishable. */
+static ssize_t unsignalled(io_op op, int fd, struct io_call *c)
+{
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    bool blocked = sigismember(&old, SIGPIPE);
+    bool had = blocked && sigpipe_pending();
+    ssize_t n = op(fd, c);
+    int e = n < 0 ? errno_now() : 0;
+    if (e == EPIPE && !had) {
+        struct timespec now = { 0, 0 };
+        while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno_now() == EINTR)
+            ;
+    }
+    if (!blocked)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;                      /* for the caller's errno_now() */
+    return n;
+}
+
+static ssize_t plain_write(int fd, struct io_call *c) { return write(fd, c->cbuf, c->len); }
+static ssize_t plain_writev(int fd, struct io_call *c) { return writev(fd, c->iov, c->iovcnt); }
 
 static ssize_t op_write(int fd, struct io_call *c)
 {
-    if (try_socket(c->pd)) {
+    if (likely(is_socket(c->pd))) {
         ssize_t n = send(fd, c->cbuf, c->len, MSG_NOSIGNAL);
         if (n >= 0 || errno_now() != ENOTSOCK)
             return n;
         not_a_socket(c->pd);
     }
-    return write(fd, c->cbuf, c->len);
+    return unsignalled(plain_write, fd, c);
 }
 
 static ssize_t op_writev(int fd, struct io_call *c)
 {
-    if (try_socket(c->pd)) {
+    if (likely(is_socket(c->pd))) {
         struct msghdr msg = { .msg_iov = (struct iovec *)c->iov, .msg_iovlen = (size_t)c->iovcnt };
         ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
         if (n >= 0 || errno_now() != ENOTSOCK)
             return n;
         not_a_socket(c->pd);
     }
-    return writev(fd, c->iov, c->iovcnt);
+    return unsignalled(plain_writev, fd, c);
 }
 
 static ssize_t op_sendto(int fd, struct io_call *c)

@@ -228,8 +228,21 @@ static void fd_event(evutil_socket_t fd, short what, void *arg)
 
 /* ---- using a descriptor ---- */
 
+/* Under pd->lock: the number refers to another open file now (or to none,
+ * for PD_UNKNOWN). Every fact about the old one goes: a socket that
+ * inherited "not a socket" from a pipe was written with write(2), and a
+ * vanished peer killed the program with SIGPIPE. */
+static void new_life_locked(struct goro_pollfd *pd, int state, bool socket)
+{
+    pd->state = state;
+    pd->rready = pd->wready = false;
+    atomic_store_explicit(&pd->is_socket, socket, memory_order_relaxed);
+    atomic_store_explicit(&pd->state_hint, state, memory_order_release);
+}
+
 /* Under pd->lock, first use since it was (re)opened: make it non-blocking
- * and find out whether it can be polled at all (regular files cannot). */
+ * and find out what it is: a socket, or something that cannot be polled
+ * at all (regular files). */
 static int prepare_locked(struct goro_pollfd *pd)
 {
     int flags = fcntl(pd->fd, F_GETFL);
@@ -241,7 +254,7 @@ static int prepare_locked(struct goro_pollfd *pd)
     if (fstat(pd->fd, &st) < 0)
         return -errno;
     bool pollable = !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISBLK(st.st_mode);
-    pd->state = pollable ? PD_NONBLOCK : PD_UNPOLLABLE;
+    new_life_locked(pd, pollable ? PD_NONBLOCK : PD_UNPOLLABLE, S_ISSOCK(st.st_mode));
     return 0;
 }
 
@@ -283,9 +296,8 @@ void goro__fd_new(int fd)
     if (atomic_load_explicit(&pd->state_hint, memory_order_acquire) != PD_UNKNOWN)
         goro__fd_forget(fd);
     goro__lock(&pd->lock);
-    if (pd->state == PD_UNKNOWN)
-        pd->state = PD_NONBLOCK;    /* sockets made with SOCK_NONBLOCK */
-    atomic_store_explicit(&pd->state_hint, pd->state, memory_order_release);
+    if (pd->state == PD_UNKNOWN)    /* else a first call prepared it meanwhile */
+        new_life_locked(pd, PD_NONBLOCK, true);     /* made with SOCK_NONBLOCK */
     goro__unlock(&pd->lock);
 }
 
@@ -414,8 +426,7 @@ int goro__fd_forget(int fd)
     if (registered)
         event_del(&pd->ev);
     goro__lock(&pd->lock);
-    pd->state = PD_UNKNOWN;
-    atomic_store_explicit(&pd->state_hint, PD_UNKNOWN, memory_order_release);
+    new_life_locked(pd, PD_UNKNOWN, false);
     goro__unlock(&pd->lock);
     while (list) {
         struct goro *next = list->next;

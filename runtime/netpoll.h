@@ -16,8 +16,13 @@ enum goro_pd_state {
     PD_REGISTERED,                 /* its event is in a base */
 };
 
-/* One per descriptor number. fd comes first: debuggers print a parked
- * coroutine's wait_obj (this record) as its descriptor. */
+/* One per descriptor number, kept while the process lives. A number is
+ * reused: what the record learned about one open file (state, the ready
+ * flags, is_socket) is set afresh whenever the number starts a new life
+ * (netpoll.c, new_life_locked): when goro lets it go, when goro_socket or
+ * goro_accept makes it, and when the first call prepares it. fd comes
+ * first: debuggers print a parked coroutine's wait_obj (this record) as
+ * its descriptor. */
 struct goro_pollfd {
     int fd;
     goro_lock_t lock;              /* everything below but the atomics */
@@ -25,7 +30,7 @@ struct goro_pollfd {
     _Atomic int state_hint;        /* state, readable without the lock */
     int state;                     /* enum goro_pd_state */
     bool rready, wready;           /* an edge came while nobody waited */
-    _Atomic bool not_socket;       /* send() said ENOTSOCK: use write() */
+    _Atomic bool is_socket;        /* writes go through send(MSG_NOSIGNAL) */
     struct goro_waitq rq, wq;      /* waiting readers / writers, FIFO */
     struct event ev;               /* persistent, edge-triggered, both ways */
 };
@@ -35,7 +40,7 @@ struct goro_pollfd {
 GORO_HIDDEN struct goro_pollfd *goro__pollfd(int fd, bool create);
 /* Every call starts here: the record, ready for use, and its generation. */
 GORO_HIDDEN int goro__fd_begin(int fd, struct goro_pollfd **pd, uint32_t *gen);
-/* fd was just created by the kernel, non-blocking: drop stale state. */
+/* fd is a socket the kernel just made, non-blocking: drop stale state. */
 GORO_HIDDEN void goro__fd_new(int fd);
 /* Waits until pd is ready for one of events (GORO_READABLE and/or
  * GORO_WRITABLE): the ones seen, or -EBADF (closed), -ETIMEDOUT,

@@ -867,20 +867,145 @@ START_TEST(udp_sendto_recvfrom)
 }
 END_TEST
 
-/* A pipe whose reader is gone: -EPIPE. The header promises no SIGPIPE
- * for sockets only, so the signal is ignored here. */
+static bool sigpipe_pending(void)
+{
+    sigset_t set;
+    ck_assert_int_eq(sigpending(&set), 0);
+    return sigismember(&set, SIGPIPE);
+}
+
+static bool sigpipe_blocked(void)
+{
+    sigset_t set;
+    ck_assert_int_eq(pthread_sigmask(SIG_BLOCK, NULL, &set), 0);
+    return sigismember(&set, SIGPIPE);
+}
+
+/* Writes to p[1] with its reader gone, which must fail with -EPIPE. */
+static void write_readerless(int p[2])
+{
+    struct iovec iov = { .iov_base = "xy", .iov_len = 2 };
+    ck_assert_int_eq(goro_write(p[1], "x", 1), -EPIPE);
+    ck_assert_int_eq(goro_writev(p[1], &iov, 1), -EPIPE);
+    ck_assert_int_eq(goro_write_all(p[1], "xy", 2), -EPIPE);
+}
+
+/* A pipe whose reader is gone: -EPIPE and no SIGPIPE, with the signal at
+ * its default action (it would kill the test). The caller's signal mask
+ * and a SIGPIPE it has pending are left as they were. */
 START_TEST(pipe_without_reader)
 {
-    struct sigaction ign = { .sa_handler = SIG_IGN }, old;
-    ck_assert_int_eq(sigaction(SIGPIPE, &ign, &old), 0);
+    sigpipe_default();
     int p[2];
     make_pipe(p);
     ck_assert_int_eq(goro_write(p[1], "x", 1), 1);
     ck_assert_int_eq(close(p[0]), 0);           /* never given to goro */
-    ck_assert_int_eq(goro_write(p[1], "x", 1), -EPIPE);
-    ck_assert_int_eq(goro_write_all(p[1], "xy", 2), -EPIPE);
+    write_readerless(p);
+    ck_assert(!sigpipe_blocked());
+    ck_assert(!sigpipe_pending());
+
+    /* blocked by the caller: nothing left pending by goro's writes */
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    ck_assert_int_eq(pthread_sigmask(SIG_BLOCK, &pipe_only, &old), 0);
+    write_readerless(p);
+    ck_assert(!sigpipe_pending());
+    /* the caller's own pending SIGPIPE is not consumed */
+    ck_assert_int_eq(raise(SIGPIPE), 0);
+    write_readerless(p);
+    ck_assert(sigpipe_pending());
+    struct timespec zero = { 0, 0 };
+    ck_assert_int_eq(sigtimedwait(&pipe_only, NULL, &zero), SIGPIPE);
+    ck_assert(sigpipe_blocked());
+    ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, &old, NULL), 0);
+
+    /* and from a coroutine */
+    goro_t *h = go(goro_write, p[1], "x", (size_t)1);
+    ck_assert_ptr_nonnull(h);
+    long r = 0;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, -EPIPE);
     ck_assert_int_eq(goro_close(p[1]), 0);
-    sigaction(SIGPIPE, &old, NULL);
+    sigpipe_restore();
+}
+END_TEST
+
+/* Frees the number of the write end of a pipe that goro has written as a
+ * pipe; the read end stays open, so that number is the lowest free one and
+ * the next descriptor the process makes reuses it. how: 0 goro_close,
+ * 1 goro_fd_release then close(2), 2 close(2) alone (which bypasses goro;
+ * goro_socket and goro_accept then drop the stale record). Returns the
+ * read end, to close once the number is reused. */
+static int pipe_number_freed(int how, int *num)
+{
+    int p[2];
+    make_pipe(p);
+    ck_assert_int_eq(goro_write(p[1], "x", 1), 1);
+    *num = p[1];
+    if (how == 0)
+        ck_assert_int_eq(goro_close(p[1]), 0);
+    if (how == 1)
+        ck_assert_int_eq(goro_fd_release(p[1]), 0);
+    if (how >= 1)
+        ck_assert_int_eq(close(p[1]), 0);
+    return p[0];
+}
+
+/* Writes to fd, whose peer is gone, until an error: -EPIPE (a TCP peer
+ * answers the first writes with a reset, which may show as -ECONNRESET
+ * first). */
+static void write_until_epipe(int fd)
+{
+    ssize_t w = 0;
+    for (int i = 0; i < 200 && w != -EPIPE; i++) {
+        w = goro_write(fd, "x", 1);
+        ck_assert_msg(w == 1 || pipe_error(w), "write to a vanished peer: %zd", w);
+        if (w == 1)
+            t_nap(0.001);
+    }
+    ck_assert_int_eq(w, -EPIPE);
+    struct iovec iov = { .iov_base = "xy", .iov_len = 2 };
+    ck_assert_int_eq(goro_writev(fd, &iov, 1), -EPIPE);
+}
+
+/* A socket that reuses the number of a pipe goro wrote to: its writes
+ * still give -EPIPE, never SIGPIPE (at its default action here, so a
+ * signal kills the test). The descriptor's record used to keep "not a
+ * socket" from the pipe's life, and the socket was written with write(). */
+START_TEST(socket_reusing_a_pipe_number)
+{
+    sigpipe_default();
+    /* how 2: goro never learns of the socket, and its record still says
+     * "pipe": the write is made without SIGPIPE all the same */
+    for (int how = 0; how < 3; how++) {
+        int num;
+        int rd = pipe_number_freed(how, &num);
+        int s[2];
+        make_socketpair(SOCK_STREAM, s);
+        ck_assert_int_eq(s[0], num);
+        ck_assert_int_eq(close(rd), 0);
+        ck_assert_int_eq(close(s[1]), 0);       /* the peer vanishes */
+        write_until_epipe(s[0]);
+        ck_assert_int_eq(goro_close(s[0]), 0);
+    }
+    /* closed with close(2); an accepted connection reuses the number */
+    struct sockaddr_in a;
+    int l = t_tcp_listener(1, &a);
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(c, 0);
+    ck_assert_int_eq(connect(c, (struct sockaddr *)&a, sizeof a), 0);
+    int num;
+    int rd = pipe_number_freed(2, &num);
+    int fd = goro_accept(l, NULL, NULL);
+    ck_assert_int_eq(fd, num);
+    ck_assert_int_eq(close(rd), 0);
+    t_set_linger0(c);
+    ck_assert_int_eq(close(c), 0);
+    write_until_epipe(fd);
+    ck_assert_int_eq(goro_close(fd), 0);
+    ck_assert_int_eq(close(l), 0);
+    sigpipe_restore();
 }
 END_TEST
 
@@ -1659,7 +1784,6 @@ Suite *io_suite(void)
     tcase_add_test(tc, accept_storm);
     tcase_add_test(tc, pipes_socketpairs_datagrams);
     tcase_add_test(tc, udp_sendto_recvfrom);
-    tcase_add_test(tc, pipe_without_reader);
     tcase_add_test(tc, wait_fd_readiness);
     tcase_add_test(tc, several_readers_one_fd);
     tcase_add_test(tc, connect_refused_and_accepted);
@@ -1670,5 +1794,9 @@ Suite *io_suite(void)
     tcase_add_test(tc, regular_files_and_devices);
     tcase_add_test(tc, no_leak_over_many_connections);
     tcase_add_test(tc, calls_from_plain_threads);
+    /* SIGPIPE at its default action: these fail by dying of it */
+    tc = t_runtime_tcase(s, "sigpipe", 30);
+    tcase_add_test(tc, pipe_without_reader);
+    tcase_add_test(tc, socket_reusing_a_pipe_number);
     return s;
 }

@@ -57,8 +57,16 @@ int goro_start(const goro_config_t *config);
  * and releases all memory the runtime holds, including handles that were
  * never joined. Call from a thread the runtime does not own (e.g. main).
  * Returns 0, -EPERM from inside a coroutine, -ENOTCONN if not started. The
- * runtime may be started again afterwards. */
+ * runtime may be started again afterwards. While it waits, go() and
+ * goro_spawn from threads the runtime does not own fail with -ESHUTDOWN
+ * (coroutines may still spawn: their children are waited for too). After
+ * 10 s it prints once, to stderr, which coroutines it is waiting for. */
 int goro_shutdown(void);
+
+/* goro_shutdown, giving up at deadline (goro_now() clock): -ETIMEDOUT if
+ * coroutines are still alive then; the runtime is left running as it was
+ * (outside spawns are accepted again) and may be shut down later. */
+int goro_shutdown_until(int64_t deadline);
 
 /* Number of worker threads of the running runtime (0 if not started). */
 int goro_workers(void);
@@ -69,7 +77,10 @@ int goro_workers(void);
 
 typedef struct goro goro_t;
 
-/* Per-spawn options. Zero fields mean "the default". */
+/* Per-spawn options. Zero fields mean "the default". A stack overflow is
+ * caught by a 64 KiB guard and reported; a frame larger than that is caught
+ * only in code built with -fstack-clash-protection (pkg-config --cflags
+ * goro has it; docs/api.md, "Stacks"). */
 typedef struct goro_attr {
     const char *name;     /* copied (first 31 bytes); shown by debugging tools */
     size_t stack_size;    /* reserve in bytes, rounded up to pages; 16 KiB..1 GiB */

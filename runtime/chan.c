@@ -154,7 +154,7 @@ static int chan_wait(struct goro_chan *ch, struct goro_waitq *q, struct goro_wai
     int err = goro__wait_check(deadline);
     if (err) {
         goro__unlock(&ch->lock);
-        return err;
+        return goro__wait_refused(err);
     }
     goro__waitq_push(q, w);
     struct goro_park how = { .why = why, .obj = ch, .unlock = goro__unlock_cb,
@@ -414,6 +414,7 @@ int goro_select_until(goro_case_t *cases, int n, int flags, int64_t deadline)
     result = goro__wait_check(deadline);
     if (result) {
         select_unlock(&locks);
+        result = goro__wait_refused(result);
         goto out;
     }
 

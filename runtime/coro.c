@@ -91,13 +91,33 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
     return 0;
 }
 
+/* A thread the runtime does not own spawns through the gate (sched.c), so
+ * that goro_shutdown either waits for its coroutine or refuses it. */
+static int spawn_outside_enter(bool outside)
+{
+    return outside ? goro__spawn_gate_enter() : 0;
+}
+
+static int spawn_outside_leave(bool outside, int err)
+{
+    if (outside)
+        goro__spawn_gate_leave();
+    return err;
+}
+
 int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), int ret)
 {
     struct goro_callregs *captured_here = capture_area();
-    struct goro *g;
-    int err = spawn(h, attr, fn, &g);
-    if (err)
+    bool outside = !goro__m();
+    int err = spawn_outside_enter(outside);
+    if (err) {
+        if (h)
+            *h = NULL;
         return err;
+    }
+    struct goro *g;
+    if ((err = spawn(h, attr, fn, &g)))
+        return spawn_outside_leave(outside, err);
     g->entry_kind = GORO_ENTRY_CAPTURED;
     g->ret_kind = (uint8_t)(ret & 0xff);
     /* Nothing since the capture ran go(). Only scalars in registers: the
@@ -106,18 +126,25 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), 
     memcpy(&g->call, captured_here, g->stack_args ? sizeof *captured_here
                                                   : offsetof(struct goro_callregs, stack));
     goro__schedule_new(g);
-    return 0;
+    return spawn_outside_leave(outside, 0);
 }
 
 int goro_spawn(goro_t **h, const goro_attr_t *attr, long (*fn)(void *), void *arg)
 {
-    struct goro *g;
-    int err = spawn(h, attr, (void (*)(void))fn, &g);
-    if (err)
+    bool outside = !goro__m();
+    int err = spawn_outside_enter(outside);
+    if (err) {
+        if (h)
+            *h = NULL;
         return err;
+    }
+    struct goro *g;
+    if ((err = spawn(h, attr, (void (*)(void))fn, &g)))
+        return spawn_outside_leave(outside, err);
     g->entry_kind = GORO_ENTRY_PLAIN;
     g->arg = arg;
     goro__schedule_new(g);
+    spawn_outside_leave(outside, 0);
     return 0;
 }
 
@@ -207,7 +234,7 @@ int goro_join_until(goro_t *h, long *result, int64_t deadline)
     if (w == GORO_EXIT_RUNNING) {
         int err = goro__wait_check(deadline);
         if (err)
-            return err;
+            return goro__wait_refused(err);
         struct goro_park how = { .why = GORO_W_JOIN, .obj = h, .commit = join_commit,
                                  .arg = h, .deadline = deadline };
         int outcome = goro__park(&how);

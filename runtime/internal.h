@@ -183,6 +183,7 @@ struct goro_p {
     _Atomic int want_global;       /* sysmon: the global queue has waited */
     uint32_t sm_tick, sm_npolls;   /* sysmon's last look (sysmon only) */
     int64_t sm_when, sm_since, sm_poll_when;
+    int64_t sm_retry;              /* next look at a stuck slice, after this */
     uint32_t sm_declines;          /* preempt_declines when the slice began */
     _Atomic uint32_t preempt_declines;  /* requests the signal handler could not honour */
 };
@@ -210,7 +211,13 @@ struct goro_m {
     int npolled;
     int poll_room;                  /* npolled at which the loop stops */
     struct event_base *poll_base;   /* the base being looped */
-    struct goro *pinned, *pinned_tail;  /* preempted here: resume here (FIFO) */
+    /* Preempted here: resume here (FIFO), unless this thread stays outside
+     * the runtime for UNPIN_SLICES after losing its P (then sysmon moves
+     * them to the global queue). Under pin_lock; npinned for peeking. */
+    goro_lock_t pin_lock;
+    struct goro *pinned, *pinned_tail;
+    _Atomic int npinned;
+    _Atomic int64_t lost_p_at;     /* sysmon took its P away then (0: has one) */
     _Atomic int in_rt;             /* > 0 while in the runtime (may touch p) */
     _Atomic uint32_t handed;       /* futex: a P was handed to this P-less M */
     struct goro_m *next_free;      /* S.spares / S.waitp list link */
@@ -243,6 +250,8 @@ struct goro_sched {
     int64_t gq_waiting_since;      /* sysmon only: when it saw gq non-empty */
     _Atomic uint64_t spawned_ext;  /* spawns from threads without a P */
     _Atomic int draining;          /* goro_shutdown is waiting */
+    _Atomic int closing;           /* goro_shutdown: spawns from outside refused */
+    _Atomic int ext_spawning;      /* spawns under way on threads without a P */
     _Atomic uint32_t live_futex;   /* bumped by exits while draining */
     _Atomic uint64_t id_next;
     size_t stack_size;             /* default reserve */
@@ -278,6 +287,10 @@ GORO_HIDDEN bool goro__claim(struct goro *g, uint32_t outcome);
 GORO_HIDDEN bool goro__wake(struct goro *g);
 /* Before waiting: -ECANCELED, -ETIMEDOUT (deadline passed) or 0. */
 GORO_HIDDEN int goro__wait_check(int64_t deadline);
+/* Returns err from a call that ended without parking (wait_check said no),
+ * after the preemption check such a return owes (call it with no lock
+ * held): a loop on an expired or cancelled wait must still give way. */
+GORO_HIDDEN int goro__wait_refused(int err);
 /* The error for a park result other than GORO_WAKE_DONE. */
 GORO_HIDDEN int goro__wake_error(int outcome);
 /* From an event callback: g (already claimed) becomes runnable. */
@@ -292,7 +305,14 @@ GORO_HIDDEN void goro__p_leave(void);
 GORO_HIDDEN __attribute__((noreturn)) void goro__exit_current(long result);
 GORO_HIDDEN void goro__schedule_new(struct goro *g);
 GORO_HIDDEN int goro__sched_start(int nprocs);
+/* goro_shutdown: waits for every coroutine to end (0, or -ETIMEDOUT at
+ * deadline: then nothing is stopped), then stops. */
+GORO_HIDDEN int goro__sched_drain(int64_t deadline);
 GORO_HIDDEN void goro__sched_stop(void);
+/* Around a spawn from a thread without a P: -ESHUTDOWN while shutting down. */
+GORO_HIDDEN int goro__spawn_gate_enter(void);
+GORO_HIDDEN void goro__spawn_gate_leave(void);
+GORO_HIDDEN void goro__spawn_gate_open(void);
 GORO_HIDDEN uint64_t goro__next_id(void);
 GORO_HIDDEN struct goro *goro__external_self(void);
 GORO_HIDDEN int goro__ensure_started(void);
@@ -343,7 +363,8 @@ GORO_HIDDEN bool goro__preempt_async(void);
 /* sched.c: is a preemption asked for p's current slice? Yield if so. */
 GORO_HIDDEN bool goro__preempt_requested(struct goro_p *p);
 GORO_HIDDEN void goro__preempt_check(void);
-GORO_HIDDEN void goro__preempt_park(void);
+/* uc: the copied signal frame's ucontext, which rt_sigreturn restores. */
+GORO_HIDDEN void goro__preempt_park(void *uc);
 
 /* sysmon.c */
 GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
@@ -356,6 +377,10 @@ GORO_HIDDEN bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blo
                                       struct goro_m **m);
 GORO_HIDDEN void goro__sysmon_attach(struct goro_m *m);
 GORO_HIDDEN void goro__inject_global(struct goro_m *m);
+/* Moves the coroutines pinned to Ms that lost their P at least `after` ns
+ * ago and are still outside the runtime to the global queue; true if it
+ * moved any. *pending: some are pinned to an M without a P (watch them). */
+GORO_HIDDEN bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending);
 
 /* offload.c */
 GORO_HIDDEN void goro__offload_stop(void);

@@ -116,7 +116,7 @@ int goro__ensure_started(void)
     return err;
 }
 
-int goro_shutdown(void)
+int goro_shutdown_until(int64_t deadline)
 {
     if (goro__m())
         return -EPERM;
@@ -125,10 +125,21 @@ int goro_shutdown(void)
         goro__unlock(&start_lock);
         return -ENOTCONN;
     }
+    int err = goro__sched_drain(deadline);
+    if (err) {
+        goro__unlock(&start_lock);
+        return err;
+    }
     goro__sched_stop();
     goro__offload_stop();
     goro__slab_free_all();
     atomic_store(&goro__sched.started, 0);
+    goro__spawn_gate_open();        /* only now: a spawn starts a new runtime */
     goro__unlock(&start_lock);
     return 0;
+}
+
+int goro_shutdown(void)
+{
+    return goro_shutdown_until(GORO_FOREVER);
 }

@@ -78,6 +78,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <event2/event_struct.h>
@@ -156,6 +157,10 @@ static struct goro_p *rt_enter(struct goro_m *m, bool may_move)
     /* sysmon, retaking, sees in_rt > 0 and backs off */
     if (p && p_owner_settled(p) == m)
         return p;
+    /* Lost for good: forget it, so that nothing here (wake_if_idle, the
+     * preemption check, the poller) goes on believing this M holds it.
+     * Only m writes m->p while m runs a coroutine. */
+    m->p = NULL;
     if (!may_move || !m->curg)
         return NULL;                /* still inside: the caller leaves */
     migrate(m, m->curg);            /* resumes on an M with a P, inside */
@@ -445,7 +450,7 @@ static struct goro *globrunq_get_locked(struct goro_p *p, int max)
     return g;
 }
 
-static void wake_if_idle(void);
+static void wake_if_idle(struct goro_p *held);
 
 /* Takes from the global queue. Extras land on p's ring, where idle Ms may
  * steal them: that is new work, so the producer's check follows (inv. 5). */
@@ -459,7 +464,7 @@ static struct goro *globrunq_get(struct goro_p *p, int max)
     bool extras = atomic_load_explicit(&p->runq_tail, memory_order_relaxed) != tail;
     goro__unlock(&S.lock);
     if (extras)
-        wake_if_idle();
+        wake_if_idle(p);
     return g;
 }
 
@@ -577,12 +582,13 @@ static void wakep(void)
     note_wake(pm);                  /* it wakes as the spinner we counted */
 }
 
-/* Producer side of invariant 5: call after making work visible. */
-static void wake_if_idle(void)
+/* Producer side of invariant 5: call after making work visible. held: the
+ * P the caller holds inside the runtime (rt_enter or g0), else NULL - an
+ * M's p field alone proves nothing: sysmon may have handed that P on. */
+static void wake_if_idle(struct goro_p *held)
 {
-    struct goro_m *self = goro__m();
-    if (S.nprocs == 1 && self && self->p)
-        return;                     /* the only M is this one, and awake */
+    if (S.nprocs == 1 && held)
+        return;                     /* the only P is ours, and we are awake */
     full_barrier();
     if (atomic_load(&S.npidle) != 0 && atomic_load(&S.nmspinning) == 0)
         wakep();
@@ -670,15 +676,55 @@ static bool any_runq_nonempty(void)
     return false;
 }
 
-/* Picks the next coroutine from local work and the global queue, as a
- * coroutine leaving and g0 both do first (stealing is g0's job). */
+/* ---- coroutines pinned to their M (preempted there) ----
+ * m's own thread adds and takes them; sysmon may take them all once m has
+ * been without its P for a while (goro__unpin_stuck): hence the lock. */
+
+static bool pinned_any(struct goro_m *m)
+{
+    return atomic_load_explicit(&m->npinned, memory_order_relaxed) != 0;
+}
+
+static void pinned_push(struct goro_m *m, struct goro *g)
+{
+    g->next = NULL;
+    goro__lock(&m->pin_lock);
+    if (m->pinned_tail)
+        m->pinned_tail->next = g;
+    else
+        m->pinned = g;
+    m->pinned_tail = g;
+    atomic_fetch_add_explicit(&m->npinned, 1, memory_order_relaxed);
+    goro__unlock(&m->pin_lock);
+}
+
 static struct goro *pinned_pop(struct goro_m *m)
 {
+    if (!pinned_any(m))
+        return NULL;
+    goro__lock(&m->pin_lock);
     struct goro *g = m->pinned;
-    if (g && !(m->pinned = g->next))
-        m->pinned_tail = NULL;
+    if (g) {
+        if (!(m->pinned = g->next))
+            m->pinned_tail = NULL;
+        atomic_fetch_sub_explicit(&m->npinned, 1, memory_order_relaxed);
+    }
+    goro__unlock(&m->pin_lock);
     return g;
 }
+
+static struct goro *pinned_take_all(struct goro_m *m)
+{
+    goro__lock(&m->pin_lock);
+    struct goro *list = m->pinned;
+    m->pinned = m->pinned_tail = NULL;
+    atomic_store_explicit(&m->npinned, 0, memory_order_relaxed);
+    goro__unlock(&m->pin_lock);
+    return list;
+}
+
+/* Picks the next coroutine from local work and the global queue, as a
+ * coroutine leaving and g0 both do first (stealing is g0's job). */
 
 static struct goro *pick_local(struct goro_m *m, bool *inherit)
 {
@@ -696,7 +742,7 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
     }
     /* Preempted coroutines (they may only run here) wait behind the queue,
      * which they would otherwise starve, but get a turn every 61 slices. */
-    if (t % 61 == 1 && m->pinned)
+    if (t % 61 == 1 && pinned_any(m))
         return pinned_pop(m);
     if ((g = runq_get(p, inherit)) || (g = globrunq_get(p, 0)))
         return g;
@@ -747,7 +793,7 @@ static struct goro *inject_polled(struct goro_m *m)
     }
     gq_batch_flush(&spilled);
     if (n > 1)
-        wake_if_idle();
+        wake_if_idle(p);
     return first;
 }
 
@@ -791,6 +837,7 @@ static void give_p_locked(struct goro_p *p, struct goro_m *to)
 {
     p->m = to;
     to->p = p;
+    atomic_store_explicit(&to->lost_p_at, 0, memory_order_relaxed);
     atomic_store_explicit(&p->owner, to, memory_order_release);
 }
 
@@ -806,16 +853,17 @@ static void hand_wake(struct goro_m *to)
 static bool m_without_p(struct goro_m *m)
 {
     goro__lock(&S.lock);
-    struct goro_m **list = m->pinned ? &S.waitp : &S.spares;
+    bool pinned = pinned_any(m);
+    struct goro_m **list = pinned ? &S.waitp : &S.spares;
     atomic_store_explicit(&m->handed, 0, memory_order_relaxed);
     m->next_free = *list;
     *list = m;
-    if (m->pinned)
+    if (pinned)
         atomic_fetch_add_explicit(&S.nwaitp, 1, memory_order_relaxed);
     /* Waiting for a P while one sleeps idle: wake its M as a spinner (as
      * wakep does); with nothing to run it hands the P to us when it gives
      * it up (find_runnable). Busy Ps reach that point on their own. */
-    struct goro_p *idle = m->pinned ? pidle_get() : NULL;
+    struct goro_p *idle = pinned ? pidle_get() : NULL;
     struct goro_m *idle_m = idle ? idle->m : NULL;
     goro__unlock(&S.lock);
     if (idle_m) {
@@ -982,16 +1030,11 @@ static void post_switch(struct goro_m *m)
     case GORO_POST_MIGRATE:
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
         globrunq_put_batch(&prev, 1);
-        wake_if_idle();
+        wake_if_idle(NULL);         /* m gave its P up (migrate) */
         break;
     case GORO_POST_PREEMPT:
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
-        prev->next = NULL;
-        if (m->pinned_tail)
-            m->pinned_tail->next = prev;
-        else
-            m->pinned = prev;
-        m->pinned_tail = prev;
+        pinned_push(m, prev);
         break;
     }
 }
@@ -1086,7 +1129,7 @@ static void ready_on(struct goro_p *p, struct goro *g)
         runq_put(p, g, true);
     else
         globrunq_put_batch(&g, 1);
-    wake_if_idle();
+    wake_if_idle(p);
 }
 
 void goro__ready(struct goro *g)
@@ -1126,7 +1169,7 @@ void goro__ready_list(struct goro *list)
         gq_batch_add(&global, g);
     }
     gq_batch_flush(&global);
-    wake_if_idle();
+    wake_if_idle(p);
     if (m)
         rt_leave(goro__m());
 }
@@ -1183,6 +1226,12 @@ int goro__wait_check(int64_t deadline)
     if (deadline >= 0 && goro__now() >= deadline)
         return -ETIMEDOUT;
     return 0;
+}
+
+int goro__wait_refused(int err)
+{
+    goro__preempt_check();
+    return err;
 }
 
 int goro__wake_error(int outcome)
@@ -1327,19 +1376,27 @@ bool goro__preempt_requested(struct goro_p *p)
            atomic_load_explicit(&p->schedtick, memory_order_relaxed) + 1;
 }
 
-/* The cooperative half: goro calls that do not switch anyway look here. */
+/* The cooperative half: goro calls that do not switch anyway look here,
+ * on their way out (with no lock held). A coroutine whose thread lost its
+ * P meanwhile (handed off while it blocked, or refused preemption) moves
+ * on here too: goro_yield takes it to a thread with a P, so a thread that
+ * was replaced never goes on running coroutines beside its replacement. */
 GORO_NOINLINE void goro__preempt_check(void)
 {
     struct goro_m *m = goro__m();
     struct goro *self = m ? m->curg : NULL;
-    if (self && m->p && goro__preempt_requested(m->p) &&
-        atomic_load_explicit(&self->nopreempt, memory_order_relaxed) == 0)
+    if (!self || atomic_load_explicit(&self->nopreempt, memory_order_relaxed) != 0)
+        return;
+    struct goro_p *p = m->p;
+    if (!p || atomic_load_explicit(&p->owner, memory_order_relaxed) != m ||
+        goro__preempt_requested(p))
         goro_yield();
 }
 
 /* Called by goro__preempt_resume on the interrupted coroutine's stack:
- * yield, but only to come back on this M (post_switch: PREEMPT). */
-void goro__preempt_park(void)
+ * yield, to come back on this M (post_switch: PREEMPT) - or, if this M
+ * loses its P and stays away, on another (goro__unpin_stuck). */
+void goro__preempt_park(void *uc)
 {
     struct goro_m *m = goro__m();
     struct goro *self = m->curg;
@@ -1350,7 +1407,17 @@ void goro__preempt_park(void)
     /* Through g0, which looks at timers, I/O and the global queue first
      * (find_runnable): the slice was cut short. */
     switch_to(m, self, GORO_POST_PREEMPT, NULL, false);
-    rt_leave(m);                    /* pinned: the same M */
+    struct goro_m *now = goro__m();  /* usually m; another M once unpinned */
+    if (now != m) {
+        /* rt_sigreturn also restores the signal stack the frame names:
+         * that of m's thread, which must not become this thread's too. */
+        stack_t *ss = &((ucontext_t *)uc)->uc_stack;
+        ss->ss_sp = now->altstack;
+        ss->ss_size = now->altstack_size;
+        if (!now->altstack)
+            ss->ss_flags = SS_DISABLE;
+    }
+    rt_leave(now);
 }
 
 /* m lost its P: self goes to the global queue by way of m's g0, which
@@ -1401,12 +1468,10 @@ bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
         return false;
     char st = thread_state(m);
     *blocked = st == 'S' || st == 'D';
-    /* A running M with preempted coroutines pinned to it keeps its P: the
-     * pinned ones could run nowhere else until it returns, which a code
-     * loop that cannot be preempted may never do. */
-    if (!*blocked && m->pinned)
-        return false;
-    bool work = !runq_empty(p) || atomic_load(&S.gq_size) > 0 || io_in_use() || m->pinned;
+    /* Coroutines pinned to m do not keep the P there: they cannot run
+     * before m comes back either way, and the rest of the P's work can
+     * (goro__unpin_stuck frees the pinned ones if m stays away). */
+    bool work = !runq_empty(p) || atomic_load(&S.gq_size) > 0 || io_in_use() || pinned_any(m);
     return work && (*blocked || long_run);
 }
 
@@ -1450,6 +1515,10 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
             p->m = m;
             atomic_store_explicit(&p->owner, m, memory_order_release);
             goro__unlock(&S.lock);
+            static _Atomic int once;
+            goro__warn_once(&once, "cannot start a thread to take over a blocked worker's "
+                            "queue (%s): its coroutines wait until it returns; raise "
+                            "RLIMIT_NPROC (ulimit -u) or the thread limit", strerror(err));
             return false;
         }
         atomic_store(&S.nms, id + 1);
@@ -1457,9 +1526,45 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
     } else {
         give_p_locked(p, to);
     }
+    atomic_store_explicit(&m->lost_p_at, goro__now(), memory_order_relaxed);
     goro__unlock(&S.lock);
     if (!fresh)
         hand_wake(to);
+    return true;
+}
+
+/* sysmon: a preempted coroutine is pinned to its thread because compiled
+ * code may hold the address of a thread-local (errno's, say) across the
+ * point where it was interrupted. But if that thread lost its P and stays
+ * outside the runtime - blocked in the kernel, or in code that refuses
+ * preemption - the pinned coroutine could wait for ever, and it may hold
+ * what the thread is waiting for (a lock in foreign code). After `after`
+ * it moves to the global queue and may resume on any worker
+ * (docs/preemption.md states the rule for thread-local addresses). */
+bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending)
+{
+    *pending = false;
+    struct gq_batch global = { .n = 0 };
+    bool moved = false;
+    int nms = atomic_load(&S.nms);
+    for (int i = 0; i < nms; i++) {
+        struct goro_m *m = &S.ms[i];
+        int64_t lost = atomic_load_explicit(&m->lost_p_at, memory_order_relaxed);
+        if (!lost || !pinned_any(m))
+            continue;
+        *pending = true;
+        if (now - lost < after || atomic_load_explicit(&m->in_rt, memory_order_acquire) != 0)
+            continue;
+        for (struct goro *g = pinned_take_all(m), *next; g; g = next) {
+            next = g->next;
+            gq_batch_add(&global, g);
+            moved = true;
+        }
+    }
+    if (!moved)
+        return false;
+    gq_batch_flush(&global);
+    wake_if_idle(NULL);
     return true;
 }
 
@@ -1480,7 +1585,7 @@ void goro__inject_global(struct goro_m *m)
         gq_batch_add(&global, g);
     }
     gq_batch_flush(&global);
-    wake_if_idle();
+    wake_if_idle(NULL);
 }
 
 void goro__exit_current(long result)
@@ -1631,7 +1736,7 @@ int goro__sched_start(int nprocs)
  * before the exit, which happened before it was read), and a coroutine
  * alive throughout keeps the difference above zero - so 0 means none is
  * left, even with counters read one by one while coroutines still run.
- * (Threads without a P must not spawn during goro_shutdown.) */
+ * (Threads without a P cannot spawn during goro_shutdown: the gate.) */
 static uint64_t live_count(void)
 {
     uint64_t exited = 0, spawned = 0;
@@ -1643,19 +1748,82 @@ static uint64_t live_count(void)
     return spawned - exited;
 }
 
-/* Waits for every coroutine to end, then stops the Ms. */
-void goro__sched_stop(void)
+/* ---- the spawn gate: threads the runtime does not own vs shutdown ----
+ * A spawn from such a thread counts itself in ext_spawning, then reads
+ * closing; shutdown sets closing, then waits for ext_spawning to drain.
+ * Both sides are seq_cst: either the spawner sees closing and refuses, or
+ * shutdown waits for it and then counts its coroutine as alive. */
+
+int goro__spawn_gate_enter(void)
 {
+    atomic_fetch_add(&S.ext_spawning, 1);
+    if (!atomic_load(&S.closing))
+        return 0;
+    atomic_fetch_sub(&S.ext_spawning, 1);
+    return -ESHUTDOWN;
+}
+
+void goro__spawn_gate_leave(void)
+{
+    atomic_fetch_sub(&S.ext_spawning, 1);
+}
+
+static void spawn_gate_close(void)
+{
+    atomic_store(&S.closing, 1);
+    while (atomic_load(&S.ext_spawning) != 0)
+        sched_yield();
+}
+
+/* Once the runtime reads as not started (a spawn then starts a new one),
+ * or when the shutdown gave up. */
+void goro__spawn_gate_open(void)
+{
+    atomic_store(&S.closing, 0);
+}
+
+/* Waits until every coroutine has ended: 0, or -ETIMEDOUT at deadline
+ * (GORO_FOREVER: none), with the gate open again. A wait without a
+ * deadline says once, after SHUTDOWN_NOTICE, which coroutines it waits for. */
+#define SHUTDOWN_NOTICE (10 * GORO_SEC)
+
+int goro__sched_drain(int64_t deadline)
+{
+    spawn_gate_close();
     atomic_store(&S.draining, 1);
+    int64_t notice = goro__now() + SHUTDOWN_NOTICE;
+    int err = 0;
     for (;;) {
         uint32_t seen = atomic_load(&S.live_futex);
-        if (live_count() == 0)
+        uint64_t live = live_count();
+        if (live == 0)
             break;
+        int64_t now = goro__now();
+        if (deadline >= 0 && now >= deadline) {
+            err = -ETIMEDOUT;
+            break;
+        }
+        if (deadline < 0 && notice && now >= notice) {
+            notice = 0;
+            fprintf(stderr, "goro: goro_shutdown has waited %d s for %llu coroutine%s to "
+                    "end (goro_shutdown_until gives up at a deadline); these are "
+                    "alive:\n", (int)(SHUTDOWN_NOTICE / GORO_SEC), (unsigned long long)live,
+                    live == 1 ? "" : "s");
+            goro__dump_out(&(struct goro_out){ .file = stderr, .fd = -1 }, NULL, false);
+        }
         /* An exit racing the draining flag may not wake us: poll too. */
         struct timespec ts = { 0, 10 * 1000 * 1000 };
         syscall(SYS_futex, &S.live_futex, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
     }
     atomic_store(&S.draining, 0);
+    if (err)
+        goro__spawn_gate_open();
+    return err;
+}
+
+/* After a drain: stops the Ms and frees what the scheduler holds. */
+void goro__sched_stop(void)
+{
     atomic_store(&S.spawned_ext, 0);
     goro__sysmon_stop();
     atomic_store(&S.stopping, 1);

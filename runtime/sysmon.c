@@ -9,7 +9,12 @@
  *     look there at its next switch;
  *   - a busy P whose event base nobody polled for POLL_STARVED: poll it
  *     here, so that its I/O and timers are not held up by a long runner
- *     (what it finds runs at the next slice: lateness <= slice + 2 ms).
+ *     (what it finds runs at the next slice: lateness <= slice + 2 ms);
+ *   - coroutines pinned to a thread that lost its P UNPIN_SLICES ago and
+ *     is still away: to the global queue (sched.c, goro__unpin_stuck).
+ * A stuck P is looked at again after PREEMPT_RETRY, doubling while it
+ * stays stuck up to a slice: its thread's state comes from /proc, and one
+ * read per P per millisecond cost a fifth of a core.
  * A slice is seen to start only when sysmon looks (reading the clock at
  * every switch would cost more than the switch), so while Ps are busy it
  * looks at least every slice/4: a long runner is cut after at most 1.25
@@ -31,6 +36,7 @@
 #define DELAY_MAX (10 * GORO_MSEC)
 #define PREEMPT_RETRY GORO_MSEC
 #define POLL_STARVED (2 * GORO_MSEC)
+#define UNPIN_SLICES 2
 #define QUIET_ROUNDS 50                /* rounds without action before backing off */
 
 static pthread_t thread;
@@ -69,12 +75,15 @@ static bool check_slice(struct goro_p *p, int64_t now)
     if (t != p->sm_tick) {
         p->sm_tick = t;
         p->sm_when = p->sm_since = now;
+        p->sm_retry = PREEMPT_RETRY;
         p->sm_declines = atomic_load_explicit(&p->preempt_declines, memory_order_relaxed);
         return false;
     }
     if (slice <= 0 || !p_busy(p) || now - p->sm_when < slice)
         return false;
-    p->sm_when = now - slice + PREEMPT_RETRY;
+    p->sm_when = now - slice + p->sm_retry;
+    if ((p->sm_retry *= 2) > slice)
+        p->sm_retry = slice;
     bool blocked;
     struct goro_m *m;
     /* Not preemptible: the handler declined 3 requests over 3 slices (a
@@ -148,9 +157,10 @@ static void *sysmon_main(void *arg)
     if (delay_max < DELAY_MIN)
         delay_max = DELAY_MIN;
     int idle_rounds = 0;
+    bool pinned_waiting = false;    /* on a thread that lost its P: keep watch */
     while (!atomic_load(&quit)) {
         uint32_t seen = atomic_load(&sleep_word);
-        if (idle_rounds > QUIET_ROUNDS && all_idle()) {
+        if (idle_rounds > QUIET_ROUNDS && all_idle() && !pinned_waiting) {
             /* Deep sleep. deep and npidle are both seq_cst, and a P leaving
              * the idle list decrements npidle before it kicks us. */
             atomic_store(&deep, 1);
@@ -173,6 +183,8 @@ static void *sysmon_main(void *arg)
             acted |= check_poll(&S.procs[i], now);
         }
         acted |= check_global(now);
+        if (slice > 0)
+            acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
         /* Go's back-off: 20 us while there is work for us, doubling after
          * 50 quiet rounds, up to 10 ms - or slice/4, see above. */
         idle_rounds = acted ? 0 : idle_rounds + 1;
@@ -192,6 +204,7 @@ int goro__sysmon_start(int64_t slice_ns)
     int64_t now = goro__now();
     for (int i = 0; i < S.nprocs; i++) {
         S.procs[i].sm_when = S.procs[i].sm_poll_when = S.procs[i].sm_since = now;
+        S.procs[i].sm_retry = PREEMPT_RETRY;
         S.procs[i].sm_declines = atomic_load(&S.procs[i].preempt_declines);
         S.procs[i].sm_tick = atomic_load(&S.procs[i].schedtick);
     }

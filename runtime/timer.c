@@ -49,7 +49,10 @@ void goro__timer_arm(struct event *ev, struct goro_p *p, struct goro *g, int64_t
      * own clock read truncated to the microsecond. Never early. */
     left += 2 * GORO_USEC - 1;
     struct timeval tv = { (time_t)(left / GORO_SEC), (suseconds_t)(left % GORO_SEC / 1000) };
-    event_assign(ev, p->base, -1, 0, timer_fired, g);
+    /* p is NULL when the coroutine parks on an M that lost its P: any
+     * base serves (whoever polls it makes g runnable). */
+    struct event_base *base = p ? p->base : goro__sched.procs[0].base;
+    event_assign(ev, base, -1, 0, timer_fired, g);
     atomic_store_explicit(&goro__io_used, 1, memory_order_relaxed);
     event_add(ev, &tv);
 }
@@ -73,7 +76,7 @@ int goro_sleep_until(int64_t deadline)
     }
     int err = goro__wait_check(deadline < 0 ? GORO_FOREVER : deadline);
     if (err)
-        return err == -ETIMEDOUT ? 0 : err;
+        return goro__wait_refused(err == -ETIMEDOUT ? 0 : err);
     struct goro_park how = { .why = GORO_W_SLEEP, .deadline = deadline };
     int outcome = goro__park(&how);
     return outcome == GORO_WAKE_CANCELED ? -ECANCELED : 0;

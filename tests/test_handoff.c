@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -894,6 +895,264 @@ START_TEST(all_workers_blocked_queued_work_runs)
 }
 END_TEST
 
+/* ---- a stuck thread must not hold its P's other work hostage ----
+ * Each of these failed before its fix; see the issue each names. */
+
+static struct {
+    atomic_int flag, stop, held;
+    atomic_long ticks, last_tick_ns, max_gap_ns;
+    goro_chan_t *ch;
+} st;
+
+static void st_reset(void)
+{
+    atomic_store(&st.flag, 0);
+    atomic_store(&st.stop, 0);
+    atomic_store(&st.held, 0);
+    atomic_store(&st.ticks, 0);
+    atomic_store(&st.last_tick_ns, 0);
+    atomic_store(&st.max_gap_ns, 0);
+}
+
+static void st_set_flag(void)
+{
+    atomic_store(&st.flag, 1);
+}
+
+static void st_recv_then_flag(void)
+{
+    long v;
+    if (goro_chan_recv(st.ch, &v) == 1)
+        atomic_store(&st.flag, 1);
+}
+
+/* Blocks its thread (nanosleep) until the flag is set or `limit` passes;
+ * returns how long it waited, in ns. */
+static int64_t st_thread_wait_flag(int64_t limit)
+{
+    int64_t t0 = goro_now();
+    while (!atomic_load(&st.flag) && goro_now() - t0 < limit)
+        thread_nanosleep(GORO_MSEC);
+    return goro_now() - t0;
+}
+
+/* One worker: a coroutine blocks its thread past a slice, so sysmon gives
+ * the P to another thread; then it spawns (or wakes) a coroutine and keeps
+ * its thread blocked. The newcomer must run on the P's new thread: the
+ * stuck thread once believed it still held the P and skipped waking it. */
+static long st_spawn_while_handed(int wake)
+{
+    thread_nanosleep(4 * SLICE);    /* the P goes to another thread */
+    if (wake) {
+        long v = 1;
+        if (goro_chan_try_send(st.ch, &v) != 0)
+            return -1;              /* the receiver was not parked */
+    } else {
+        goro_t *h = go(st_set_flag);
+        if (!h)
+            return -2;
+        goro_detach(h);
+    }
+    return st_thread_wait_flag(GORO_SEC);
+}
+
+START_TEST(one_worker_work_made_after_handoff_runs)
+{
+    if (!handoff_available()) {
+        t_skip("one_worker_work_made_after_handoff_runs", "no membarrier");
+        return;
+    }
+    restart(1);
+    /* A timer once used: sysmon then hands a blocked P over even with
+     * nothing queued (its base may hold work), as in any real program. */
+    goro_t *sl = go(goro_sleep, GORO_MSEC);
+    ck_assert_int_eq(goro_join(sl, NULL), 0);
+    for (int wake = 0; wake < 2; wake++) {
+        st_reset();
+        ck_assert_int_eq(goro_chan_new(&st.ch, sizeof(long), 0), 0);
+        goro_t *rx = wake ? go(st_recv_then_flag) : NULL;
+        if (wake)
+            t_settle();             /* parked on the channel */
+        goro_t *h = go(st_spawn_while_handed, wake);
+        long waited = -1;
+        ck_assert_int_eq(goro_join(h, &waited), 0);
+        ck_assert_msg(waited >= 0, "setup failed: %ld", waited);
+        ck_assert_msg(atomic_load(&st.flag) && waited < t_timeout(0.3) * GORO_SEC,
+                      "%s on the handed-off P: not run after %.0f ms",
+                      wake ? "a coroutine woken" : "a coroutine spawned", t_ms(waited));
+        if (rx)
+            ck_assert_int_eq(goro_join(rx, NULL), 0);
+        ck_assert_int_eq(goro_chan_free(st.ch), 0);
+    }
+}
+END_TEST
+
+/* A 1 ms ticker whose largest gap is recorded. */
+static void st_ticker(void)
+{
+    while (!atomic_load(&st.stop)) {
+        goro_sleep(GORO_MSEC);
+        int64_t now = goro_now(), last = atomic_exchange(&st.last_tick_ns, now);
+        if (last && atomic_load(&st.ticks) > 2)
+            t_max_update(&st.max_gap_ns, now - last);
+        atomic_fetch_add(&st.ticks, 1);
+    }
+}
+
+/* Computes for `ms` in code that may be preempted: it gets preempted, and
+ * so pinned to its thread. */
+static GORO_PREEMPTIBLE void st_long_runner(long ms)
+{
+    int64_t end = goro_now() + ms * GORO_MSEC;
+    uint64_t x = 1;
+    while (goro_now() < end)
+        x = crunch(x, 10000);
+    __asm__ volatile("" : : "r"(x));
+}
+
+/* Computes for `ms` where preemption is refused (as in foreign code). */
+static void st_unpreemptible(long ms)
+{
+    goro_preempt_disable();
+    int64_t end = goro_now() + ms * GORO_MSEC;
+    uint64_t x = 1;
+    while (goro_now() < end)
+        x = crunch(x, 10000);
+    goro_preempt_enable();
+    __asm__ volatile("" : : "r"(x));
+}
+
+/* A coroutine preempted on a thread is pinned there; when another one on
+ * that thread then refuses preemption, the hand-off after 3 slices must
+ * still happen (it was refused because the thread had pinned coroutines),
+ * so the ticker queued on the same P keeps ticking. */
+START_TEST(pinned_coroutine_does_not_stop_handoff)
+{
+    if (!handoff_available() || !t_async_preemption()) {
+        t_skip("pinned_coroutine_does_not_stop_handoff", "no hand-off or no async preemption");
+        return;
+    }
+    restart(1);
+    st_reset();
+    goro_t *tk = go(st_ticker);
+    t_settle();
+    goro_t *lr = go(st_long_runner, 3 * SLICE / GORO_MSEC);    /* preempted: pinned */
+    goro_t *un = go(st_unpreemptible, 40 * SLICE / GORO_MSEC);
+    ck_assert_int_eq(goro_join(un, NULL), 0);
+    ck_assert_int_eq(goro_join(lr, NULL), 0);
+    atomic_store(&st.stop, 1);
+    ck_assert_int_eq(goro_join(tk, NULL), 0);
+    double gap = t_ms(atomic_load(&st.max_gap_ns));
+    ck_assert_msg(gap < t_timeout(0.15) * 1e3,
+                  "ticker gap %.0f ms while its thread's coroutine refused preemption", gap);
+}
+END_TEST
+
+/* The foreign-lock case (a database lock held across preemption): the
+ * holder is preempted and pinned to its thread; the next coroutine there
+ * waits for that lock by blocking the thread (a busy handler's sleep). The
+ * holder must get to run elsewhere and release it, long before the
+ * waiter would give up. */
+static struct {
+    long tid_before, tid_after, tid_waiter;
+    void *altstack_after, *altstack_waiter;
+} sl;
+
+static void *current_altstack(void)
+{
+    stack_t ss;
+    return sigaltstack(NULL, &ss) == 0 ? ss.ss_sp : NULL;
+}
+
+static GORO_PREEMPTIBLE void st_lock_holder(void)
+{
+    sl.tid_before = t_tid();
+    atomic_store(&st.held, 1);
+    st_long_runner(2 * SLICE / GORO_MSEC);  /* preempted while holding it */
+    sl.tid_after = t_tid();
+    sl.altstack_after = current_altstack();
+    atomic_store(&st.held, 0);
+}
+
+static long st_lock_waiter(void)
+{
+    int64_t t0 = goro_now();
+    while (atomic_load(&st.held) && goro_now() - t0 < 5 * GORO_SEC)
+        thread_nanosleep(GORO_MSEC);
+    sl.tid_waiter = t_tid();        /* no goro call in the loop: still its thread */
+    sl.altstack_waiter = current_altstack();
+    return goro_now() - t0;
+}
+
+START_TEST(pinned_lock_holder_runs_when_its_thread_blocks)
+{
+    if (!handoff_available() || !t_async_preemption()) {
+        t_skip("pinned_lock_holder_runs_when_its_thread_blocks",
+               "no hand-off or no async preemption");
+        return;
+    }
+    restart(1);
+    for (int round = 0; round < 3; round++) {
+        st_reset();
+        goro_t *holder = go(st_lock_holder);
+        goro_t *waiter = go(st_lock_waiter);
+        long waited = -1;
+        ck_assert_int_eq(goro_join(waiter, &waited), 0);
+        ck_assert_int_eq(goro_join(holder, NULL), 0);
+        ck_assert_msg(waited < t_timeout(0.5) * GORO_SEC,
+                      "round %d: the lock was released after %.0f ms (the holder was pinned "
+                      "to the waiter's blocked thread)", round, t_ms(waited));
+        /* It resumed on another thread, whose signal stack stayed its own
+         * (the copied frame named the first thread's). */
+        ck_assert_msg(sl.tid_before == sl.tid_waiter && sl.tid_after != sl.tid_before,
+                      "round %d: threads %ld -> %ld, waiter on %ld", round, sl.tid_before,
+                      sl.tid_after, sl.tid_waiter);
+        ck_assert_msg(sl.altstack_after && sl.altstack_after != sl.altstack_waiter,
+                      "round %d: two threads share the signal stack %p", round,
+                      sl.altstack_after);
+    }
+}
+END_TEST
+
+/* A loop on a wait whose deadline has passed never parks. It must still
+ * give way when its slice is over (every return from goro is a preemption
+ * point), and never end up running beside the thread that replaced it. */
+static void st_expired_loop(void)
+{
+    long v;
+    while (!atomic_load(&st.stop))
+        goro_chan_recv_until(st.ch, &v, 0);
+}
+
+START_TEST(expired_wait_loop_yields)
+{
+    restart(2);
+    st_reset();
+    ck_assert_int_eq(goro_chan_new(&st.ch, sizeof(long), 0), 0);
+    long threads0 = thread_count();
+    goro_t *tk = go(st_ticker);
+    goro_t *loops[2];
+    for (int i = 0; i < 2; i++)
+        loops[i] = go(st_expired_loop);
+    long max_threads = 0;
+    for (int i = 0; i < 40; i++) {
+        t_nap(0.01);
+        long n = thread_count();
+        max_threads = n > max_threads ? n : max_threads;
+    }
+    atomic_store(&st.stop, 1);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(goro_join(loops[i], NULL), 0);
+    ck_assert_int_eq(goro_join(tk, NULL), 0);
+    ck_assert_int_eq(goro_chan_free(st.ch), 0);
+    double gap = t_ms(atomic_load(&st.max_gap_ns));
+    ck_assert_msg(max_threads <= threads0 + 1, "threads: %ld at the start, up to %ld with "
+                  "two loops on expired waits", threads0, max_threads);
+    ck_assert_msg(atomic_load(&st.ticks) > 20 && gap < t_timeout(0.1) * 1e3,
+                  "ticker: %ld ticks, largest gap %.0f ms", atomic_load(&st.ticks), gap);
+}
+END_TEST
+
 static void setup(void)
 {
     t_fail_reset();
@@ -905,6 +1164,9 @@ static void teardown(void)
 {
     atomic_store(&hs.stop, 1);
     atomic_store(&wb.stop, 1);
+    atomic_store(&st.stop, 1);
+    atomic_store(&st.flag, 1);
+    atomic_store(&st.held, 0);
     if (goro_workers() > 0)
         ck_assert_int_eq(goro_shutdown(), 0);
 }
@@ -917,6 +1179,14 @@ Suite *handoff_suite(void)
     tcase_set_timeout(tc, t_timeout(60) + stress_seconds() * (t_slow() ? 10 : 2));
     tcase_add_test(tc, randomized_handoff_stress);
     tcase_add_loop_test(tc, all_workers_blocked_queued_work_runs, 1, 4);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("stuck");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, t_timeout(30));
+    tcase_add_test(tc, one_worker_work_made_after_handoff_runs);
+    tcase_add_test(tc, pinned_coroutine_does_not_stop_handoff);
+    tcase_add_test(tc, pinned_lock_holder_runs_when_its_thread_blocks);
+    tcase_add_test(tc, expired_wait_loop_yields);
     suite_add_tcase(s, tc);
     return s;
 }

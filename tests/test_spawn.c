@@ -502,6 +502,116 @@ START_TEST(spawn_and_join_from_foreign_threads)
 }
 END_TEST
 
+/* ---- shutdown against spawns from other threads ---- */
+
+static atomic_int shut_stop;
+static atomic_long shut_ran, shut_refused, shut_spawned;
+
+static void shut_child(void)
+{
+    atomic_fetch_add(&shut_ran, 1);
+}
+
+static long shut_child_plain(void *arg)
+{
+    (void)arg;
+    shut_child();
+    return 0;
+}
+
+/* A thread the runtime does not own spawns while main shuts down. Detached
+ * from birth: a handle it still held could be released by the shutdown. */
+static void *shut_spawner(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&shut_stop)) {
+        int e = goro_spawn(NULL, NULL, shut_child_plain, NULL);
+        if (e == 0) {
+            atomic_fetch_add(&shut_spawned, 1);
+        } else if (e == -ESHUTDOWN) {
+            atomic_fetch_add(&shut_refused, 1);
+        } else if (e != -EALREADY) {
+            printf("goro_spawn: %s\n", strerror(-e));
+            return (void *)1;
+        }
+    }
+    return NULL;
+}
+
+/* Every coroutine that was spawned ran (none was left in a freed queue),
+ * the rest were refused with -ESHUTDOWN, and the runtime starts again.
+ * Before the gate, the next start crashed in the scheduler. */
+static int shutdown_spawn_child(void *arg)
+{
+    (void)arg;
+    pthread_t t;
+    if (pthread_create(&t, NULL, shut_spawner, NULL) != 0)
+        return 90;
+    for (int round = 0; round < 200; round++) {
+        while (goro_workers() == 0)     /* the spawner starts it lazily */
+            sched_yield();
+        t_nap(0.0002);
+        int e = goro_shutdown();
+        if (e != 0 && e != -ENOTCONN) {
+            printf("round %d: shutdown %d\n", round, e);
+            return 91;
+        }
+    }
+    atomic_store(&shut_stop, 1);
+    void *res;
+    pthread_join(t, &res);
+    if (res)
+        return 92;
+    if (goro_workers() > 0 && goro_shutdown() != 0)
+        return 93;
+    long spawned = atomic_load(&shut_spawned), ran = atomic_load(&shut_ran);
+    printf("spawned %ld, ran %ld, refused %ld\n", spawned, ran, atomic_load(&shut_refused));
+    return spawned == ran && atomic_load(&shut_refused) > 0 ? 0 : 94;
+}
+
+START_TEST(spawn_from_thread_during_shutdown)
+{
+    char out[512];
+    int st = t_run_child(shutdown_spawn_child, NULL, t_timeout(60), out, sizeof out);
+    printf("%s", out);
+    ck_assert_msg(st != -1, "the child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+}
+END_TEST
+
+static long shut_blocked(goro_chan_t *ch)
+{
+    long v;
+    return goro_chan_recv(ch, &v);
+}
+
+/* A coroutine that never ends: the deadline form gives up and leaves the
+ * runtime running; once the coroutine ends, shutdown succeeds. */
+START_TEST(shutdown_until_gives_up_and_keeps_running)
+{
+    if (goro_workers() == 0)
+        ck_assert_int_eq(goro_start(NULL), 0);
+    goro_chan_t *ch = t_chan_new(sizeof(long), 0);
+    goro_t *h = go(shut_blocked, ch);
+    ck_assert_ptr_nonnull(h);
+    int64_t t0 = goro_now();
+    ck_assert_int_eq(goro_shutdown_until(t0 + 100 * GORO_MSEC), -ETIMEDOUT);
+    ck_assert_msg(goro_now() - t0 >= 100 * GORO_MSEC, "gave up early");
+    ck_assert_int_gt(goro_workers(), 0);
+    goro_t *more = go(shut_child);      /* spawns are accepted again */
+    ck_assert_ptr_nonnull(more);
+    ck_assert_int_eq(goro_join(more, NULL), 0);
+    long v = 1;
+    ck_assert_int_eq(goro_chan_send(ch, &v), 0);
+    long r = 0;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 1);
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+    ck_assert_int_eq(goro_shutdown_until(goro_now() + GORO_SEC), 0);
+    ck_assert_int_eq(goro_workers(), 0);
+}
+END_TEST
+
 Suite *spawn_suite(void)
 {
     Suite *s = suite_create("spawn");
@@ -524,5 +634,9 @@ Suite *spawn_suite(void)
 
     tc = t_tcase(s, "exit-outside", 30);  /* forks its own child */
     tcase_add_test(tc, exit_outside_coroutine_aborts);
+
+    tc = t_tcase(s, "shutdown", 90);
+    tcase_add_test(tc, spawn_from_thread_during_shutdown);
+    tcase_add_test(tc, shutdown_until_gives_up_and_keeps_running);
     return s;
 }

@@ -32,6 +32,7 @@ goro__preempt_resume:
     hint #34                        /* bti c: a landing pad where BTI is on */
     mov x19, x0
     msr fpcr, xzr                   /* C code: default rounding; the copy keeps the old */
+    add x0, x0, #128                /* goro__preempt_park(the copied ucontext) */
     bl goro__preempt_park
     mov sp, x19                     /* the kernel finds its frame at sp */
     mov x8, #139                    /* __NR_rt_sigreturn */

@@ -39,7 +39,7 @@ goro__preempt_resume:
      * The interrupted state is safe in the copy. */
     fninit
     ldmxcsr default_mxcsr(%rip)
-    call goro__preempt_park
+    call goro__preempt_park         /* (the copied ucontext, still in %rdi) */
     movq %rbx, %rsp                 /* the kernel finds its frame at rsp - 8 */
     movl $15, %eax                  /* __NR_rt_sigreturn */
     syscall

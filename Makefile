@@ -42,7 +42,13 @@ endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= $(OPT) -g
-BASE_CFLAGS := -std=gnu11 $(WARN) -pthread -fno-omit-frame-pointer \
+# Stack-clash protection: a frame larger than the probe interval touches
+# the stack on its way down, so a large local array faults in the guard
+# below a coroutine's stack instead of jumping over it into the next one
+# (docs/api.md, "Stacks"). goro.pc passes it on to programs.
+STACK_CLASH := $(shell $(CC) -fstack-clash-protection -Werror -S -o /dev/null -x c /dev/null \
+    >/dev/null 2>&1 && echo -fstack-clash-protection)
+BASE_CFLAGS := -std=gnu11 $(WARN) -pthread -fno-omit-frame-pointer $(STACK_CLASH) \
     -Iinclude -Iarch/$(ARCH) -Iruntime
 LIB_CFLAGS := -fPIC -fvisibility=hidden
 
@@ -157,7 +163,7 @@ $(BUILD)/goro.pc: Makefile
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	  'Name: goro' 'Description: Go-style concurrency for C' 'Version: $(VERSION)' \
 	  'Libs: -L$${libdir} -lgoro' 'Libs.private: -levent_pthreads -levent_core -lunwind -lpthread' \
-	  'Cflags: -I$${includedir}' > $@
+	  'Cflags: -I$${includedir} $(STACK_CLASH)' > $@
 
 # ---- samples ----
 $(BUILD)/samples/%: samples/%/main.c $(STATIC_LIB)

@@ -7,7 +7,9 @@
  * The mapping is MAP_NORESERVE and read-write, so the kernel commits pages
  * only as the coroutine first touches them (and a read() into a stack
  * buffer never sees EFAULT, as it would with fault-driven growth). The
- * guard turns an overflow into a SIGSEGV that fault.c reports.
+ * guard (64 KiB, see GUARD_MIN) turns an overflow into a SIGSEGV that
+ * fault.c reports, also for a large frame in code built with
+ * -fstack-clash-protection.
  *
  * Slabs of the default size are pooled: a small LIFO cache per P (no lock)
  * in front of a global pool. A slab going back to a pool gives its deep
@@ -31,7 +33,13 @@
 #include "internal.h"
 #include "sanitizer.h"
 
-#define GUARD_MIN (16 * 1024)         /* catches frames up to 16 KiB past the end */
+/* The guard must be at least as large as the largest frame compiled code
+ * allocates without touching it: gcc's stack-clash protection probes every
+ * 4 KiB on x86-64 but assumes a 64 KiB guard on aarch64 (frames up to
+ * 63 KiB go unprobed there). 64 KiB everywhere also catches frames below
+ * about 60 KiB in code built without the flag. PROT_NONE costs address
+ * space only: no memory, and no extra mapping. */
+#define GUARD_MIN (64 * 1024)
 #define KEEP_BYTES (16 * 1024)        /* top of a pooled stack kept resident */
 #define P_CACHE_MAX 64
 #define POOL_KEEP 4096                /* pooled slabs kept when workers idle */

@@ -131,6 +131,202 @@ START_TEST(overflow_is_reported)
 }
 END_TEST
 
+/* ---- frames larger than the guard ---- */
+
+/* The kernel's mappings, from /proc/self/maps. */
+struct vma {
+    uintptr_t lo, hi;
+    char perms[5];
+};
+
+/* The mapping that contains addr, or (ending_at) the one that ends at it. */
+static bool vma_lookup(uintptr_t addr, bool ending_at, struct vma *v)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    bool found = false;
+    if (!f)
+        return false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, v->perms) != 3)
+            continue;
+        found = ending_at ? hi == addr : lo <= addr && addr < hi;
+        v->lo = lo;
+        v->hi = hi;
+    }
+    fclose(f);
+    return found;
+}
+
+/* The guard below the stack that holds sp: its size, 0 if there is none. */
+static long guard_below(uintptr_t sp, uintptr_t *map, uintptr_t *top)
+{
+    struct vma stack, guard;
+    if (!vma_lookup(sp, false, &stack) || !vma_lookup(stack.lo, true, &guard) ||
+        strcmp(guard.perms, "---p") != 0)
+        return 0;
+    *map = guard.lo;
+    *top = stack.hi;
+    return (long)(guard.hi - guard.lo);
+}
+
+static long own_guard(void)
+{
+    uintptr_t map, top;
+    return guard_below((uintptr_t)__builtin_frame_address(0), &map, &top);
+}
+
+/* gcc's stack-clash protection on aarch64 leaves frames below 63 KiB
+ * unprobed and assumes a 64 KiB guard; elsewhere a guard that large also
+ * catches such frames in code built without the flag. */
+START_TEST(guard_covers_unprobed_frames)
+{
+    long guard = 0;
+    goro_attr_t small = { .stack_size = 32 * KiB };
+    goro_t *h = NULL;
+    ck_assert_ptr_nonnull(h = go(own_guard));
+    ck_assert_int_eq(goro_join(h, &guard), 0);
+    ck_assert_msg(guard >= 64 * KiB, "default stack: guard of %ld KiB", guard / KiB);
+    ck_assert_int_eq(goro_go(&h, &small, own_guard), 0);
+    ck_assert_int_eq(goro_join(h, &guard), 0);
+    ck_assert_msg(guard >= 64 * KiB, "32 KiB stack: guard of %ld KiB", guard / KiB);
+}
+END_TEST
+
+/* A function with a large local array that it fills from its low end up, as
+ * memset does: unprobed, its first store lands the array's size below the
+ * stack pointer, past any guard smaller than that. The tests are built with
+ * -fstack-clash-protection (Makefile): the prologue then touches the stack
+ * on the way down (every page on x86-64, every 64 KiB on aarch64, where
+ * smaller frames are not probed at all), so the first store beyond the
+ * stack lands in the guard. */
+static volatile long frame_sink;
+#define FILL_FRAME(kib)                                                   \
+    static T_NOINLINE void fill_frame_##kib(void)                         \
+    {                                                                     \
+        char a[kib * 1024];                                               \
+        volatile char *v = a;                                             \
+        for (size_t i = 0; i < sizeof a; i++)                             \
+            v[i] = (char)i;                                               \
+        frame_sink += v[0] + v[sizeof a - 1];                             \
+    }
+FILL_FRAME(8)
+FILL_FRAME(32)
+FILL_FRAME(64)
+FILL_FRAME(256)
+
+static const struct frame_case {
+    int kib;
+    void (*fill)(void);
+} frame_cases[] = {
+    { 8, fill_frame_8 }, { 32, fill_frame_32 }, { 64, fill_frame_64 }, { 256, fill_frame_256 },
+};
+
+#define FRAME_STACK (32 * KiB)        /* echod's default */
+enum { FRAME_CANDIDATES = 8 };
+
+/* Coroutines on 32 KiB stacks, mapped one after the other; the test picks
+ * two whose stacks are adjacent, and the upper one calls the large frame. */
+static struct {
+    const struct frame_case *c;
+    goro_chan_t *go[FRAME_CANDIDATES];
+    _Atomic uintptr_t sp[FRAME_CANDIDATES];
+    atomic_long ready;
+} frames;
+
+static long frame_candidate(int i)
+{
+    atomic_store(&frames.sp[i], (uintptr_t)__builtin_frame_address(0));
+    atomic_fetch_add(&frames.ready, 1);
+    goro_chan_recv(frames.go[i], NULL);        /* the others wait forever */
+    goro_set_name("bigframe");
+    /* A few KiB of the stack left, as after a deep call chain: the 8 KiB
+     * frame overflows too. */
+    return dig_from_here(FRAME_STACK - 5 * KiB, frames.c->fill);
+}
+
+/* Candidate i's stack: [map, top) with the guard at map. */
+struct frame_slab {
+    uintptr_t map, top;
+    long guard;
+};
+
+static int frame_child(void *arg)
+{
+    frames.c = arg;
+    goro_config_t cfg = { .workers = 2 };
+    if (goro_start(&cfg) != 0)
+        return 10;
+    goro_attr_t attr = { .name = "frame", .stack_size = FRAME_STACK };
+    goro_t *h[FRAME_CANDIDATES];
+    for (int i = 0; i < FRAME_CANDIDATES; i++)
+        if (goro_chan_new(&frames.go[i], 0, 1) != 0 || goro_go(&h[i], &attr, frame_candidate, i) != 0)
+            return 11;
+    if (t_wait_at_least(&frames.ready, FRAME_CANDIDATES, t_timeout(10)) < FRAME_CANDIDATES)
+        return 12;
+    struct frame_slab s[FRAME_CANDIDATES];
+    for (int i = 0; i < FRAME_CANDIDATES; i++)
+        if (!(s[i].guard = guard_below(atomic_load(&frames.sp[i]), &s[i].map, &s[i].top)))
+            return 13;
+    /* The neighbour is the stack right below the overflowing one's guard. */
+    int a = -1, b = -1;
+    for (int i = 0; i < FRAME_CANDIDATES && a < 0; i++)
+        for (int j = 0; j < FRAME_CANDIDATES; j++)
+            if (s[j].top == s[i].map) {
+                a = i;
+                b = j;
+                break;
+            }
+    if (a < 0) {
+        printf("no two of %d stacks are adjacent\n", FRAME_CANDIDATES);
+        return 14;
+    }
+    /* Read-only while it waits (it never runs again): a store into it
+     * faults there, and the crash is not reported as an overflow. */
+    struct vma nb;
+    if (!vma_lookup(s[b].top - 1, false, &nb) ||
+        mprotect((void *)nb.lo, nb.hi - nb.lo, PROT_READ) != 0)
+        return 15;
+    printf("ID=%llu: %d KiB frame, guard of %ld KiB, the neighbour's stack at [%#lx, %#lx)\n",
+           (unsigned long long)goro_id(h[a]), frames.c->kib, s[a].guard / KiB,
+           (unsigned long)nb.lo, (unsigned long)nb.hi);
+    goro_chan_send(frames.go[a], NULL);
+    goro_join(h[a], NULL);
+    printf("join returned\n");
+    return 4;
+}
+
+/* A large frame on a 32 KiB stack dies of the overflow report, and the
+ * stack mapped below it is left alone. */
+START_TEST(large_frame_overflow_is_reported)
+{
+    const struct frame_case *c = &frame_cases[_i];
+#ifdef T_ASAN
+    t_skip("large_frame_overflow_is_reported", "ASan reports the overflow itself");
+    return;
+#endif
+    if (t_valgrind()) {
+        t_skip("large_frame_overflow_is_reported", "valgrind");
+        return;
+    }
+    static char out[64 * 1024];
+    int st = t_run_child(frame_child, (void *)c, t_timeout(30), out, sizeof out);
+    ck_assert_msg(st != -1, "%d KiB frame: child could not run or hung; output:\n%s", c->kib, out);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+                  "%d KiB frame: child status %#x (want SIGABRT); output:\n%.2000s", c->kib, st,
+                  out);
+    const char *idl = strstr(out, "ID=");
+    ck_assert_msg(idl != NULL, "output:\n%.2000s", out);
+    char want[128];
+    snprintf(want, sizeof want, "stack overflow in coroutine %llu \"bigframe\"",
+             strtoull(idl + 3, NULL, 10));
+    ck_assert_msg(strstr(out, want), "%d KiB frame: no \"%s\" in:\n%.2000s", c->kib, want, out);
+    ck_assert_msg(!strstr(out, "crashed"), "%d KiB frame: a crash, not an overflow:\n%.2000s",
+                  c->kib, out);
+}
+END_TEST
+
 /* ---- stack pages given back ---- */
 
 static long rss_deep_body(void)
@@ -344,8 +540,15 @@ Suite *stack_suite(void)
     tcase_add_test(tc, deep_recursion_within_1mib_stack);
     tcase_add_test(tc, reused_stacks_give_deep_pages_back);
 
+    tc = t_runtime_tcase(s, "guard", 30);
+    tcase_add_test(tc, guard_covers_unprobed_frames);
+
     tc = t_tcase(s, "children", 40);  /* these fork their own child */
     tcase_add_test(tc, overflow_is_reported);
     tcase_add_test(tc, map_count_exhaustion_is_reported);
+
+    tc = t_tcase(s, "frames", 40);    /* a child each */
+    tcase_add_loop_test(tc, large_frame_overflow_is_reported, 0,
+                        (int)(sizeof frame_cases / sizeof *frame_cases));
     return s;
 }

@@ -49,8 +49,11 @@ typedef struct goro_config {
 } goro_config_t;
 
 /* Starts the runtime. Optional: the first go() starts it with the defaults.
- * Returns 0, -EALREADY if it is running, -EINVAL for a bad setting, or
- * -EAGAIN / -ENOMEM if threads or memory could not be had. */
+ * Returns 0, -EALREADY if it is running, -EINVAL for a bad setting,
+ * -EAGAIN / -ENOMEM if threads or memory could not be had, or -EMFILE /
+ * -ENFILE if descriptors could not (each worker's event base takes five; a
+ * one-line message names the cause). A failed start leaves nothing behind
+ * and may be tried again. */
 int goro_start(const goro_config_t *config);
 
 /* Waits until every coroutine has finished, then stops the worker threads
@@ -89,7 +92,8 @@ typedef struct goro_attr {
 /*
  * go(fn, args...) spawns a coroutine that runs fn(args...) and returns its
  * handle, or NULL with errno set (EINVAL: fn is NULL; EAGAIN / ENOMEM: no
- * memory or mapping for a stack - a one-line message names the cause).
+ * memory or mapping for a stack - a one-line message names the cause; or
+ * what goro_start returned, when this go() started the runtime).
  *
  *   static int add(int a, int b) { return a + b; }
  *   goro_t *h = go(add, 2, 3);

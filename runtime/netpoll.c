@@ -25,9 +25,13 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
@@ -41,11 +45,14 @@ GORO_HIDDEN _Atomic int goro__io_used;
 
 /* ---- event bases ---- */
 
+static __thread sigjmp_buf *making_base;   /* set while this thread makes one */
+
 static void libevent_log(int severity, const char *msg)
 {
     /* libevent reports recoverable conditions (a failed epoll_ctl that the
-     * caller sees as an error anyway) as warnings: only errors matter. */
-    if (severity >= EVENT_LOG_ERR)
+     * caller sees as an error anyway) as warnings: only errors matter. A
+     * base that cannot be made is reported by goro__netpoll_init. */
+    if (severity >= EVENT_LOG_ERR && !making_base)
         fprintf(stderr, "goro: libevent: %s\n", msg);
 }
 
@@ -65,10 +72,97 @@ static void wake_event(evutil_socket_t fd, short what, void *arg)
     (void)arg;                      /* its job was to end the loop */
 }
 
-int goro__netpoll_init(struct goro_p *p)
+/* ---- making a base without letting libevent exit ----
+ * libevent 2.1 treats one failure of event_base_new_with_config as fatal:
+ * when the epoll backend cannot make its signal pipe (evsig_init_, out of
+ * descriptors), it calls exit(1), or the fatal callback if one is set and
+ * exit(1) after it returns. Every other failure there (epoll_create1, the
+ * wake-up eventfd, memory) returns NULL. A library must not end its host,
+ * so goro first checks that a base's descriptors are to be had, and keeps
+ * a fatal callback set while it makes a base, which jumps back out of
+ * libevent on this thread. libevent has no getter for the callback: the
+ * default (none) is what is restored. */
+
+/* Descriptors a base takes: the epoll fd, its timerfd (PRECISE_TIMER),
+ * the signal pipe (two) and the eventfd that wakes it. */
+#define BASE_FDS 5
+/* libevent's code for a failed internal assertion: that still aborts. */
+#define LIBEVENT_ERR_ABORT ((int)0xdeaddead)
+
+static __thread int fatal_errno;
+
+static void libevent_fatal(int code)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, libevent_setup);
+    if (making_base && code != LIBEVENT_ERR_ABORT) {
+        fatal_errno = errno;        /* what the failed call said */
+        siglongjmp(*making_base, 1);
+    }
+    /* Another thread's, or a broken assertion: as if no callback were set. */
+    if (code == LIBEVENT_ERR_ABORT)
+        abort();
+}                                   /* libevent calls exit(code) next */
+
+/* 0 if n descriptors (new open files, not dups: ENFILE counts files) can
+ * be opened now, else what opening one said. */
+static int fds_available(int n)
+{
+    int fds[BASE_FDS], got = 0, err = 0;
+    while (got < n && got < BASE_FDS && !err) {
+        fds[got] = eventfd(0, EFD_CLOEXEC);
+        if (fds[got] < 0)
+            err = -errno;
+        else
+            got++;
+    }
+    while (got > 0)
+        close(fds[--got]);
+    return err;
+}
+
+/* event_base_new_with_config, or NULL and *err. A base abandoned by the
+ * jump leaks its epoll fd, its timerfd and some memory: only when another
+ * thread took the last descriptors after fds_available looked. */
+static struct event_base *base_new(struct event_config *cfg, int *err)
+{
+    sigjmp_buf back;
+    struct event_base *volatile base = NULL;
+    *err = 0;
+    if (sigsetjmp(back, 0) == 0) {
+        making_base = &back;
+        event_set_fatal_callback(libevent_fatal);
+        base = event_base_new_with_config(cfg);
+    } else {
+        *err = fatal_errno > 0 ? -fatal_errno : -EMFILE;
+    }
+    event_set_fatal_callback(NULL);
+    making_base = NULL;
+    if (!base && !*err) {
+        /* libevent does not say why: descriptors, or else memory */
+        *err = fds_available(BASE_FDS);
+        if (*err != -EMFILE && *err != -ENFILE)
+            *err = -ENOMEM;
+    }
+    return base;
+}
+
+/* One line naming the cause and what to do about it. */
+static void report_start_failure(int id, int err)
+{
+    const char *fix = "raise RLIMIT_NOFILE (ulimit -n) or close descriptors";
+    if (err == -EMFILE)
+        fprintf(stderr, "goro: cannot start: out of file descriptors (EMFILE) creating the "
+                "event base of worker %d; %s\n", id, fix);
+    else if (err == -ENFILE)
+        fprintf(stderr, "goro: cannot start: the system is out of open files (ENFILE) "
+                "creating the event base of worker %d; close descriptors or raise "
+                "fs.file-max\n", id);
+    else
+        fprintf(stderr, "goro: cannot start: %s creating the event base of worker %d\n",
+                strerror(-err), id);
+}
+
+static int base_init(struct goro_p *p)
+{
     struct event_config *cfg = event_config_new();
     if (!cfg)
         return -ENOMEM;
@@ -79,10 +173,12 @@ int goro__netpoll_init(struct goro_p *p)
     event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_IGNORE_ENV |
                                EVENT_BASE_FLAG_NO_CACHE_TIME);
     event_config_require_features(cfg, EV_FEATURE_ET);
-    p->base = event_base_new_with_config(cfg);
+    int err = fds_available(BASE_FDS);
+    if (!err)
+        p->base = base_new(cfg, &err);
     event_config_free(cfg);
-    if (!p->base)
-        return -ENOMEM;
+    if (err)
+        return err;
     p->wake_ev = event_new(p->base, -1, 0, wake_event, NULL);
     if (!p->wake_ev) {
         event_base_free(p->base);
@@ -90,6 +186,17 @@ int goro__netpoll_init(struct goro_p *p)
         return -ENOMEM;
     }
     return 0;
+}
+
+/* Runs on the thread calling goro_start, before any worker exists. */
+int goro__netpoll_init(struct goro_p *p)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, libevent_setup);
+    int err = base_init(p);
+    if (err)
+        report_start_failure(p->id, err);
+    return err;
 }
 
 void goro__netpoll_fini(struct goro_p *p)

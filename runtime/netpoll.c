@@ -464,7 +464,7 @@ int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t dead
         err = goro__wait_check(deadline);
     if (err) {
         goro__unlock(&pd->lock);
-        return err;
+        return goro__wait_refused(err);
     }
     /* One waiter per direction, like a select: the first edge claims. */
     struct goro *self = goro__waiter_self();

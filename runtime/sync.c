@@ -75,7 +75,7 @@ static int wait_on(struct goro_waitq *q, goro_lock_t *lk, enum goro_wait why,
     int err = firm ? 0 : goro__wait_check(deadline);
     if (err) {
         goro__unlock(lk);
-        return err;
+        return goro__wait_refused(err);
     }
     struct goro_waiter w = { .g = goro__waiter_self(), .kind = kind };
     goro__waitq_push(q, &w);

@@ -32,6 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef GORO_TEST_SQLITE
+#include <sqlite3.h>
+#endif
+
 #include "helpers.h"
 #include "suites.h"
 
@@ -1114,26 +1118,144 @@ START_TEST(pinned_lock_holder_runs_when_its_thread_blocks)
 }
 END_TEST
 
+#ifdef GORO_TEST_SQLITE
+/* The same with SQLite's own write lock: two coroutines share a database
+ * on one worker with a 1 ms slice. A writer is preempted inside its
+ * transaction (pinned to the thread); the other one's BEGIN IMMEDIATE finds
+ * the database locked, and SQLite's busy handler sleeps that same thread.
+ * The preempted writer must commit from another thread well within the
+ * busy timeout: no call may see "database is locked". */
+struct sq_writer {
+    const char *path;
+    int id, rounds, busy;
+    char err[160];
+};
+
+static GORO_PREEMPTIBLE void sq_compute(void)
+{
+    st_long_runner(3);              /* inside the transaction: preempted */
+}
+
+static bool sq_ok(struct sq_writer *w, sqlite3 *db, int rc, const char *what)
+{
+    if (rc == SQLITE_OK || rc == SQLITE_DONE)
+        return true;
+    if (rc == SQLITE_BUSY)
+        w->busy++;
+    if (!w->err[0])
+        snprintf(w->err, sizeof w->err, "writer %d: %s: %s", w->id, what, sqlite3_errmsg(db));
+    return false;
+}
+
+static void sq_write(struct sq_writer *w)
+{
+    sqlite3 *db;
+    if (sqlite3_open(w->path, &db) != SQLITE_OK) {
+        snprintf(w->err, sizeof w->err, "writer %d: open failed", w->id);
+        return;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    for (int i = 0; i < w->rounds && !w->err[0]; i++) {
+        char sql[96];
+        snprintf(sql, sizeof sql, "INSERT INTO t VALUES (%d, %d)", w->id, i);
+        if (!sq_ok(w, db, sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), "begin"))
+            break;
+        sq_compute();
+        if (!sq_ok(w, db, sqlite3_exec(db, sql, NULL, NULL, NULL), "insert") ||
+            !sq_ok(w, db, sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), "commit"))
+            break;
+        goro_yield();               /* let the other one in */
+    }
+    sqlite3_close(db);
+}
+
+START_TEST(sqlite_writers_never_see_locked)
+{
+    if (!handoff_available() || !t_async_preemption()) {
+        t_skip("sqlite_writers_never_see_locked", "no hand-off or no async preemption");
+        return;
+    }
+    if (goro_workers() > 0)
+        ck_assert_int_eq(goro_shutdown(), 0);
+    ck_assert_int_eq(goro_start(&(goro_config_t){ .workers = 1, .slice_ns = GORO_MSEC }), 0);
+    char path[] = "/tmp/goro-sqlite-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "CREATE TABLE t (w INTEGER, i INTEGER)", NULL, NULL,
+                                  NULL), SQLITE_OK);
+    sqlite3_close(db);
+    int rounds = (int)t_scale(60);
+    struct sq_writer w[2] = { { path, 0, rounds, 0, "" }, { path, 1, rounds, 0, "" } };
+    int64_t t0 = goro_now();
+    goro_t *h[2] = { go(sq_write, &w[0]), go(sq_write, &w[1]) };
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    double ms = t_ms(goro_now() - t0);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *q;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &q, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    int rows = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    unlink(path);
+    printf("sqlite: %d rows by two writers in %.0f ms, 1 worker, 1 ms slice\n", rows, ms);
+    ck_assert_msg(!w[0].err[0] && !w[1].err[0], "%s%s", w[0].err, w[1].err);
+    ck_assert_int_eq(rows, 2 * rounds);
+}
+END_TEST
+#endif
+
 /* A loop on a wait whose deadline has passed never parks. It must still
  * give way when its slice is over (every return from goro is a preemption
  * point), and never end up running beside the thread that replaced it. */
-static void st_expired_loop(void)
+static const char *const expired_kinds[] = {
+    "chan recv", "select", "mutex", "read", "sleep", "join"
+};
+static goro_mutex_t st_mu = GORO_MUTEX_INIT;
+static int st_pipe[2];
+static goro_t *st_never;            /* a coroutine that ends only at stop */
+
+static void st_until_stop(void)
+{
+    while (!atomic_load(&st.stop))
+        goro_sleep(GORO_MSEC);
+}
+
+static void st_expired_loop(int kind)
 {
     long v;
-    while (!atomic_load(&st.stop))
-        goro_chan_recv_until(st.ch, &v, 0);
+    char c;
+    goro_case_t cs = { st.ch, GORO_RECV, &v, 0 };
+    while (!atomic_load(&st.stop)) {
+        switch (kind) {
+        case 0: goro_chan_recv_until(st.ch, &v, 0); break;
+        case 1: goro_select_until(&cs, 1, 0, 0); break;
+        case 2: goro_mutex_lock_until(&st_mu, 0); break;    /* held by the test */
+        case 3: goro_read_until(st_pipe[0], &c, 1, 0); break;
+        case 4: goro_sleep_until(0); break;
+        default: goro_join_until(st_never, NULL, 0); break;
+        }
+    }
 }
 
 START_TEST(expired_wait_loop_yields)
 {
+    int kind = _i;
     restart(2);
     st_reset();
     ck_assert_int_eq(goro_chan_new(&st.ch, sizeof(long), 0), 0);
+    ck_assert_int_eq(pipe2(st_pipe, O_CLOEXEC | O_NONBLOCK), 0);
+    ck_assert_int_eq(goro_mutex_lock(&st_mu), 0);
+    st_never = go(st_until_stop);
     long threads0 = thread_count();
     goro_t *tk = go(st_ticker);
     goro_t *loops[2];
     for (int i = 0; i < 2; i++)
-        loops[i] = go(st_expired_loop);
+        loops[i] = go(st_expired_loop, kind);
     long max_threads = 0;
     for (int i = 0; i < 40; i++) {
         t_nap(0.01);
@@ -1144,12 +1266,17 @@ START_TEST(expired_wait_loop_yields)
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(goro_join(loops[i], NULL), 0);
     ck_assert_int_eq(goro_join(tk, NULL), 0);
+    ck_assert_int_eq(goro_join(st_never, NULL), 0);
+    ck_assert_int_eq(goro_mutex_unlock(&st_mu), 0);
+    ck_assert_int_eq(goro_close(st_pipe[0]), 0);
+    close(st_pipe[1]);
     ck_assert_int_eq(goro_chan_free(st.ch), 0);
     double gap = t_ms(atomic_load(&st.max_gap_ns));
-    ck_assert_msg(max_threads <= threads0 + 1, "threads: %ld at the start, up to %ld with "
-                  "two loops on expired waits", threads0, max_threads);
+    ck_assert_msg(max_threads <= threads0 + 1, "%s: threads: %ld at the start, up to %ld "
+                  "with two loops on expired waits", expired_kinds[kind], threads0, max_threads);
     ck_assert_msg(atomic_load(&st.ticks) > 20 && gap < t_timeout(0.1) * 1e3,
-                  "ticker: %ld ticks, largest gap %.0f ms", atomic_load(&st.ticks), gap);
+                  "%s: ticker: %ld ticks, largest gap %.0f ms", expired_kinds[kind],
+                  atomic_load(&st.ticks), gap);
 }
 END_TEST
 
@@ -1186,7 +1313,11 @@ Suite *handoff_suite(void)
     tcase_add_test(tc, one_worker_work_made_after_handoff_runs);
     tcase_add_test(tc, pinned_coroutine_does_not_stop_handoff);
     tcase_add_test(tc, pinned_lock_holder_runs_when_its_thread_blocks);
-    tcase_add_test(tc, expired_wait_loop_yields);
+#ifdef GORO_TEST_SQLITE
+    tcase_add_test(tc, sqlite_writers_never_see_locked);
+#endif
+    tcase_add_loop_test(tc, expired_wait_loop_yields, 0,
+                        (int)(sizeof expired_kinds / sizeof expired_kinds[0]));
     suite_add_tcase(s, tc);
     return s;
 }

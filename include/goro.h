@@ -40,7 +40,9 @@ extern "C" {
  * Runtime
  * ------------------------------------------------------------------------ */
 
-/* Settings for goro_start(). Zero fields mean "the default". */
+/* Settings for goro_start(). Zero fields mean "the default". A bad value
+ * in the environment is ignored with a line on stderr ("goro: ignoring
+ * NAME=VALUE (want ...)") and the default is used (docs/api.md). */
 typedef struct goro_config {
     int workers;          /* worker threads; default: GORO_WORKERS or online CPUs */
     size_t stack_size;    /* default stack reserve; default: GORO_STACK_SIZE or 256 KiB */

@@ -385,6 +385,21 @@ GORO_HIDDEN bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending);
 /* offload.c */
 GORO_HIDDEN void goro__offload_stop(void);
 
+/* env.c: settings from the environment, all by one rule. A setting that
+ * is unset or empty returns false (or dflt); a bad one too, after printing
+ * "goro: ignoring NAME=VALUE (want ...)"; the caller then uses its default.
+ * _long: a decimal number in min..max (min >= 0; more: text after the
+ * range in the message); _size: bytes, k/M/g suffixes allowed; _is: the
+ * value is exactly word; _flag: 0 or 1. */
+GORO_HIDDEN bool goro__env_long(const char *name, long min, long max, const char *more,
+                                long *out);
+GORO_HIDDEN bool goro__env_size(const char *name, size_t min, size_t max, size_t *out);
+GORO_HIDDEN bool goro__env_is(const char *name, const char *word);
+GORO_HIDDEN bool goro__env_flag(const char *name, bool dflt);
+/* Coroutine stack sizes allowed (goro_attr_t.stack_size, GORO_STACK_SIZE). */
+#define GORO_STACK_MIN ((size_t)16 * 1024)
+#define GORO_STACK_MAX ((size_t)1 << 30)
+
 /* fault.c */
 GORO_HIDDEN int goro__fault_thread_init(struct goro_m *m);
 GORO_HIDDEN void goro__fault_thread_fini(struct goro_m *m);

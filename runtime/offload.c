@@ -38,16 +38,16 @@ static pthread_t *threads;
 static int nthreads, nidle, max_threads;
 static bool stopping;
 
+#define MAX_POOL 1024
+
+/* GORO_OFFLOAD_THREADS, or twice the workers (at least 4). */
 static int pool_size(void)
 {
-    const char *s = getenv("GORO_OFFLOAD_THREADS");
-    long n = s ? strtol(s, NULL, 10) : 0;
-    if (n < 1 || n > 1024) {
-        n = 2L * goro_workers();
-        if (n < 4)
-            n = 4;
-    }
-    return (int)n;
+    long n;
+    if (goro__env_long("GORO_OFFLOAD_THREADS", 1, MAX_POOL, NULL, &n))
+        return (int)n;
+    n = 2L * goro_workers();
+    return n < 4 ? 4 : (int)n;
 }
 
 static void finish(struct job *j)

@@ -1,5 +1,5 @@
 /* Starting and stopping the runtime; settings from goro_config_t and the
- * environment (GORO_WORKERS, GORO_STACK_SIZE). */
+ * environment (GORO_WORKERS, GORO_STACK_SIZE, GORO_SLICE: read by env.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -15,61 +15,31 @@
 
 static goro_lock_t start_lock = GORO_LOCK_INIT;
 
-/* Parses a size such as 65536, 64k, 1M; 0 if absent or malformed. */
-static size_t parse_size(const char *s)
-{
-    if (!s || !*s)
-        return 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
-    }
-    return *end ? 0 : (size_t)v;
-}
-
+/* The environment's settings (env.c: one rule and one message for all);
+ * 0 means unset or refused: the default. */
 static int env_workers(void)
 {
-    const char *s = getenv("GORO_WORKERS");
-    if (!s || !*s)
-        return 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v < 1 || v > MAX_WORKERS) {
-        fprintf(stderr, "goro: ignoring GORO_WORKERS=%s (want 1..%d)\n", s, MAX_WORKERS);
-        return 0;
-    }
-    return (int)v;
+    long v;
+    return goro__env_long("GORO_WORKERS", 1, MAX_WORKERS, NULL, &v) ? (int)v : 0;
 }
 
+/* GORO_STACK_SIZE, rounded up to pages. */
 static size_t env_stack_size(void)
 {
-    const char *s = getenv("GORO_STACK_SIZE");
-    size_t v = parse_size(s), rounded;
-    if (s && *s && goro__stack_size_check(v, &rounded) != 0) {
-        fprintf(stderr, "goro: ignoring GORO_STACK_SIZE=%s (want 16k..1g)\n", s);
+    size_t v, rounded;
+    if (!goro__env_size("GORO_STACK_SIZE", GORO_STACK_MIN, GORO_STACK_MAX, &v) ||
+        goro__stack_size_check(v, &rounded) != 0)
         return 0;
-    }
-    return v ? rounded : 0;
+    return rounded;
 }
 
-/* GORO_SLICE: milliseconds, or "off". */
+/* GORO_SLICE: milliseconds, or "off" (-1: never preempt). */
 static int64_t env_slice(void)
 {
-    const char *s = getenv("GORO_SLICE");
-    if (!s || !*s)
-        return 0;
-    if (strcmp(s, "off") == 0)
+    if (goro__env_is("GORO_SLICE", "off"))
         return -1;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v < 1 || v > 60000) {
-        fprintf(stderr, "goro: ignoring GORO_SLICE=%s (want 1..60000 ms, or off)\n", s);
-        return 0;
-    }
-    return (int64_t)v * GORO_MSEC;
+    long ms;
+    return goro__env_long("GORO_SLICE", 1, 60000, " ms, or off", &ms) ? ms * GORO_MSEC : 0;
 }
 
 static int start_locked(const goro_config_t *cfg)

@@ -4,7 +4,10 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "suites.h"
@@ -162,6 +165,177 @@ START_TEST(misuse_outside_a_coroutine)
 }
 END_TEST
 
+/* ---- settings from the environment ----
+ * Every variable follows one rule: unset or empty takes the default; a
+ * value that is not a whole number in range (sizes: k, M or g suffixes) is
+ * ignored with "goro: ignoring NAME=VALUE (want ...)" and the default is
+ * used. Each case runs in a child process (the environment is read when the
+ * runtime starts), which prints what it observed of the setting. */
+
+struct env_case {
+    const char *name, *value;
+    const char *want;       /* the message's "want" part; NULL: no message */
+    long expect;            /* the observation; -1: the default worker count */
+};
+
+/* The rw part of the calling coroutine's stack mapping, in 64 KiB units
+ * (the coroutine record above the stack adds a page or so). */
+static long stack_mapping_64k(void)
+{
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    FILE *f = fopen("/proc/self/maps", "r");
+    unsigned long lo, hi;
+    long found = -1;
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= here && here < hi)
+            found = (long)((hi - lo) / (64 * 1024));
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static atomic_int pool_running, pool_peak;
+
+/* Stays on its pool thread until 8 jobs run at once or 0.3 s pass, so the
+ * peak is the number of pool threads (of at most 8). */
+static long pool_job(void *unused)
+{
+    (void)unused;
+    int now = atomic_fetch_add(&pool_running, 1) + 1;
+    int peak = atomic_load(&pool_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&pool_peak, &peak, now))
+        ;
+    double end = t_now() + t_timeout(0.3);
+    while (atomic_load(&pool_running) < 8 && t_now() < end)
+        usleep(1000);
+    atomic_fetch_sub(&pool_running, 1);
+    return 0;
+}
+
+static void offload_pool_job(void)
+{
+    goro_offload(pool_job, NULL, NULL);
+}
+
+static long offload_peak(void)
+{
+    goro_t *h[8];
+    for (int i = 0; i < 8; i++)
+        if (!(h[i] = go(offload_pool_job)))
+            return -2;
+    for (int i = 0; i < 8; i++)
+        goro_join(h[i], NULL);
+    return atomic_load(&pool_peak);
+}
+
+/* In the child: the setting's effect. Workers: goro_workers(); stack size:
+ * a coroutine's stack in 64 KiB units; offload threads: the most jobs that
+ * ran at once, with 1 worker (default pool: 4); slice: nothing observable
+ * cheaply, 0. */
+static int env_child(void *arg)
+{
+    const struct env_case *c = arg;
+    if (strcmp(c->name, "GORO_OFFLOAD_THREADS") == 0)
+        setenv("GORO_WORKERS", "1", 1);
+    setenv(c->name, c->value, 1);
+    int err = goro_start(NULL);
+    if (err) {
+        printf("goro_start: %d\n", err);
+        return 1;
+    }
+    long seen = 0;
+    if (strcmp(c->name, "GORO_WORKERS") == 0) {
+        seen = goro_workers();
+    } else if (strcmp(c->name, "GORO_STACK_SIZE") == 0) {
+        goro_t *h = go(stack_mapping_64k);
+        if (!h || goro_join(h, &seen) != 0)
+            seen = -2;
+    } else if (strcmp(c->name, "GORO_OFFLOAD_THREADS") == 0) {
+        seen = offload_peak();
+    }
+    printf("seen=%ld\n", seen);
+    fflush(stdout);
+    return goro_shutdown() == 0 ? 0 : 1;
+}
+
+/* Runs c in a child; appends what went wrong, if anything, to report. */
+static void check_env_case(const struct env_case *c, char *report, size_t len)
+{
+    char out[2048], line[512], seen[64];
+    size_t used = strlen(report);
+    int st = t_run_child(env_child, (void *)c, t_timeout(20), out, sizeof out);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        snprintf(report + used, len - used, "\n%s=%s: child status %#x, output: %s",
+                 c->name, c->value, st, out);
+        return;
+    }
+    if (c->want)
+        snprintf(line, sizeof line, "goro: ignoring %s=%s (want %s)\n", c->name, c->value,
+                 c->want);
+    long expect = c->expect;
+    if (expect == -1) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        expect = n < 1 ? 1 : n > 1024 ? 1024 : n;
+    }
+    snprintf(seen, sizeof seen, "seen=%ld\n", expect);
+    bool message_ok = c->want ? strstr(out, line) != NULL : strstr(out, "goro:") == NULL;
+    if (!message_ok || !strstr(out, seen))
+        snprintf(report + used, len - used, "\n%s=%s: want %s and seen=%ld; output: %s",
+                 c->name, c->value, c->want ? "the message" : "no message", expect, out);
+}
+
+static void check_env_cases(const struct env_case *cases, size_t n)
+{
+    char report[8192] = "";
+    for (size_t i = 0; i < n; i++)
+        check_env_case(&cases[i], report, sizeof report);
+    ck_assert_msg(!report[0], "%s", report);
+}
+
+START_TEST(env_bad_values_are_reported)
+{
+    static const struct env_case cases[] = {
+        { "GORO_WORKERS", "abc", "1..1024", -1 },
+        { "GORO_WORKERS", "2x", "1..1024", -1 },
+        { "GORO_WORKERS", "0", "1..1024", -1 },
+        { "GORO_WORKERS", "99999999999999999999", "1..1024", -1 },
+        /* 2^44 + 1 MiB: 2^64 + 2^20 bytes, wrapped to 1 MiB once */
+        { "GORO_STACK_SIZE", "17592186044417M", "16k..1g", 4 },
+        { "GORO_STACK_SIZE", "99999999999999999999999", "16k..1g", 4 },
+        { "GORO_STACK_SIZE", "18014398509481984k", "16k..1g", 4 },   /* 2^64: 0 */
+        { "GORO_STACK_SIZE", "-1M", "16k..1g", 4 },
+        { "GORO_STACK_SIZE", "1x", "16k..1g", 4 },
+        { "GORO_STACK_SIZE", "2g", "16k..1g", 4 },
+        { "GORO_SLICE", "fast", "1..60000 ms, or off", 0 },
+        { "GORO_SLICE", "0", "1..60000 ms, or off", 0 },
+        { "GORO_OFFLOAD_THREADS", "many", "1..1024", 4 },
+        { "GORO_OFFLOAD_THREADS", "8abc", "1..1024", 4 },
+        { "GORO_OFFLOAD_THREADS", "0", "1..1024", 4 },
+        { "GORO_OFFLOAD_THREADS", "4096", "1..1024", 4 },
+    };
+    check_env_cases(cases, sizeof cases / sizeof cases[0]);
+}
+END_TEST
+
+START_TEST(env_good_values_are_used)
+{
+    static const struct env_case cases[] = {
+        { "GORO_WORKERS", "3", NULL, 3 },
+        { "GORO_WORKERS", "", NULL, -1 },
+        { "GORO_STACK_SIZE", "1M", NULL, 16 },
+        { "GORO_STACK_SIZE", "64k", NULL, 1 },
+        { "GORO_STACK_SIZE", "524288", NULL, 8 },
+        { "GORO_STACK_SIZE", "", NULL, 4 },
+        { "GORO_SLICE", "20", NULL, 0 },
+        { "GORO_SLICE", "off", NULL, 0 },
+        { "GORO_OFFLOAD_THREADS", "6", NULL, 6 },
+        { "GORO_OFFLOAD_THREADS", "", NULL, 4 },
+    };
+    check_env_cases(cases, sizeof cases / sizeof cases[0]);
+}
+END_TEST
+
 Suite *errors_suite(void)
 {
     Suite *s = suite_create("errors");
@@ -171,5 +345,8 @@ Suite *errors_suite(void)
     tcase_add_test(tc, join_and_detach_misuse);
     tcase_add_test(tc, misuse_inside_a_coroutine);
     tcase_add_test(tc, misuse_outside_a_coroutine);
+    tc = t_tcase(s, "env", 60);
+    tcase_add_test(tc, env_bad_values_are_reported);
+    tcase_add_test(tc, env_good_values_are_used);
     return s;
 }

@@ -547,13 +547,13 @@ static int shutdown_spawn_child(void *arg)
     pthread_t t;
     if (pthread_create(&t, NULL, shut_spawner, NULL) != 0)
         return 90;
-    for (int round = 0; round < 200; round++) {
+    for (long round = 0, rounds = t_scale(200); round < rounds; round++) {
         while (goro_workers() == 0)     /* the spawner starts it lazily */
             sched_yield();
         t_nap(0.0002);
         int e = goro_shutdown();
         if (e != 0 && e != -ENOTCONN) {
-            printf("round %d: shutdown %d\n", round, e);
+            printf("round %ld: shutdown %d\n", round, e);
             return 91;
         }
     }

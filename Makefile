@@ -201,6 +201,12 @@ test-asan:
 test-tsan:
 	$(MAKE) BUILD=build/tsan SANITIZE=thread OPT=-O1 test
 
+# GORO_DEBUG: runtime locks record their holder and abort with a message
+# when a thread takes one it holds (a goro call from a signal handler).
+.PHONY: test-debug
+test-debug:
+	$(MAKE) BUILD=build/debug CFLAGS="$(OPT) -g -DGORO_DEBUG" test
+
 # --fair-sched=yes: valgrind runs one thread at a time, and its default
 # lock lets a spinning thread starve the others (tests spin on purpose).
 test-valgrind: $(TEST_BIN)

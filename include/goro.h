@@ -16,6 +16,14 @@
  * a different worker after any call that can switch (marked "may switch"
  * below). Threads the runtime does not own may call go(), goro_join() and the
  * channel / sync calls too: there, waiting blocks the calling thread.
+ *
+ * Signal handlers: no goro call is async-signal-safe except goro_now().
+ * The others take short internal locks (the try forms too), allocate or
+ * switch: one made from a handler that interrupted its thread inside goro
+ * can wait for ever for a lock that thread holds (builds with -DGORO_DEBUG
+ * abort with a message instead). Write to a pipe or an eventfd in the
+ * handler and read it with goro_read() in a coroutine (docs/api.md,
+ * "Signal handlers").
  */
 #ifndef GORO_H
 #define GORO_H

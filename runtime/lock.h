@@ -18,13 +18,28 @@
 #define cpu_relax() do { } while (0)
 #endif
 
-/* 0 = free, 1 = held, 2 = held and somebody may be sleeping on it. */
-typedef struct { _Atomic uint32_t word; } goro_lock_t;
+/* word: 0 = free, 1 = held, 2 = held and somebody may be sleeping on it.
+ * Builds with -DGORO_DEBUG also record the holder's thread id: a thread
+ * that takes a lock it already holds - a goro call from a signal handler
+ * that interrupted the runtime, or a bug - would wait for itself for ever;
+ * instead it prints why and aborts (lock.c). The field fits in the padding
+ * the sync objects' layouts already have (sync.c asserts their sizes). */
+typedef struct {
+    _Atomic uint32_t word;
+#ifdef GORO_DEBUG
+    _Atomic int32_t holder;        /* thread id, 0: free (or not known) */
+#endif
+} goro_lock_t;
 
 #define GORO_LOCK_INIT { 0 }
 
 void goro__lock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
 void goro__unlock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
+
+#ifdef GORO_DEBUG
+/* The calling thread's id (cached; async-signal-safe). */
+int32_t goro__lock_self(void) __attribute__((visibility("hidden")));
+#endif
 
 static inline void goro__lock(goro_lock_t *l)
 {
@@ -32,10 +47,17 @@ static inline void goro__lock(goro_lock_t *l)
     if (!atomic_compare_exchange_strong_explicit(&l->word, &expect, 1,
             memory_order_acquire, memory_order_relaxed))
         goro__lock_slow(l);
+#ifdef GORO_DEBUG
+    atomic_store_explicit(&l->holder, goro__lock_self(), memory_order_relaxed);
+#endif
 }
 
 static inline void goro__unlock(goro_lock_t *l)
 {
+#ifdef GORO_DEBUG
+    /* Before the release: the next holder's record must not be erased. */
+    atomic_store_explicit(&l->holder, 0, memory_order_relaxed);
+#endif
     if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
         goro__unlock_slow(l);
 }

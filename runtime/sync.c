@@ -63,6 +63,9 @@ _Static_assert(sizeof(struct cond_impl) <= sizeof(goro_cond_t), "cond layout");
 _Static_assert(sizeof(struct sem_impl) <= sizeof(goro_sem_t), "sem layout");
 _Static_assert(sizeof(struct wg_impl) <= sizeof(goro_waitgroup_t), "waitgroup layout");
 _Static_assert(sizeof(struct once_impl) <= sizeof(goro_once_t), "once layout");
+/* The debug build's test of lock misuse takes a mutex's lock through the
+ * public object (tests/test_errors.c). */
+_Static_assert(offsetof(struct mutex_impl, lk) == 0, "mutex lock first");
 
 /* Parks the caller on q (whose owner's lock lk is held; released once
  * parked) until a partner hands it what it waits for, its deadline passes

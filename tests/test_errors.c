@@ -336,6 +336,68 @@ START_TEST(env_good_values_are_used)
 }
 END_TEST
 
+#ifdef GORO_DEBUG
+/* ---- debug builds: a runtime lock taken again by its holder ----
+ * A goro call from a signal handler that interrupted the runtime while it
+ * held a lock would wait for that lock for ever. Debug builds record each
+ * lock's holder and abort with a message instead. The child takes a lock
+ * through the runtime's own lock functions (lock.h), as the interrupted
+ * code would have, then takes it again: directly, or from a handler making
+ * a public call on the object whose lock it is. Killed after a timeout:
+ * without the check it hangs. */
+#include <signal.h>
+#include <sys/resource.h>
+
+#include "lock.h"
+
+#define RELOCK_MESSAGE "goro: a lock of the runtime is taken again by the thread " \
+                       "that holds it: a goro call from a signal handler, or a bug\n"
+
+/* sync.c asserts that a mutex's internal lock is its first member. */
+static goro_mutex_t relock_mu = GORO_MUTEX_INIT;
+
+static void relock_handler(int sig)
+{
+    (void)sig;
+    goro_mutex_trylock(&relock_mu);
+}
+
+static int relock_child(void *from_handler)
+{
+    struct rlimit no_core = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &no_core);       /* the abort is expected */
+    goro_lock_t *lk = (goro_lock_t *)&relock_mu;
+    goro__lock(lk);
+    if (from_handler) {
+        signal(SIGUSR1, relock_handler);
+        raise(SIGUSR1);
+    } else {
+        goro__lock(lk);
+    }
+    printf("the lock was taken twice and nothing said so\n");
+    return 0;
+}
+
+START_TEST(debug_lock_taken_again_aborts)
+{
+    static const char *const how[] = { "directly", "from a signal handler" };
+    for (int i = 0; i < 2; i++) {
+        char out[16384];
+        int st = t_run_child(relock_child, i ? (void *)how : NULL, t_timeout(5), out,
+                             sizeof out);
+        ck_assert_msg(st != -1, "lock taken again %s: hung (child killed after %.0f s); "
+                      "output: %s", how[i], t_timeout(5), out);
+        ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+                      "lock taken again %s: status %#x, want SIGABRT; output: %s", how[i],
+                      st, out);
+        ck_assert_msg(strncmp(out, RELOCK_MESSAGE, strlen(RELOCK_MESSAGE)) == 0,
+                      "lock taken again %s: output does not start with the message: %s",
+                      how[i], out);
+    }
+}
+END_TEST
+#endif
+
 Suite *errors_suite(void)
 {
     Suite *s = suite_create("errors");
@@ -348,5 +410,9 @@ Suite *errors_suite(void)
     tc = t_tcase(s, "env", 60);
     tcase_add_test(tc, env_bad_values_are_reported);
     tcase_add_test(tc, env_good_values_are_used);
+#ifdef GORO_DEBUG
+    tc = t_tcase(s, "debug", 30);
+    tcase_add_test(tc, debug_lock_taken_again_aborts);
+#endif
     return s;
 }

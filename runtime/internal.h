@@ -322,6 +322,10 @@ GORO_HIDDEN struct goro *goro__slab_get(size_t stack_size, int *err);
 GORO_HIDDEN void goro__slab_put(struct goro *g);
 GORO_HIDDEN void goro__slab_free_all(void);
 GORO_HIDDEN bool goro__slab_trim_idle(void);
+/* The monitor thread, every round: unmaps pooled stacks unused for 1 s.
+ * Pending: the pool is not empty, so later ticks may have work. */
+GORO_HIDDEN void goro__slab_trim_tick(int64_t now);
+GORO_HIDDEN bool goro__slab_trim_pending(void);
 GORO_HIDDEN size_t goro__page_size(void);
 GORO_HIDDEN int goro__stack_size_check(size_t size, size_t *rounded);
 

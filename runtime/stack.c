@@ -18,8 +18,20 @@
  *
  * The global pool is not capped while coroutines come and go: unmapping
  * and mapping stacks in a burst costs system calls, a contended mmap lock
- * and TLB shootdowns on every CPU. A worker about to sleep trims the pool
- * back to POOL_KEEP slabs instead (goro__slab_trim_idle).
+ * and TLB shootdowns on every CPU. Pooled slabs still hold address space
+ * and mappings (RLIMIT_AS, vm.max_map_count), so they go back:
+ *  - down to POOL_KEEP slabs when a worker is about to sleep
+ *    (goro__slab_trim_idle);
+ *  - when unused for a while (goro__slab_trim_tick, from the monitor
+ *    thread): every IDLE_NS the slabs in the pool become "aged"; reuse
+ *    takes fresh slabs first, and the aged ones still there IDLE_NS later
+ *    are unmapped. An unused slab is returned after one to two IDLE_NS;
+ *  - all at once when a stack cannot be mapped (ENOMEM), before the one
+ *    retry (release_pools).
+ * A P's cache is touched by the P's owner only, so neither the monitor nor
+ * another thread's failed mapping can empty it: at most P_CACHE_MAX slabs
+ * per P stay until reused, until its own worker fails to map a stack, or
+ * until shutdown.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <valgrind/valgrind.h>
 
@@ -44,12 +57,19 @@
 #define P_CACHE_MAX 64
 #define POOL_KEEP 4096                /* pooled slabs kept when workers idle */
 #define TRIM_BATCH 64
+#define IDLE_NS GORO_SEC              /* pooled and unused this long: unmapped */
+#define TICK_BUDGET_NS (GORO_MSEC / 2)  /* unmapping per monitor tick, about */
 #define STACK_MIN (16 * 1024)
 #define STACK_MAX ((size_t)1 << 30)
 
+/* The global pool of default-size slabs, under pool_lock: `fresh` came in
+ * since the last ageing step (at aged_at), `aged` before it and has not
+ * been reused since. */
 static goro_lock_t pool_lock = GORO_LOCK_INIT;
-static struct goro *pool;             /* global pool of default-size slabs */
-static _Atomic int pool_count;
+static struct goro *fresh, *aged;
+static int64_t aged_at;
+static _Atomic int pool_count;        /* fresh + aged; peeked without the lock */
+static _Atomic int64_t trim_due;      /* the tick has nothing to do before this */
 
 size_t goro__page_size(void)
 {
@@ -103,18 +123,39 @@ static long count_mappings(void)
     return n;
 }
 
-/* mmap/mprotect failed: say why once, in terms a person can act on. */
-static int explain_map_failure(int err)
+/* Whether size more bytes of mappings would pass RLIMIT_AS (*limit). */
+static bool over_as_limit(size_t size, rlim_t *limit)
 {
-    static _Atomic int said_maps, said_mem;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return false;
+    long pages = read_long_file("/proc/self/statm");     /* VmSize */
+    *limit = rl.rlim_cur;
+    return pages > 0 && (rlim_t)pages * goro__page_size() + size > rl.rlim_cur;
+}
+
+/* mmap/mprotect of size bytes failed, even with the pools emptied: say why
+ * once, in terms a person can act on. */
+static int explain_map_failure(int err, size_t size)
+{
+    static _Atomic int said_maps, said_as, said_mem;
     long max = read_long_file("/proc/sys/vm/max_map_count");
     long have = count_mappings();
+    rlim_t limit;
     if (err == ENOMEM && max > 0 && have >= 0 && have + 8 >= max) {
         goro__warn_once(&said_maps,
             "cannot map a coroutine stack: the process has %ld memory mappings "
             "and vm.max_map_count is %ld (each coroutine stack takes 2); raise it, "
             "e.g. sysctl -w vm.max_map_count=%ld", have, max, max * 4);
         return -EAGAIN;
+    }
+    if (err == ENOMEM && over_as_limit(size, &limit)) {
+        goro__warn_once(&said_as,
+            "cannot map a coroutine stack: the address space limit (RLIMIT_AS, "
+            "ulimit -v) of %llu MiB is reached; raise it, or lower the stack size "
+            "(goro_attr_t.stack_size, GORO_STACK_SIZE) or the number of coroutines",
+            (unsigned long long)(limit >> 20));
+        return -ENOMEM;
     }
     goro__warn_once(&said_mem,
         "cannot map a coroutine stack: %s; lower the stack size "
@@ -123,21 +164,122 @@ static int explain_map_failure(int err)
     return -ENOMEM;
 }
 
+static void slab_unmap(struct goro *g)
+{
+    goro__registry_remove(g);
+    goro__san_fiber_destroy(g);
+    VALGRIND_STACK_DEREGISTER(g->valgrind_id);
+    munmap(g->map, g->map_size);
+}
+
+/* Unmaps a pool_next list; returns how many slabs it held. */
+static int unmap_list(struct goro *g)
+{
+    int n = 0;
+    for (; g; n++) {
+        struct goro *next = g->pool_next;
+        slab_unmap(g);
+        g = next;
+    }
+    return n;
+}
+
+/* ---- the global pool (callers hold pool_lock) ---- */
+
+static void pool_push(struct goro *g)
+{
+    g->pool_next = fresh;
+    fresh = g;
+    pool_count++;
+}
+
+/* For reuse: the slab pooled last (its top is the likeliest to be cached);
+ * an aged one only when no fresh one is left. */
+static struct goro *pool_pop_newest(void)
+{
+    struct goro **from = fresh ? &fresh : &aged;
+    struct goro *g = *from;
+    if (g) {
+        *from = g->pool_next;
+        pool_count--;
+    }
+    return g;
+}
+
+/* For unmapping: aged slabs first. */
+static struct goro *pool_pop_oldest(void)
+{
+    struct goro **from = aged ? &aged : &fresh;
+    struct goro *g = *from;
+    if (g) {
+        *from = g->pool_next;
+        pool_count--;
+    }
+    return g;
+}
+
+/* Empties the pool into one list. */
+static struct goro *pool_take_all(void)
+{
+    struct goro *all = NULL, *g;
+    while ((g = pool_pop_oldest())) {
+        g->pool_next = all;
+        all = g;
+    }
+    return all;
+}
+
+/* Out of address space or mappings: unmaps every pooled slab this thread
+ * may touch - the global pool, and its own P's cache (another P's cache is
+ * its owner's alone). Returns how many. */
+static int release_pools(void)
+{
+    struct goro *cached = NULL;
+    struct goro_p *p = goro__p_enter();
+    if (p) {
+        cached = p->free_slabs;
+        p->free_slabs = NULL;
+        p->nfree = 0;
+        goro__p_leave();
+    }
+    goro__lock(&pool_lock);
+    struct goro *pooled = pool_take_all();
+    goro__unlock(&pool_lock);
+    return unmap_list(cached) + unmap_list(pooled);
+}
+
+/* A read-write mapping of map_size bytes whose first guard bytes are
+ * PROT_NONE, or NULL with errno set. */
+static char *map_guarded(size_t map_size, size_t guard)
+{
+    char *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (map == MAP_FAILED)
+        return NULL;
+    if (mprotect(map, guard, PROT_NONE) != 0) {
+        int e = errno;
+        munmap(map, map_size);
+        errno = e;
+        return NULL;
+    }
+    return map;
+}
+
 static struct goro *slab_map(size_t stack_size, int *err)
 {
     size_t guard = guard_size();
     size_t head = (sizeof(struct goro) + 63) & ~(size_t)63;
     size_t map_size = guard + stack_size + ((head + goro__page_size() - 1) & ~(goro__page_size() - 1));
-    char *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    if (map == MAP_FAILED) {
-        *err = explain_map_failure(errno);
-        return NULL;
+    char *map = map_guarded(map_size, guard);
+    int e = map ? 0 : errno;
+    /* ENOMEM: out of address space (RLIMIT_AS) or of mappings; idle
+     * pooled slabs may be what holds them. */
+    if (e == ENOMEM && release_pools() > 0) {
+        map = map_guarded(map_size, guard);
+        e = map ? 0 : errno;
     }
-    if (mprotect(map, guard, PROT_NONE) != 0) {
-        int e = errno;
-        munmap(map, map_size);
-        *err = explain_map_failure(e);
+    if (!map) {
+        *err = explain_map_failure(e, map_size);
         return NULL;
     }
     struct goro *g = (struct goro *)(map + map_size - head);
@@ -156,14 +298,6 @@ static struct goro *slab_map(size_t stack_size, int *err)
         return NULL;
     }
     return g;
-}
-
-static void slab_unmap(struct goro *g)
-{
-    goro__registry_remove(g);
-    goro__san_fiber_destroy(g);
-    VALGRIND_STACK_DEREGISTER(g->valgrind_id);
-    munmap(g->map, g->map_size);
 }
 
 static bool is_default_size(const struct goro *g)
@@ -197,20 +331,13 @@ static struct goro *pooled_slab(void)
     struct goro *g;
     if (!p) {
         goro__lock(&pool_lock);
-        g = pool;
-        if (g) {
-            pool = g->pool_next;
-            pool_count--;
-        }
+        g = pool_pop_newest();
         goro__unlock(&pool_lock);
         return g;
     }
     if (!p->free_slabs) {
         goro__lock(&pool_lock);
-        while (pool && p->nfree < P_CACHE_MAX / 2) {
-            g = pool;
-            pool = g->pool_next;
-            pool_count--;
+        while (p->nfree < P_CACHE_MAX / 2 && (g = pool_pop_newest())) {
             g->pool_next = p->free_slabs;
             p->free_slabs = g;
             p->nfree++;
@@ -261,20 +388,15 @@ void goro__slab_put(struct goro *g)
             struct goro *x = p->free_slabs;
             p->free_slabs = x->pool_next;
             p->nfree--;
-            x->pool_next = pool;
-            pool = x;
-            pool_count++;
+            pool_push(x);
         }
         g->pool_next = p->free_slabs;
         p->free_slabs = g;
         p->nfree++;
         g = NULL;
     }
-    if (g) {
-        g->pool_next = pool;
-        pool = g;
-        pool_count++;
-    }
+    if (g)
+        pool_push(g);
     goro__unlock(&pool_lock);
     if (p)
         goro__p_leave();
@@ -289,20 +411,57 @@ bool goro__slab_trim_idle(void)
     struct goro *batch = NULL;
     goro__lock(&pool_lock);
     for (int i = 0; i < TRIM_BATCH && pool_count > POOL_KEEP; i++) {
-        struct goro *x = pool;
-        pool = x->pool_next;
-        pool_count--;
+        struct goro *x = pool_pop_oldest();
         x->pool_next = batch;
         batch = x;
     }
     bool more = pool_count > POOL_KEEP;
     goro__unlock(&pool_lock);
-    while (batch) {
-        struct goro *x = batch;
-        batch = x->pool_next;
-        slab_unmap(x);
-    }
+    unmap_list(batch);
     return more;
+}
+
+/* Up to TRIM_BATCH aged slabs that are due (unused for IDLE_NS), after
+ * starting a new age if the last one is over and fully unmapped. */
+static struct goro *take_idle(int64_t now)
+{
+    struct goro *batch = NULL;
+    goro__lock(&pool_lock);
+    if (!aged && now - aged_at >= IDLE_NS) {
+        aged = fresh;
+        fresh = NULL;
+        aged_at = now;
+    }
+    for (int i = 0; i < TRIM_BATCH && aged && now - aged_at >= IDLE_NS; i++) {
+        struct goro *x = aged;
+        aged = x->pool_next;
+        pool_count--;
+        x->pool_next = batch;
+        batch = x;
+    }
+    atomic_store_explicit(&trim_due, aged_at + IDLE_NS, memory_order_relaxed);
+    goro__unlock(&pool_lock);
+    return batch;
+}
+
+/* From the monitor thread (no P needed), now on goro__now()'s clock:
+ * unmaps pooled slabs unused for IDLE_NS, for about TICK_BUDGET_NS at
+ * most. Two loads when there is nothing to do. */
+void goro__slab_trim_tick(int64_t now)
+{
+    if (atomic_load_explicit(&pool_count, memory_order_relaxed) == 0 ||
+        now < atomic_load_explicit(&trim_due, memory_order_relaxed))
+        return;
+    int64_t stop = goro__now() + TICK_BUDGET_NS;
+    while (unmap_list(take_idle(now)) == TRIM_BATCH && goro__now() < stop)
+        ;
+}
+
+/* Whether the global pool holds slabs that a later tick may unmap: the
+ * monitor keeps ticking while it does, even with every worker idle. */
+bool goro__slab_trim_pending(void)
+{
+    return atomic_load_explicit(&pool_count, memory_order_relaxed) > 0;
 }
 
 /* At shutdown, with every coroutine ended: unmap every slab, pooled or
@@ -310,15 +469,10 @@ bool goro__slab_trim_idle(void)
 void goro__slab_free_all(void)
 {
     goro__lock(&pool_lock);
-    struct goro *g = pool;
-    pool = NULL;
-    pool_count = 0;
+    struct goro *pooled = pool_take_all();
     goro__unlock(&pool_lock);
-    while (g) {
-        struct goro *n = g->pool_next;
-        slab_unmap(g);
-        g = n;
-    }
+    unmap_list(pooled);
+    struct goro *g;
     while ((g = goro__registry_last()))
         slab_unmap(g);
 }

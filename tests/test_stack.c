@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -532,6 +533,191 @@ START_TEST(map_count_exhaustion_is_reported)
 }
 END_TEST
 
+/* ---- idle stacks given back ---- */
+
+/* runtime/stack.c (hidden; the monitor thread calls it): returns pooled
+ * stacks unused for a while. Weak, so that the suite links without it. */
+void goro__slab_trim_tick(int64_t now) __attribute__((weak));
+
+#define BURST_STACK (256 * KiB)
+#define BURST 1024                    /* 1024 x (256 + guard + 4) KiB: > 256 MiB */
+#define HEADROOM (16L << 20)          /* address space left when the burst is over */
+#define OTHER_STACK (32L << 20)       /* a stack size the pools do not hold */
+#define BIG_MALLOC (64L << 20)
+
+static goro_chan_t *burst_end;
+
+static void wait_burst_end(void)
+{
+    goro_chan_recv(burst_end, NULL);  /* returns 0 once the channel is closed */
+}
+
+/* In a child: BURST coroutines alive at once, then all ended and joined
+ * (their stacks go to the pools), then the address space limited to what
+ * is mapped now plus HEADROOM. Returns 0 or an exit status. */
+static int burst_then_limit(void)
+{
+    static goro_t *h[BURST];
+    goro_config_t cfg = { .workers = 2, .stack_size = BURST_STACK };
+    if (goro_start(&cfg) != 0 || goro_chan_new(&burst_end, 0, 0) != 0)
+        return 10;
+    for (int i = 0; i < BURST; i++)
+        if (!(h[i] = go(wait_burst_end)))
+            return 11;
+    goro_chan_close(burst_end);
+    for (int i = 0; i < BURST; i++)
+        if (goro_join(h[i], NULL) != 0)
+            return 12;
+    long pages = t_read_long_file("/proc/self/statm");   /* VmSize */
+    if (pages <= 0)
+        return 13;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0)
+        return 14;
+    rl.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + HEADROOM;
+    if (setrlimit(RLIMIT_AS, &rl) != 0)
+        return 15;
+    return 0;
+}
+
+static void nothing_much(void) {}
+
+/* After the limit: a stack of another size, then 64 MiB of heap. */
+static int other_stack_then_malloc(void)
+{
+    goro_attr_t attr = { .stack_size = OTHER_STACK };
+    goro_t *h = NULL;
+    int e = goro_go(&h, &attr, nothing_much);
+    printf("spawn with a %ld MiB stack: %d\n", OTHER_STACK >> 20, e);
+    if (e == 0)
+        goro_join(h, NULL);
+    void *mem = malloc(BIG_MALLOC);
+    printf("malloc(%ld MiB): %s\n", BIG_MALLOC >> 20, mem ? "ok" : "failed");
+    free(mem);
+    return e != 0 ? 20 : !mem ? 21 : 0;
+}
+
+static bool limits_testable(const char *test)
+{
+    if (t_slow() || t_sanitized() || t_valgrind()) {
+        /* qemu-user accepts RLIMIT_AS but does not apply it; ASan aborts
+         * when its own mappings fail under the limit; valgrind maps its
+         * own too */
+        t_skip(test, "slow run, sanitizer or valgrind");
+        return false;
+    }
+    return true;
+}
+
+static void check_child(const char *what, int (*fn)(void *), char *out, size_t len)
+{
+    int st = t_run_child(fn, NULL, t_timeout(30), out, len);
+    ck_assert_msg(st != -1, "%s: child could not run or hung; output:\n%s", what, out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child status %#x; output:\n%.3000s",
+                  what, st, out);
+}
+
+/* A stack that cannot be mapped: the pools give theirs back first. */
+static int failed_map_child(void *arg)
+{
+    (void)arg;
+    int e = burst_then_limit();
+    return e ? e : other_stack_then_malloc();
+}
+
+START_TEST(failed_mapping_releases_pooled_stacks)
+{
+    if (!limits_testable("failed_mapping_releases_pooled_stacks"))
+        return;
+    static char out[16 * 1024];
+    check_child("spawn after a burst under RLIMIT_AS", failed_map_child, out, sizeof out);
+    ck_assert_msg(!strstr(out, "goro:"), "a message although nothing ran out:\n%.3000s", out);
+}
+END_TEST
+
+/* Pooled stacks unused for a while go back to the kernel by themselves. */
+static int idle_pool_child(void *arg)
+{
+    (void)arg;
+    int e = burst_then_limit();
+    if (e)
+        return e;
+    if (goro__slab_trim_tick) {
+        /* the monitor's calls, with the clock moved on; recently used
+         * stacks are kept for reuse */
+        int64_t t = goro_now() + 10 * GORO_SEC;
+        goro__slab_trim_tick(t);
+        goro__slab_trim_tick(t + GORO_SEC / 2);
+        void *early = malloc(BIG_MALLOC);
+        free(early);
+        if (early) {
+            printf("pooled stacks returned after half a second\n");
+            return 26;
+        }
+        for (int i = 0; i < 10000; i++)
+            goro__slab_trim_tick(t + 2 * GORO_SEC);
+    } else {
+        t_nap(3);
+    }
+    void *mem = malloc(BIG_MALLOC);                 /* before any other mapping */
+    printf("malloc(%ld MiB) after the pools idled: %s\n", BIG_MALLOC >> 20, mem ? "ok" : "failed");
+    if (!mem)
+        return 22;
+    free(mem);
+    return other_stack_then_malloc();
+}
+
+START_TEST(idle_pooled_stacks_are_returned)
+{
+    if (!limits_testable("idle_pooled_stacks_are_returned"))
+        return;
+    static char out[16 * 1024];
+    check_child("malloc after a burst under RLIMIT_AS", idle_pool_child, out, sizeof out);
+}
+END_TEST
+
+/* Really out of address space: -ENOMEM and one line naming the limit,
+ * however often it fails; the pools were emptied on the way, and stacks
+ * of the default size can be had again. */
+static int exhausted_child(void *arg)
+{
+    (void)arg;
+    int e = burst_then_limit();
+    if (e)
+        return e;
+    goro_attr_t huge = { .stack_size = 1L << 30 };
+    goro_t *h = NULL;
+    int e1 = goro_go(&h, &huge, nothing_much);
+    int e2 = goro_go(&h, &huge, nothing_much);
+    printf("1 GiB stack: %d, again: %d\n", e1, e2);
+    if (e1 != -ENOMEM || e2 != -ENOMEM)
+        return 23;
+    void *mem = malloc(BIG_MALLOC);
+    printf("malloc(%ld MiB) after the failed spawns: %s\n", BIG_MALLOC >> 20, mem ? "ok" : "failed");
+    if (!mem)
+        return 24;
+    free(mem);
+    if (!(h = go(nothing_much)) || goro_join(h, NULL) != 0)
+        return 25;
+    return 0;
+}
+
+START_TEST(address_space_exhaustion_is_reported)
+{
+    if (!limits_testable("address_space_exhaustion_is_reported"))
+        return;
+    static char out[16 * 1024];
+    check_child("a 1 GiB stack under RLIMIT_AS", exhausted_child, out, sizeof out);
+    const char *msg = strstr(out, "goro: ");
+    ck_assert_msg(msg != NULL, "no message in:\n%.3000s", out);
+    ck_assert_msg(!strstr(msg + 1, "goro: "), "more than one message in:\n%.3000s", out);
+    const char *eol = strchr(msg, '\n');
+    const char *cause = strstr(msg, "RLIMIT_AS");
+    ck_assert_msg(cause && eol && cause < eol, "the message does not name RLIMIT_AS:\n%.3000s",
+                  out);
+}
+END_TEST
+
 Suite *stack_suite(void)
 {
     Suite *s = suite_create("stack");
@@ -550,5 +736,10 @@ Suite *stack_suite(void)
     tc = t_tcase(s, "frames", 40);    /* a child each */
     tcase_add_loop_test(tc, large_frame_overflow_is_reported, 0,
                         (int)(sizeof frame_cases / sizeof *frame_cases));
+
+    tc = t_tcase(s, "pools", 60);     /* a child each */
+    tcase_add_test(tc, failed_mapping_releases_pooled_stacks);
+    tcase_add_test(tc, idle_pooled_stacks_are_returned);
+    tcase_add_test(tc, address_space_exhaustion_is_reported);
     return s;
 }

@@ -11,7 +11,9 @@
  *     here, so that its I/O and timers are not held up by a long runner
  *     (what it finds runs at the next slice: lateness <= slice + 2 ms);
  *   - coroutines pinned to a thread that lost its P UNPIN_SLICES ago and
- *     is still away: to the global queue (sched.c, goro__unpin_stuck).
+ *     is still away: to the global queue (sched.c, goro__unpin_stuck);
+ *   - pooled stacks idle for a second or two: back to the kernel (stack.c);
+ *     sysmon does not sleep deeply while the pool holds any.
  * A stuck P is looked at again after PREEMPT_RETRY, doubling while it
  * stays stuck up to a slice: its thread's state comes from /proc, and one
  * read per P per millisecond cost a fifth of a core.
@@ -160,7 +162,8 @@ static void *sysmon_main(void *arg)
     bool pinned_waiting = false;    /* on a thread that lost its P: keep watch */
     while (!atomic_load(&quit)) {
         uint32_t seen = atomic_load(&sleep_word);
-        if (idle_rounds > QUIET_ROUNDS && all_idle() && !pinned_waiting) {
+        if (idle_rounds > QUIET_ROUNDS && all_idle() && !pinned_waiting &&
+            !goro__slab_trim_pending()) {
             /* Deep sleep. deep and npidle are both seq_cst, and a P leaving
              * the idle list decrements npidle before it kicks us. */
             atomic_store(&deep, 1);
@@ -185,6 +188,7 @@ static void *sysmon_main(void *arg)
         acted |= check_global(now);
         if (slice > 0)
             acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
+        goro__slab_trim_tick(now);          /* not "acted": keeps the back-off */
         /* Go's back-off: 20 us while there is work for us, doubling after
          * 50 quiet rounds, up to 10 ms - or slice/4, see above. */
         idle_rounds = acted ? 0 : idle_rounds + 1;

@@ -28,7 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1118,6 +1120,47 @@ START_TEST(pinned_lock_holder_runs_when_its_thread_blocks)
 }
 END_TEST
 
+/* When the thread that would take over a blocked worker cannot be started
+ * (RLIMIT_NPROC), one line says so; the queued work waits for the worker.
+ * RLIMIT_NPROC binds only unprivileged users: the child, started as root,
+ * becomes nobody first. */
+static int nproc_child(void *arg)
+{
+    (void)arg;
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+        return 90;
+    if (goro_start(&(goro_config_t){ .workers = 1, .slice_ns = SLICE }) != 0)
+        return 91;
+    long threads = thread_count();
+    struct rlimit rl = { (rlim_t)threads, (rlim_t)threads };
+    if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+        return 92;
+    st_reset();
+    goro_t *nap = go(goro_sleep, GORO_MSEC);    /* a timer used: hand-off wanted */
+    goro_join(nap, NULL);
+    goro_t *b = go(thread_nanosleep, 6 * SLICE);
+    goro_t *f = go(st_set_flag);                /* queued behind the blocked one */
+    if (!b || !f || goro_join(b, NULL) || goro_join(f, NULL))
+        return 93;
+    return goro_shutdown() == 0 && atomic_load(&st.flag) ? 0 : 94;
+}
+
+START_TEST(refused_handoff_thread_is_reported)
+{
+    if (getuid() != 0 || !handoff_available()) {
+        t_skip("refused_handoff_thread_is_reported", "needs root (to drop to nobody)");
+        return;
+    }
+    char out[2048];
+    int status = t_run_child(nproc_child, NULL, t_timeout(20), out, sizeof out);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x: %s",
+                  status, out);
+    const char *line = strstr(out, "cannot start a thread to take over a blocked worker");
+    ck_assert_msg(line && strstr(line, "RLIMIT_NPROC"), "no message: %s", out);
+    ck_assert_msg(!strstr(line + 1, "cannot start a thread"), "said twice: %s", out);
+}
+END_TEST
+
 #ifdef GORO_TEST_SQLITE
 /* The same with SQLite's own write lock: two coroutines share a database
  * on one worker with a 1 ms slice. A writer is preempted inside its
@@ -1316,6 +1359,7 @@ Suite *handoff_suite(void)
 #ifdef GORO_TEST_SQLITE
     tcase_add_test(tc, sqlite_writers_never_see_locked);
 #endif
+    tcase_add_test(tc, refused_handoff_thread_is_reported);
     tcase_add_loop_test(tc, expired_wait_loop_yields, 0,
                         (int)(sizeof expired_kinds / sizeof expired_kinds[0]));
     suite_add_tcase(s, tc);

@@ -63,23 +63,33 @@ typedef struct goro_config {
  * -EAGAIN / -ENOMEM if threads or memory could not be had, or -EMFILE /
  * -ENFILE if descriptors could not (each worker's event base takes five; a
  * one-line message names the cause). A failed start leaves nothing behind
- * and may be tried again. */
+ * and may be tried again. -ENOTRECOVERABLE in a forked child (below). */
 int goro_start(const goro_config_t *config);
 
 /* Waits until every coroutine has finished, then stops the worker threads
  * and releases all memory the runtime holds, including handles that were
  * never joined. Call from a thread the runtime does not own (e.g. main).
- * Returns 0, -EPERM from inside a coroutine, -ENOTCONN if not started. The
- * runtime may be started again afterwards. While it waits, go() and
- * goro_spawn from threads the runtime does not own fail with -ESHUTDOWN
- * (coroutines may still spawn: their children are waited for too). After
- * 10 s it prints once, to stderr, which coroutines it is waiting for. */
+ * Returns 0, -EPERM from inside a coroutine, -ENOTCONN if not started,
+ * -ENOTRECOVERABLE in a forked child (below). The runtime may be started
+ * again afterwards. While it waits, go() and goro_spawn from threads the
+ * runtime does not own fail with -ESHUTDOWN (coroutines may still spawn:
+ * their children are waited for too). After 10 s it prints once, to
+ * stderr, which coroutines it is waiting for. */
 int goro_shutdown(void);
 
 /* goro_shutdown, giving up at deadline (goro_now() clock): -ETIMEDOUT if
  * coroutines are still alive then; the runtime is left running as it was
  * (outside spawns are accepted again) and may be shut down later. */
 int goro_shutdown_until(int64_t deadline);
+
+/* fork(): the runtime does not survive it. In a child forked while the
+ * runtime runs, the runtime's state (shared epoll instances included) is
+ * the parent's: every goro call that would start, stop, spawn, wait or do
+ * I/O returns -ENOTRECOVERABLE at once (go(): NULL, errno set), with one
+ * line on stderr; goro_close only closes, leaving the parent's
+ * registration alone. Call only exec*() or _exit() there; posix_spawn and
+ * fork + exec work as usual. A child forked while the runtime is not
+ * running (never started, or shut down) may start one of its own. */
 
 /* Number of worker threads of the running runtime (0 if not started). */
 int goro_workers(void);

@@ -63,6 +63,8 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
 {
     if (h)
         *h = NULL;
+    if (goro__forked())
+        return goro__forked_error();
     if (!fn)
         return -EINVAL;
     int err = goro__ensure_started();

@@ -360,6 +360,18 @@ GORO_HIDDEN void goro__netpoll_wake(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 extern GORO_HIDDEN _Atomic int goro__io_used;
 
+/* fork.c: in a child forked while the runtime ran, goro is refused. */
+extern GORO_HIDDEN _Atomic int goro__fork_child;
+static inline bool goro__forked(void)
+{
+    return unlikely(atomic_load_explicit(&goro__fork_child, memory_order_relaxed));
+}
+GORO_HIDDEN int goro__fork_install(void);      /* at start, under its lock */
+GORO_HIDDEN int goro__forked_error(void);      /* -ENOTRECOVERABLE; says why once */
+/* goro__park in such a child: releases how's lock, returns
+ * GORO_WAKE_CANCELED without parking. */
+GORO_HIDDEN int goro__forked_park(const struct goro_park *how);
+
 /* preempt.c */
 GORO_HIDDEN int goro__preempt_install(void);
 GORO_HIDDEN void goro__preempt_signal(struct goro_m *m);

@@ -369,6 +369,11 @@ int goro__fd_begin(int fd, struct goro_pollfd **out, uint32_t *gen)
 {
     if (fd < 0 || fd >= PD_MAX)
         return -EBADF;
+    /* After a fork the records and bases are the parent's (fork.c): a
+     * record may call a reused number non-blocking, and a wait would
+     * register with the parent's epoll instance. */
+    if (goro__forked())
+        return goro__forked_error();
     if (!goro__m()) {
         int err = goro__ensure_started();   /* a foreign thread needs the bases */
         if (err)
@@ -398,7 +403,7 @@ void goro__fd_new(int fd)
      * more: a record saying otherwise is left over from a close(2) that
      * bypassed goro_close. Forget it, then note what we know. */
     struct goro_pollfd *pd = goro__pollfd(fd, true);
-    if (!pd)
+    if (!pd || goro__forked())      /* the records are the parent's (fork.c) */
         return;
     if (atomic_load_explicit(&pd->state_hint, memory_order_acquire) != PD_UNKNOWN)
         goro__fd_forget(fd);
@@ -517,7 +522,9 @@ static struct goro *take_waiters(struct goro_waitq *q, struct goro *list)
 int goro__fd_forget(int fd)
 {
     struct goro_pollfd *pd = goro__pollfd(fd, false);
-    if (!pd)
+    /* After a fork, event_del would drop the parent's registration from
+     * the epoll instance both share (fork.c): leave the record alone. */
+    if (!pd || goro__forked())
         return 0;
     goro__lock(&pd->lock);
     bool registered = pd->state == PD_REGISTERED;

@@ -62,7 +62,9 @@ static int start_locked(const goro_config_t *cfg)
     int64_t slice = cfg && cfg->slice_ns ? cfg->slice_ns : env_slice();
     goro__sched.slice_ns = slice ? slice : DEFAULT_SLICE;
     goro__fault_install();
-    int err = goro__sched_start(workers);
+    int err = goro__fork_install();
+    if (!err)
+        err = goro__sched_start(workers);
     if (err == 0)
         atomic_store(&goro__sched.started, 1);
     return err;
@@ -70,6 +72,8 @@ static int start_locked(const goro_config_t *cfg)
 
 int goro_start(const goro_config_t *cfg)
 {
+    if (goro__forked())
+        return goro__forked_error();
     goro__lock(&start_lock);
     int err = atomic_load(&goro__sched.started) ? -EALREADY : start_locked(cfg);
     goro__unlock(&start_lock);
@@ -80,6 +84,8 @@ int goro__ensure_started(void)
 {
     if (likely(atomic_load_explicit(&goro__sched.started, memory_order_acquire)))
         return 0;
+    if (goro__forked())
+        return goro__forked_error();
     goro__lock(&start_lock);
     int err = atomic_load(&goro__sched.started) ? 0 : start_locked(NULL);
     goro__unlock(&start_lock);
@@ -88,6 +94,8 @@ int goro__ensure_started(void)
 
 int goro_shutdown_until(int64_t deadline)
 {
+    if (goro__forked())
+        return goro__forked_error();
     if (goro__m())
         return -EPERM;
     goro__lock(&start_lock);

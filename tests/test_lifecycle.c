@@ -7,7 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -273,6 +277,174 @@ START_TEST(start_short_of_descriptors_fails_cleanly)
 }
 END_TEST
 
+/* ---- fork ----
+ * A child of a process whose runtime runs has one thread and a copy of the
+ * runtime's state, shared kernel objects included (the epoll instances).
+ * It used to get handles that never ran, and a goro_shutdown that never
+ * returned. Now every goro call that would wait fails at once with
+ * -ENOTRECOVERABLE, and calls that do not wait leave the parent alone. */
+
+extern char **environ;
+
+static struct {
+    int notes[2];                   /* the child's stderr */
+    int sock[2];                    /* the parent's reader waits on sock[0] */
+    atomic_int reader_in;
+} fk;
+
+static long fork_reader(void)
+{
+    char c = 0;
+    atomic_store(&fk.reader_in, 1);
+    ssize_t n = goro_read(fk.sock[0], &c, 1);
+    return n == 1 ? c : n;
+}
+
+static long nothing(void *arg) { return (long)arg; }
+
+static bool child_expect(bool ok, const char *call, long got)
+{
+    if (!ok)
+        dprintf(2, "child: %s gave %ld\n", call, got);
+    return ok;
+}
+
+/* The child of a coroutine. SIGALRM ends a call that hangs. */
+static __attribute__((noreturn)) void forked_child(void)
+{
+    signal(SIGALRM, SIG_DFL);
+    alarm((unsigned)t_timeout(5));
+    dup2(fk.notes[1], 2);
+    const int refused = -ENOTRECOVERABLE;
+    bool ok = true;
+    /* closing an inherited descriptor leaves the parent's registration */
+    ok &= child_expect(goro_close(fk.sock[0]) == 0, "goro_close", 0);
+    t_set_errno(0);
+    goro_t *h = go(nothing, (void *)1);
+    ok &= child_expect(!h && t_errno() == -refused, "go() (errno)", h ? 0 : t_errno());
+    int r = goro_spawn(&h, NULL, nothing, NULL);
+    ok &= child_expect(r == refused, "goro_spawn", r);
+    r = goro_start(NULL);
+    ok &= child_expect(r == refused, "goro_start", r);
+    r = goro_shutdown();
+    ok &= child_expect(r == refused, "goro_shutdown", r);
+    int p[2];
+    ok &= child_expect(pipe2(p, O_CLOEXEC) == 0, "pipe2", 0);
+    char c;
+    ssize_t n = goro_read(p[0], &c, 1);     /* I/O may wait: refused */
+    ok &= child_expect(n == refused, "goro_read", n);
+    r = goro_sleep(GORO_MSEC);
+    ok &= child_expect(r == refused, "goro_sleep", r);
+    _exit(ok ? 0 : 1);
+}
+
+static long fork_from_coroutine(void)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        forked_child();
+    return pid;
+}
+
+/* A child that only execs: unaffected. */
+static long fork_exec_true(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *argv[] = { "true", NULL };
+        execve("/bin/true", argv, environ);
+        _exit(127);
+    }
+    return pid;
+}
+
+static long spawn_true(void)
+{
+    pid_t pid;
+    char *argv[] = { "true", NULL };
+    int err = posix_spawn(&pid, "/bin/true", NULL, NULL, argv, environ);
+    return err ? -err : pid;
+}
+
+/* Runs fn in a coroutine and waits (on this thread) for the child it made. */
+static int child_status(long (*fn)(void))
+{
+    long pid = 0;
+    goro_t *h = go(fn);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(goro_join(h, &pid), 0);
+    ck_assert_msg(pid > 0, "no child: %ld", pid);
+    int st;
+    while (waitpid((pid_t)pid, &st, 0) < 0)
+        ck_assert_int_eq(errno, EINTR);
+    return st;
+}
+
+static long sleep_and_add(long x)
+{
+    goro_sleep(GORO_MSEC);
+    return x + 1;
+}
+
+static int fresh_start_child(void *arg)
+{
+    (void)arg;
+    long r = 0;
+    goro_t *h = go(sleep_and_add, 41L);
+    return h && goro_join(h, &r) == 0 && r == 42 && goro_shutdown() == 0 ? 0 : 1;
+}
+
+START_TEST(fork_child_is_refused)
+{
+    ck_assert_int_eq(pipe2(fk.notes, O_CLOEXEC), 0);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fk.sock), 0);
+    atomic_store(&fk.reader_in, 0);
+    goro_t *reader = go(fork_reader);
+    ck_assert_ptr_nonnull(reader);
+    ck_assert(t_wait_flag(&fk.reader_in, t_timeout(10)));
+    t_settle();                     /* parked, its descriptor registered */
+
+    int st = child_status(fork_from_coroutine);
+    ck_assert_int_eq(close(fk.notes[1]), 0);
+    char notes[2048];
+    ssize_t len = read(fk.notes[0], notes, sizeof notes - 1);
+    notes[len > 0 ? len : 0] = 0;
+    ck_assert_int_eq(close(fk.notes[0]), 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x%s: %s", st,
+                  WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (hung)" : "", notes);
+    const char *line = "goro: the runtime does not survive fork(); in the child, call only "
+                       "exec*() or _exit() (or goro calls that do not wait)\n";
+    ck_assert_msg(strcmp(notes, line) == 0, "the child said: %s", notes);
+
+    /* exec-only children */
+    st = child_status(fork_exec_true);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork+exec child status %#x", st);
+    st = child_status(spawn_true);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "posix_spawn child status %#x", st);
+
+    /* the parent goes on: its reader still wakes, coroutines run */
+    ck_assert_int_eq(write(fk.sock[1], "k", 1), 1);
+    long r = 0;
+    int err = goro_join_until(reader, &r, goro_now() + (int64_t)(t_timeout(5) * GORO_SEC));
+    ck_assert_msg(err == 0, "the parent's reader did not wake: %d", err);
+    ck_assert_int_eq(r, 'k');
+    for (long i = 0; i < 50; i++) {
+        goro_t *h = go(sleep_and_add, i);
+        ck_assert_ptr_nonnull(h);
+        ck_assert_int_eq(goro_join(h, &r), 0);
+        ck_assert_int_eq(r, i + 1);
+    }
+    ck_assert_int_eq(goro_close(fk.sock[0]), 0);
+    ck_assert_int_eq(close(fk.sock[1]), 0);
+
+    /* a child of a process whose runtime is shut down may start its own */
+    char out[1024];
+    st = t_run_child(fresh_start_child, NULL, t_timeout(10), out, sizeof out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fresh start in a child: %#x %s",
+                  st, out);
+}
+END_TEST
+
 Suite *lifecycle_suite(void)
 {
     Suite *s = suite_create("lifecycle");
@@ -281,5 +453,7 @@ Suite *lifecycle_suite(void)
     tcase_add_test(tc, shutdown_waits_releases_and_restarts);
     tc = t_tcase(s, "descriptors", 30);
     tcase_add_test(tc, start_short_of_descriptors_fails_cleanly);
+    tc = t_runtime_tcase(s, "fork", 30);
+    tcase_add_test(tc, fork_child_is_refused);
     return s;
 }

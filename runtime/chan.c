@@ -289,33 +289,28 @@ long goro_chan_cap(goro_chan_t *ch)
 
 #define SELECT_STACK_CASES 16
 
+/* The channels a select locks. Never written once the select parks: the
+ * M it parked on may still be reading them (select_unlock, after the wait
+ * became claimable) when the select resumes elsewhere. */
 struct select_locks {
     struct goro_chan **chans;      /* distinct, in address order */
     int n;
+    struct goro_chan *skip;        /* not this one: a partner completed it */
 };
-
-/* chans without skip (the channel a partner completed and may have freed). */
-static struct select_locks select_locks_without(struct select_locks l, struct goro_chan *skip)
-{
-    int k = 0;
-    for (int i = 0; i < l.n; i++)
-        if (l.chans[i] != skip)
-            l.chans[k++] = l.chans[i];
-    l.n = k;
-    return l;
-}
 
 static void select_lock(struct select_locks *l)
 {
     for (int i = 0; i < l->n; i++)
-        goro__lock(&l->chans[i]->lock);
+        if (l->chans[i] != l->skip)
+            goro__lock(&l->chans[i]->lock);
 }
 
 static void select_unlock(void *arg)
 {
     struct select_locks *l = arg;
     for (int i = l->n - 1; i >= 0; i--)
-        goro__unlock(&l->chans[i]->lock);
+        if (l->chans[i] != l->skip)
+            goro__unlock(&l->chans[i]->lock);
 }
 
 static int cmp_chan(const void *a, const void *b)
@@ -380,7 +375,7 @@ int goro_select_until(goro_case_t *cases, int n, int flags, int64_t deadline)
     for (int i = 0; i < nch; i++)
         if (!distinct || chans[distinct - 1] != chans[i])
             chans[distinct++] = chans[i];
-    struct select_locks locks = { chans, distinct };
+    struct select_locks locks = { chans, distinct, NULL };
 
     int result;
     if (distinct == 0) {
@@ -437,7 +432,7 @@ int goro_select_until(goro_case_t *cases, int n, int flags, int64_t deadline)
      * waiters off its channel already, and that channel is not ours to
      * touch any more. */
     struct goro_chan *done = outcome == GORO_WAKE_DONE ? cases[fired].ch : NULL;
-    struct select_locks rest = select_locks_without(locks, done);
+    struct select_locks rest = { chans, distinct, done };
     select_lock(&rest);
     for (int i = 0; i < n; i++) {
         goro_case_t *c = &cases[i];

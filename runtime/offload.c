@@ -129,6 +129,8 @@ int goro_offload(long (*fn)(void *), void *arg, long *result)
             *result = r;
         return 0;
     }
+    if (goro__forked())
+        return goro__forked_error();    /* no pool threads in a child (fork.c) */
     struct job j = { .fn = fn, .arg = arg };
     pthread_mutex_lock(&pool_mu);
     int err = stopping ? -ESHUTDOWN : submit_locked(&j);

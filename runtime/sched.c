@@ -1220,6 +1220,8 @@ bool goro__wake(struct goro *g)
 
 int goro__wait_check(int64_t deadline)
 {
+    if (goro__forked())
+        return goro__forked_error();
     struct goro *self = goro__current();
     if (self && atomic_load_explicit(&self->cancelled, memory_order_relaxed))
         return -ECANCELED;
@@ -1312,6 +1314,8 @@ static int park_external(const struct goro_park *how)
 
 int goro__park(const struct goro_park *how)
 {
+    if (goro__forked())
+        return goro__forked_park(how);  /* the child has no scheduler (fork.c) */
     struct goro_m *m = goro__m();
     struct goro *self = m ? m->curg : NULL;
     if (!self)
@@ -1351,6 +1355,8 @@ int goro__park(const struct goro_park *how)
 
 void goro_yield(void)
 {
+    if (goro__forked())
+        return;                     /* the run queues are the parent's (fork.c) */
     struct goro_m *m = goro__m();
     struct goro *self = m ? m->curg : NULL;
     if (!self)
@@ -1837,6 +1843,8 @@ void goro__sched_stop(void)
     atomic_store(&S.nms, 0);
     S.spares = S.waitp = NULL;
     atomic_store(&S.nwaitp, 0);
+    S.pidle = NULL;                 /* the Ps are freed below: nobody to wake */
+    atomic_store(&S.npidle, 0);
     goro__registry_set_ms(NULL, 0);
     goro__netpoll_forget_all();
     for (int i = 0; i < S.nprocs; i++)

@@ -769,6 +769,53 @@ START_TEST(once_recursion_is_edeadlk)
 }
 END_TEST
 
+/* After goro_shutdown, plain threads still use goro's sync objects: one
+ * waits for a goro_once the other runs. Waking it went through the
+ * scheduler's idle list, left pointing at the freed workers. */
+static goro_once_t after_once = GORO_ONCE_INIT;
+static atomic_int after_runs;
+
+static void after_fn(void)
+{
+    t_nap(0.05);
+    atomic_fetch_add(&after_runs, 1);
+}
+
+static void *after_thread(void *arg)
+{
+    (void)arg;
+    return (void *)(intptr_t)goro_once(&after_once, after_fn);
+}
+
+static int after_shutdown_child(void *arg)
+{
+    (void)arg;
+    goro_t *h = go(after_fn);       /* a runtime that ran, with idle workers */
+    if (!h || goro_join(h, NULL) != 0 || goro_shutdown() != 0)
+        return 90;
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        if (pthread_create(&t[i], NULL, after_thread, NULL) != 0)
+            return 91;
+        t_nap(0.01);                /* the second one waits for the first */
+    }
+    for (int i = 0; i < 2; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        if (r)
+            return 92;
+    }
+    return atomic_load(&after_runs) == 2 ? 0 : 93;
+}
+
+START_TEST(once_between_threads_after_shutdown)
+{
+    char out[512];
+    int st = t_run_child(after_shutdown_child, NULL, t_timeout(10), out, sizeof out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+}
+END_TEST
+
 Suite *sync_suite(void)
 {
     Suite *s = suite_create("sync");
@@ -788,5 +835,6 @@ Suite *sync_suite(void)
     tcase_add_test(tc, once_runs_exactly_once);
     tc = t_runtime_tcase(s, "once_recursion", 30);
     tcase_add_test(tc, once_recursion_is_edeadlk);
+    tcase_add_test(tc, once_between_threads_after_shutdown);
     return s;
 }

@@ -196,8 +196,7 @@ static void on_sigquit(int sig, siginfo_t *si, void *uc)
 /* Called once, when the runtime first starts (goro__fault_install). */
 void goro__dump_install(void)
 {
-    const char *on = getenv("GORO_DUMP_ON_SIGQUIT");
-    if (!on || strcmp(on, "1") != 0)
+    if (!goro__env_flag("GORO_DUMP_ON_SIGQUIT", false))
         return;
     /* On the alternate stack where there is one: the interrupted
      * coroutine may have little stack left, and unwinding takes some. */

@@ -172,8 +172,7 @@ static bool async_wanted(void)
 #if defined(GORO_TSAN)
     return false;                   /* TSan delivers signals late, on a copy of the context */
 #else
-    const char *s = getenv("GORO_PREEMPT");
-    if (s && strcmp(s, "0") == 0)
+    if (!goro__env_flag("GORO_PREEMPT", true))
         return false;
     if (RUNNING_ON_VALGRIND)
         return false;               /* its signal frames are its own */

@@ -59,8 +59,6 @@
 #define TRIM_BATCH 64
 #define IDLE_NS GORO_SEC              /* pooled and unused this long: unmapped */
 #define TICK_BUDGET_NS (GORO_MSEC / 2)  /* unmapping per monitor tick, about */
-#define STACK_MIN (16 * 1024)
-#define STACK_MAX ((size_t)1 << 30)
 
 /* The global pool of default-size slabs, under pool_lock: `fresh` came in
  * since the last ageing step (at aged_at), `aged` before it and has not
@@ -91,7 +89,7 @@ static size_t guard_size(void)
 /* Validates a requested stack size; rounds it up to whole pages. */
 int goro__stack_size_check(size_t size, size_t *rounded)
 {
-    if (size < STACK_MIN || size > STACK_MAX)
+    if (size < GORO_STACK_MIN || size > GORO_STACK_MAX)
         return -EINVAL;
     size_t page = goro__page_size();
     *rounded = (size + page - 1) & ~(page - 1);

@@ -70,7 +70,10 @@ static bool p_busy(struct goro_p *p)
 
 /* A P whose slice has lasted slice_ns: preempt its coroutine, or - if its
  * M is blocked in the kernel, or has resisted preemption for 3 slices -
- * hand the P to another M (sched.c, invariant 8). */
+ * hand the P to another M (sched.c, invariant 8). True for what is news
+ * (a slice's first request, a hand-off), which keeps sysmon's pace up;
+ * the repeats of a stuck slice are paced by sm_retry instead, so a thread
+ * that stays blocked costs sysmon a look per slice, not a spin. */
 static bool check_slice(struct goro_p *p, int64_t now)
 {
     uint32_t t = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
@@ -83,6 +86,7 @@ static bool check_slice(struct goro_p *p, int64_t now)
     }
     if (slice <= 0 || !p_busy(p) || now - p->sm_when < slice)
         return false;
+    bool first = p->sm_retry == PREEMPT_RETRY;
     p->sm_when = now - slice + p->sm_retry;
     if ((p->sm_retry *= 2) > slice)
         p->sm_retry = slice;
@@ -101,7 +105,7 @@ static bool check_slice(struct goro_p *p, int64_t now)
     atomic_store_explicit(&p->preempt_req, t + 1, memory_order_relaxed);
     if (goro__preempt_async() && !blocked && m)
         goro__preempt_signal(m);
-    return true;
+    return first;
 }
 
 static bool check_poll(struct goro_p *p, int64_t now)

@@ -6,6 +6,8 @@
 #                     test-aarch64)
 #   make bench        benchmarks against peers, one line per figure
 #   make install      PREFIX=/usr/local DESTDIR=
+#   make test-install install into a staging root, link a program to it
+#                     through pkg-config (dynamic and -static) and run it
 #
 # Variants build into their own directories: BUILD=build/asan SANITIZE=...,
 # ARCH=aarch64 (cross, static, run under qemu-user).
@@ -164,11 +166,20 @@ $(SHARED_LIB): $(SHARED_REAL)
 	$(Q)ln -sf libgoro.so.$(VERSION) $(BUILD)/$(SONAME)
 	$(Q)ln -sf libgoro.so.$(VERSION) $@
 
-$(BUILD)/goro.pc: Makefile
+# A static link (pkg-config --static) needs goro's dependencies and theirs:
+# libunwind's archive calls liblzma, libevent_pthreads' calls libevent.
+# Requires.private names the packages whose .pc files say so (Debian's
+# libevent-dev and libunwind-dev ship them); Libs.private adds the system
+# libraries of LIBS. A dynamic link needs only -lgoro: libgoro.so records
+# its own dependencies. Written afresh on every install: it holds PREFIX,
+# which may differ from the last run's.
+.PHONY: $(BUILD)/goro.pc
+$(BUILD)/goro.pc:
 	@mkdir -p $(@D)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	  'Name: goro' 'Description: Go-style concurrency for C' 'Version: $(VERSION)' \
-	  'Libs: -L$${libdir} -lgoro' 'Libs.private: -levent_pthreads -levent_core -lunwind -lpthread' \
+	  'Requires.private: libevent_pthreads libevent_core libunwind' \
+	  'Libs: -L$${libdir} -lgoro' 'Libs.private: -lpthread -lm -lrt' \
 	  'Cflags: -I$${includedir} $(STACK_CLASH)' > $@
 
 # ---- samples ----
@@ -238,6 +249,29 @@ install: lib $(BUILD)/goro.pc
 	ln -sf libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libgoro.so
 	install -m 644 $(BUILD)/goro.pc $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc
 	$(MAKE) --no-print-directory install-gdb
+
+# The installed library as a program sees it: install into a staging root,
+# build samples/hello against it with pkg-config - dynamically, and with
+# -static, which needs every private dependency in goro.pc - and run both.
+# Native builds only. (glibc warns that a static getaddrinfo needs its
+# shared libraries at run time: expected.)
+INSTALL_STAGE := $(abspath $(BUILD)/install-stage)
+INSTALL_TEST := $(BUILD)/install-test
+STAGE_PKG_CONFIG := PKG_CONFIG_SYSROOT_DIR=$(INSTALL_STAGE) \
+    PKG_CONFIG_PATH=$(INSTALL_STAGE)$(LIBDIR)/pkgconfig pkg-config
+
+.PHONY: test-install
+test-install: $(DEPS_STAMP)
+	rm -rf $(INSTALL_STAGE) $(INSTALL_TEST)
+	$(MAKE) --no-print-directory install DESTDIR=$(INSTALL_STAGE) >/dev/null
+	@mkdir -p $(INSTALL_TEST)
+	$(CC) -o $(INSTALL_TEST)/hello-dynamic samples/hello/main.c \
+	  $$($(STAGE_PKG_CONFIG) --cflags --libs goro)
+	$(CC) -static -o $(INSTALL_TEST)/hello-static samples/hello/main.c \
+	  $$($(STAGE_PKG_CONFIG) --cflags goro) $$($(STAGE_PKG_CONFIG) --static --libs goro)
+	LD_LIBRARY_PATH=$(INSTALL_STAGE)$(LIBDIR) $(INSTALL_TEST)/hello-dynamic >$(INSTALL_TEST)/dynamic.out
+	$(INSTALL_TEST)/hello-static >$(INSTALL_TEST)/static.out
+	@tail -n 1 $(INSTALL_TEST)/dynamic.out $(INSTALL_TEST)/static.out
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/goro.h $(DESTDIR)$(LIBDIR)/libgoro.a \

@@ -266,10 +266,16 @@ int goro_detach(goro_t *h)
 {
     if (handle_invalid(h))
         return -EINVAL;
-    uintptr_t expect = GORO_EXIT_RUNNING;
-    if (atomic_compare_exchange_strong_explicit(&h->exit_word, &expect,
-            GORO_EXIT_DETACHED, memory_order_acq_rel, memory_order_acquire))
-        return 0;                   /* it frees itself when it ends */
+    uintptr_t expect;
+    for (;;) {
+        expect = GORO_EXIT_RUNNING;
+        if (atomic_compare_exchange_strong_explicit(&h->exit_word, &expect,
+                GORO_EXIT_DETACHED, memory_order_acq_rel, memory_order_acquire))
+            return 0;               /* it frees itself when it ends */
+        if (expect != GORO_EXIT_WAKING)
+            break;
+        cpu_relax();                /* its exit is settling the outcome: DEAD next */
+    }
     if (expect != GORO_EXIT_DEAD)
         return -EINVAL;             /* somebody joins it */
     goro__slab_put(h);

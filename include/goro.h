@@ -424,6 +424,17 @@ ssize_t goro_write_all(int fd, const void *buf, size_t len);
 ssize_t goro_write_all_until(int fd, const void *buf, size_t len, size_t *written,
                              int64_t deadline);
 
+/* The gathering form: writes every byte of all iovcnt entries, in order,
+ * waiting as often as needed. iov is only read, never changed (partial
+ * writes go on from a copy of what is left); empty entries are fine.
+ * Returns the sum of the lengths, or a negative errno - then *written (if
+ * not NULL) says how much went out: -EINVAL for iovcnt < 0 or > IOV_MAX,
+ * a NULL iov, or lengths summing past SSIZE_MAX. Past 64 entries the
+ * bytes may leave in several system calls even when there is room. */
+ssize_t goro_writev_all(int fd, const struct iovec *iov, int iovcnt);
+ssize_t goro_writev_all_until(int fd, const struct iovec *iov, int iovcnt, size_t *written,
+                              int64_t deadline);
+
 ssize_t goro_recv(int fd, void *buf, size_t len, int flags);
 ssize_t goro_recv_until(int fd, void *buf, size_t len, int flags, int64_t deadline);
 ssize_t goro_send(int fd, const void *buf, size_t len, int flags);

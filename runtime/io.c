@@ -279,6 +279,90 @@ ssize_t goro_write_all(int fd, const void *buf, size_t len)
     return goro_write_all_until(fd, buf, len, NULL, GORO_FOREVER);
 }
 
+/* goro_writev_all gathers from the caller's iovecs through a window of
+ * at most WRITEV_WINDOW entries on the stack, rebuilt after every partial
+ * write from the first unwritten byte on: the caller's array is only read,
+ * and no allocation can fail. Past 64 non-empty entries that costs one
+ * system call per window (the kernel itself copies more than 8 entries to
+ * the heap); 1 KiB of stack suits the smallest coroutine stacks (16 KiB). */
+#define WRITEV_WINDOW 64
+
+/* Where the next unwritten byte is: entry idx, offset off in it. */
+struct iov_pos {
+    int idx;
+    size_t off;
+};
+
+/* Copies the unwritten rest, empty entries left out, into win. */
+static int iov_window(const struct iovec *iov, int iovcnt, struct iov_pos at,
+                      struct iovec win[WRITEV_WINDOW])
+{
+    int k = 0;
+    for (int i = at.idx; i < iovcnt && k < WRITEV_WINDOW; i++) {
+        size_t skip = i == at.idx ? at.off : 0;
+        if (iov[i].iov_len > skip)
+            win[k++] = (struct iovec){ (char *)iov[i].iov_base + skip, iov[i].iov_len - skip };
+    }
+    return k;
+}
+
+static void iov_advance(const struct iovec *iov, int iovcnt, struct iov_pos *at, size_t n)
+{
+    while (at->idx < iovcnt && n >= iov[at->idx].iov_len - at->off) {
+        n -= iov[at->idx].iov_len - at->off;
+        at->idx++;
+        at->off = 0;
+    }
+    at->off += n;
+}
+
+/* The byte count of all entries: -EINVAL if it passes SSIZE_MAX, as
+ * writev(2) says. */
+static ssize_t iov_total(const struct iovec *iov, int iovcnt)
+{
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > (size_t)SSIZE_MAX - total)
+            return -EINVAL;
+        total += iov[i].iov_len;
+    }
+    return (ssize_t)total;
+}
+
+ssize_t goro_writev_all_until(int fd, const struct iovec *iov, int iovcnt, size_t *written,
+                              int64_t deadline)
+{
+    if (written)
+        *written = 0;
+    if (iovcnt < 0 || iovcnt > IOV_MAX || (!iov && iovcnt > 0))
+        return -EINVAL;
+    ssize_t total = iov_total(iov, iovcnt);
+    if (total < 0)
+        return total;
+    struct iovec win[WRITEV_WINDOW];
+    struct iov_pos at = { 0, 0 };
+    size_t done = 0;
+    ssize_t r = 0;
+    while (done < (size_t)total) {
+        int k = iov_window(iov, iovcnt, at, win);
+        r = goro_writev_until(fd, win, k, deadline);
+        if (r < 0)
+            break;
+        done += (size_t)r;
+        iov_advance(iov, iovcnt, &at, (size_t)r);
+    }
+    if (written)
+        *written = done;
+    if (total == 0)                 /* still report a bad descriptor */
+        r = goro_writev_until(fd, iov, 0, deadline);
+    return r < 0 ? r : total;
+}
+
+ssize_t goro_writev_all(int fd, const struct iovec *iov, int iovcnt)
+{
+    return goro_writev_all_until(fd, iov, iovcnt, NULL, GORO_FOREVER);
+}
+
 ssize_t goro_sendto_until(int fd, const void *buf, size_t len, int flags,
                           const struct sockaddr *to, socklen_t tolen, int64_t deadline)
 {

@@ -149,7 +149,8 @@ int goro_spawn(goro_t **h, const goro_attr_t *attr,
 int goro_join(goro_t *h, long *result);
 
 /* Lets h finish on its own; its resources are released when it ends.
- * Returns 0 or -EINVAL. h must not be used afterwards. */
+ * Returns 0 or -EINVAL. h must not be used afterwards: to cancel it
+ * later, take a goro_token() first. */
 int goro_detach(goro_t *h);
 
 /* The running coroutine, or NULL on a thread that is not running one. */
@@ -352,6 +353,38 @@ int goro_sleep_until(int64_t deadline);
 /* Asks h to stop: see above. Cancelling twice, or a coroutine that has
  * finished but is not joined yet, is harmless. Returns 0 or -EINVAL. */
 int goro_cancel(goro_t *h);
+
+/* A token names one coroutine by value, for cancelling it after its
+ * handle is gone (detached: it may end, and its memory serve another
+ * coroutine, at any moment). Take it while the handle is valid, or from
+ * the coroutine itself with goro_token(goro_self(), &tok):
+ *
+ *   goro_token_t tok;
+ *   goro_token(h, &tok);
+ *   goro_detach(h);
+ *   ...
+ *   goro_cancel_token(tok);      // from any coroutine or thread, any time
+ *
+ * A token is plain data: copy it, keep it as long as you like, share it
+ * between threads; it holds nothing and is never released. It stays safe
+ * to use after the coroutine has ended, after its memory is reused or
+ * unmapped, and after goro_shutdown: it never reaches another coroutine.
+ * id is goro_id() of the coroutine; the other fields are private. */
+typedef struct goro_token {
+    uint64_t id;
+    uint32_t slot;
+    uint32_t reserved;
+} goro_token_t;
+
+/* Fills *tok for h (a valid handle, or goro_self()). Returns 0, -EINVAL
+ * (NULL, or a handle already joined or detached), -ENOMEM. A token of a
+ * coroutine that has ended already is valid and cancels nothing. */
+int goro_token(goro_t *h, goro_token_t *tok);
+
+/* goro_cancel for the coroutine tok names, while it runs: returns 0, or
+ * -ESRCH once it has ended (its function returned or it called
+ * goro_exit), -EINVAL for a zeroed or forged token. */
+int goro_cancel_token(goro_token_t tok);
 
 /* 1 if the calling coroutine has been cancelled, else 0. */
 int goro_cancelled(void);

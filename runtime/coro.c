@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "sanitizer.h"
+#include "token.h"
 #include "waitq.h"
 
 /* Filled by goro__capture (via goro__capture_store) and consumed by
@@ -54,6 +55,7 @@ void goro__coro_main(void *arg)
         r = ((long (*)(void *))(void (*)(void))g->fn)(g->arg);
     else
         r = widen(goro__invoke(&g->call, g->fn, g->stack_args), g->ret_kind);
+    goro__token_life_end(g);
     goro__exit_current(r);
 }
 
@@ -282,17 +284,22 @@ int goro_detach(goro_t *h)
     return 0;
 }
 
-/* Sets the flag every later wait checks, then ends the current wait if
+/* Sets the flag every later wait checks, then claims the current wait if
  * there is one that may be cancelled. The store and the load of `wake`
  * are seq_cst, as are their counterparts when a wait is armed (sched.c),
  * so a wait armed concurrently sees the flag or is seen here. */
+bool goro__cancel_claim(struct goro *h)
+{
+    atomic_store(&h->cancelled, 1);
+    return atomic_load(&h->wake) == GORO_WAKE_ARMED && goro__claim(h, GORO_WAKE_CANCELED);
+}
+
 int goro_cancel(goro_t *h)
 {
     if (!h || atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_FREE ||
         (h->flags & (GORO_F_EXTERNAL | GORO_F_G0)))
         return -EINVAL;
-    atomic_store(&h->cancelled, 1);
-    if (atomic_load(&h->wake) == GORO_WAKE_ARMED && goro__claim(h, GORO_WAKE_CANCELED))
+    if (goro__cancel_claim(h))
         goro__ready(h);
     return 0;
 }
@@ -314,6 +321,7 @@ void goro_exit(long result)
         fprintf(stderr, "goro: goro_exit() called outside a coroutine\n");
         abort();
     }
+    goro__token_life_end(goro__current());
     goro__exit_current(result);
 }
 

@@ -110,6 +110,7 @@ struct goro {
     _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
     int wake_index;                /* select: the case that fired */
     _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
+    _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
     _Atomic int nopreempt;         /* depth of no-preempt sections */
     int saved_errno;
     _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
@@ -132,6 +133,7 @@ struct goro {
     char *lo, *hi;
     uint32_t reuses;               /* times this slab was reused (trim pacing) */
     uint32_t registry_slot;
+    uint32_t token_slot;           /* its entry in token.c's table, 0: none yet */
     unsigned valgrind_id;
     void *tsan_fiber;              /* TSan's record: costly, so one per slab */
     uint32_t tsan_lives;           /* lives on tsan_fiber (see sanitizer.h) */

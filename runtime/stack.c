@@ -45,6 +45,7 @@
 
 #include "internal.h"
 #include "sanitizer.h"
+#include "token.h"
 
 /* The guard must be at least as large as the largest frame compiled code
  * allocates without touching it: gcc's stack-clash protection probes every
@@ -164,6 +165,7 @@ static int explain_map_failure(int err, size_t size)
 
 static void slab_unmap(struct goro *g)
 {
+    goro__token_slot_put(g);        /* tokens must not find it any more */
     goro__registry_remove(g);
     goro__san_fiber_destroy(g);
     VALGRIND_STACK_DEREGISTER(g->valgrind_id);

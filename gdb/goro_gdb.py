@@ -61,6 +61,9 @@ _PC_SP = {"x86_64": ("rip", "rsp"), "aarch64": ("pc", "sp")}
 FREE, RUNNABLE, RUNNING, PARKED, DEAD = "free", "runnable", "running", "parked", "dead"
 WAIT_JOIN, WAIT_IO, WAIT_OFFLOAD = "join", "io", "offload"
 
+# struct goro_p's owner while sysmon takes the P away (GORO_P_RETAKING).
+_P_RETAKING = 1
+
 
 class GoroError(gdb.GdbError):
     pass
@@ -175,6 +178,13 @@ class Coroutine(object):
 
 
 class Worker(object):
+    """A thread of the runtime (struct goro_m). Workers are not threads: a
+    worker is a P, the right to run coroutines; a thread blocked in a
+    system call has its worker handed to another thread and comes back as
+    a spare. `worker` is the id of the worker this thread holds, None for a
+    spare thread; without debug information it is the thread's own number,
+    which is its worker's until a hand-off."""
+
     def __init__(self, rt, addr):
         t = rt.table
         raw = _read(addr, t["sizeof_m"])
@@ -182,6 +192,14 @@ class Worker(object):
         self.id = struct.unpack_from("<i", raw, t["off_m_id"])[0]
         self.tid = struct.unpack_from("<i", raw, t["off_m_tid"])[0]
         self.curg = struct.unpack_from("<Q", raw, t["off_m_curg"])[0]
+        held = rt.workers_held()
+        self.worker = held.get(addr) if held is not None else self.id
+
+    def label(self):
+        """"worker 0", or "spare thread (no worker)"."""
+        if self.worker is None:
+            return "spare thread (no worker)"
+        return "worker %d" % self.worker
 
     def thread(self):
         """The gdb thread of this worker, or None."""
@@ -213,6 +231,7 @@ class Runtime(object):
         self._waits = self._names("wait_names", "nwaits")
         self._coros = None
         self._workers = None
+        self._held = None
         self.unreadable = 0
 
     def _names(self, array, count):
@@ -257,6 +276,27 @@ class Runtime(object):
             t = self.table
             self._workers = [Worker(self, t["ms"] + i * t["sizeof_m"]) for i in range(t["nms"])]
         return self._workers
+
+    def workers_held(self):
+        """{address of a thread: id of the worker it holds}, from the
+        scheduler's Ps (goro__sched.procs): a P's owner, not the thread's
+        own p, which a blocked thread keeps until it comes back. None
+        without debug information."""
+        if self._held is None:
+            held = {}
+            try:
+                sched = gdb.parse_and_eval("goro__sched")
+                procs = sched["procs"]
+                for i in range(int(sched["nprocs"]) if int(procs) else 0):
+                    p = procs[i]
+                    owner = int(p["owner"])
+                    if owner == _P_RETAKING:    # sysmon decides; until then the old one's
+                        owner = int(p["m"])
+                    held[owner] = int(p["id"])
+            except gdb.error:
+                held = False
+            self._held = held
+        return self._held if self._held is not False else None
 
     def worker_running(self, coro):
         for w in self.workers():
@@ -620,8 +660,9 @@ class InfoCoroutines(gdb.Command):
     """List goro coroutines: info coroutines [FILTER...]
 
 Columns: Id, State (with what a parked coroutine waits on), Worker (the
-worker running it), Entry (its function) and Where (the first frame outside
-the runtime). * marks the current coroutine: the selected one, or the one
+worker running it; "spare" for a thread whose worker was handed off while
+it blocked or would not be preempted), Entry (its function) and Where (the first frame outside the
+runtime). * marks the current coroutine: the selected one, or the one
 running on the selected thread.
 
 Filters, all of which must match: a state (parked, running, runnable, dead;
@@ -642,9 +683,11 @@ wait=GLOB (e.g. wait=chan*).  Example: info coroutines parked name=worker-*"""
             if not _matches(coro, entry, states, ids, globs):
                 continue
             worker = rt.worker_running(coro) if coro.state_name == RUNNING else None
+            column = "-"
+            if worker:
+                column = "spare" if worker.worker is None else str(worker.worker)
             rows.append(("*" if coro.id == current else " ", str(coro.id), coro.state_text(),
-                         str(worker.id) if worker else "-", entry,
-                         coroutine_where(rt, coro, depth)))
+                         column, entry, coroutine_where(rt, coro, depth)))
         if rt.unreadable:
             gdb.write("(%d coroutine records could not be read: not in the core file?)\n"
                       % rt.unreadable)
@@ -662,7 +705,7 @@ def _announce(rt, coro, frame):
     where = ""
     if coro.state_name == RUNNING:
         worker = rt.worker_running(coro)
-        where = " on worker %d, thread %d" % (worker.id, gdb.selected_thread().num)
+        where = " on %s, thread %d" % (worker.label(), gdb.selected_thread().num)
     gdb.write("[Switching to coroutine %s, %s%s]\n" % (coro.label(), coro.state_text(), where))
     frame.select()
     gdb.execute("frame", to_string=False)
@@ -799,7 +842,7 @@ class CoroutinePrinter(object):
                                               symbol_name(coro.fn))
         if coro.state_name == RUNNING and coro.m:
             try:
-                text += ", on worker %d" % Worker(Runtime(), coro.m).id
+                text += ", on " + Worker(Runtime(), coro.m).label()
             except GoroError:
                 pass
         return text
@@ -855,10 +898,12 @@ class WorkerPrinter(object):
         try:
             rt = Runtime()
             w = Worker(rt, addr)
-            doing = "in the scheduler"
+            doing = "in the scheduler" if w.worker is not None else "idle"
             if w.curg:
                 doing = "running coroutine " + rt.coroutine_at(w.curg).label()
-            return "worker %d, thread %d, %s" % (w.id, w.tid, doing)
+                if w.worker is None:
+                    doing += " (its worker was handed off)"
+            return "%s, thread %d, %s" % (w.label(), w.tid, doing)
         except GoroError as e:
             return "worker (%s)" % e
 

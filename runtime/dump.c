@@ -34,13 +34,39 @@ struct dump {
     int count;
 };
 
-static struct goro_m *worker_of(const struct goro *g)
+static struct goro_m *thread_running(const struct goro *g)
 {
     int n;
     struct goro_m *ms = goro__registry_ms(&n);
     for (int i = 0; i < n; i++)
         if (ms[i].curg == g)
             return &ms[i];
+    return NULL;
+}
+
+/* Workers are not threads. A worker is a P, the right to run coroutines
+ * (runtime/sched.c), and there are goro_workers() of them; threads (Ms)
+ * may be more. When a thread blocks in a system call with coroutines
+ * queued behind it, sysmon hands its worker to another thread (a spare,
+ * or a new one), and the blocked thread, once back, waits as a spare. A P's
+ * owner says which thread holds it: a blocked thread's own m->p still
+ * names the worker it lost until it comes back. */
+
+/* The thread holding p. While sysmon retakes p (owner RETAKING), the
+ * thread it is taken from, until sysmon decides. */
+static struct goro_m *p_holder(struct goro_p *p)
+{
+    struct goro_m *owner = atomic_load_explicit(&p->owner, memory_order_acquire);
+    return owner == GORO_P_RETAKING ? __atomic_load_n(&p->m, __ATOMIC_RELAXED) : owner;
+}
+
+/* The P that m holds, or NULL: m is a spare thread. */
+static struct goro_p *worker_held_by(const struct goro_m *m)
+{
+    struct goro_p *ps = goro__sched.procs;
+    for (int i = 0; ps && i < goro__sched.nprocs; i++)
+        if (p_holder(&ps[i]) == m)
+            return &ps[i];
     return NULL;
 }
 
@@ -82,17 +108,21 @@ void goro__describe_wait(const struct goro *g, char *buf, size_t len)
 
 static void print_running(struct dump *d, struct goro *g)
 {
-    struct goro_m *m = worker_of(g);
-    struct goro_m *here = goro__m();
-    if (m)
-        goro__outf(d->out, "  running on worker %d (thread %d)%s\n", m->id, (int)m->tid,
-                   m == here ? ", the one printing this" : "");
+    struct goro_m *m = thread_running(g);
+    const char *printing = m && m == goro__m() ? ", the one printing this" : "";
+    struct goro_p *p = m ? worker_held_by(m) : NULL;
+    if (p)
+        goro__outf(d->out, "  running on worker %d (thread %d)%s\n", p->id, (int)m->tid,
+                   printing);
+    else if (m)
+        goro__outf(d->out, "  running on spare thread %d (its worker was handed off)%s\n",
+                   (int)m->tid, printing);
     if (g == d->self && d->ucontext)
         goro__backtrace_out(d->out, d->ucontext);   /* interrupted by the signal */
     else if (g == d->self)
         goro__backtrace_out(d->out, NULL);          /* called goro_dump itself */
     else
-        goro__outf(d->out, "  (not walked: its registers are live on its worker)\n");
+        goro__outf(d->out, "  (not walked: its registers are live on its thread)\n");
 }
 
 static void dump_coroutine(struct goro *g, void *arg)
@@ -124,32 +154,66 @@ static void dump_coroutine(struct goro *g, void *arg)
     }
 }
 
+static void print_coroutine_name(struct goro_out *o, const struct goro *g)
+{
+    goro__outf(o, "coroutine %llu%s%s%s", (unsigned long long)g->id, g->name[0] ? " \"" : "",
+               g->name, g->name[0] ? "\"" : "");
+}
+
+/* "worker 0: thread 812, running coroutine 5", one line per P. */
 static void dump_workers(struct dump *d)
+{
+    struct goro_p *ps = goro__sched.procs;
+    for (int i = 0; ps && i < goro__sched.nprocs; i++) {
+        struct goro_m *m = p_holder(&ps[i]);
+        if (!m) {
+            goro__outf(d->out, "worker %d: being handed to another thread\n", ps[i].id);
+            continue;
+        }
+        goro__outf(d->out, "worker %d: thread %d, ", ps[i].id, (int)m->tid);
+        struct goro *g = m->curg;
+        if (g) {
+            goro__outf(d->out, "running ");
+            print_coroutine_name(d->out, g);
+            goro__outf(d->out, "\n");
+        } else {
+            goro__outf(d->out, "in the scheduler (idle or between coroutines)\n");
+        }
+    }
+}
+
+/* The threads that hold no worker: blocked ones whose worker was handed
+ * over (still running their coroutine), and spares waiting for a worker. */
+static void dump_spare_threads(struct dump *d)
 {
     int n;
     struct goro_m *ms = goro__registry_ms(&n);
-    goro__outf(d->out, "\n");
     for (int i = 0; i < n; i++) {
+        if (worker_held_by(&ms[i]))
+            continue;
+        goro__outf(d->out, "spare thread (no worker): thread %d, ", (int)ms[i].tid);
         struct goro *g = ms[i].curg;
-        if (g)
-            goro__outf(d->out, "worker %d: thread %d, running coroutine %llu%s%s%s\n",
-                       ms[i].id, (int)ms[i].tid, (unsigned long long)g->id,
-                       g->name[0] ? " \"" : "", g->name, g->name[0] ? "\"" : "");
-        else
-            goro__outf(d->out, "worker %d: thread %d, in the scheduler (idle or "
-                       "between coroutines)\n", ms[i].id, (int)ms[i].tid);
+        if (g) {
+            goro__outf(d->out, "running ");
+            print_coroutine_name(d->out, g);
+            goro__outf(d->out, " (its worker was handed off)\n");
+        } else {
+            goro__outf(d->out, "idle\n");
+        }
     }
 }
 
 void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal)
 {
     struct dump d = { .out = o, .ucontext = ucontext, .self = goro__current() };
-    int nworkers;
-    goro__registry_ms(&nworkers);
+    int nthreads;
+    int nworkers = goro__registry_ms(&nthreads) && goro__sched.procs ? goro__sched.nprocs : 0;
     goro__outf(o, "goro: dump of process %d, %d worker%s\n", (int)getpid(), nworkers,
                nworkers == 1 ? "" : "s");
     int inexact = goro__registry_walk(dump_coroutine, &d, in_signal);
+    goro__outf(o, "\n");
     dump_workers(&d);
+    dump_spare_threads(&d);
     goro__outf(o, "goro: %d coroutine%s%s\n", d.count, d.count == 1 ? "" : "s",
                inexact ? " (the registry was busy: the list may be incomplete)" : "");
 }

@@ -141,6 +141,11 @@ L_IO=$(line_of io)
 L_JOIN=$(line_of join)
 L_CRASH=$(line_of crash)
 HEX='0x[0-9a-f]+'
+# Where a running spinner is. Normally on a worker; but a thread that runs
+# a coroutine for slices without being preempted (under qemu-user, say)
+# has its worker handed to another thread, and then runs it as a spare.
+WORKER='([0-9]+|spare)'
+ON_WORKER='(worker [0-9]+|spare thread \(no worker\))'
 
 # The listing of parked coroutines, checked in every session.
 expect_listing() { # FILE BLOCK
@@ -152,8 +157,8 @@ expect_listing() { # FILE BLOCK
         "^ +4 +parked: sleep +- +sleeper +fixture\\.c:$L_SLEEP\$" \
         "^ +5 +parked: io fd=[0-9]+ +- +reader +fixture\\.c:$L_IO\$" \
         "^ +6 +parked: join coroutine 1 +- +joiner +fixture\\.c:$L_JOIN\$" \
-        "^[ *] +7 +running +[0-9]+ +spinner +fixture\\.c:[0-9]+\$" \
-        "^[ *] +8 +running +[0-9]+ +spinner +fixture\\.c:[0-9]+\$"
+        "^[ *] +7 +running +$WORKER +spinner +fixture\\.c:[0-9]+\$" \
+        "^[ *] +8 +running +$WORKER +spinner +fixture\\.c:[0-9]+\$"
 }
 
 expect_printers() { # FILE
@@ -164,8 +169,8 @@ expect_printers() { # FILE
         '= coroutine 1 "receiver" parked: chan recv 0x[0-9a-f]+, entry chan_receiver' \
         '= coroutine 4 "sleeper" parked: sleep, entry sleeper' \
         '= "sleeper"' \
-        '= worker 0, thread [0-9]+, running coroutine [78] "spin[12]"' \
-        '= worker 1, thread [0-9]+, running coroutine [78] "spin[12]"'
+        '= (worker 0|spare thread \(no worker\)), thread [0-9]+, running coroutine [78] "spin[12]"' \
+        '= (worker 1|spare thread \(no worker\)), thread [0-9]+, running coroutine [78] "spin[12]"'
 }
 
 # The inspection at the checkpoint, the same for the live process and its
@@ -234,7 +239,7 @@ check_checkpoint() { # FILE
     expect "$f" apply-some '^Coroutine 2 "sender"' '^Coroutine 5 "reader"' "goro__ctx_entry"
     reject "$f" apply-some '^Coroutine [134678] '
     expect_printers "$f"
-    expect "$f" select-7 '^\[Switching to coroutine 7 "spin1", running on worker [0-9]+, thread [0-9]+\]' "spinner \\(" \
+    expect "$f" select-7 "^\\[Switching to coroutine 7 \"spin1\", running on $ON_WORKER, thread [0-9]+\\]" "spinner \\(" \
         '^\* +7 +running'
     expect "$f" none "Back to the thread's own frames"
     expect "$f" bad-id "no coroutine 99"
@@ -362,8 +367,8 @@ inspect_crash() { # PC SP
 check_crash() { # FILE
     local f=$1
     expect_listing "$f" crash-list
-    expect "$f" crash-list "^\\* +7 +running +[0-9]+ +spinner +fixture\\.c:$L_CRASH\$"
-    expect "$f" crash-select '^\[Switching to coroutine 7 "spin1", running on worker [0-9]+, thread 1\]' \
+    expect "$f" crash-list "^\\* +7 +running +$WORKER +spinner +fixture\\.c:$L_CRASH\$"
+    expect "$f" crash-select "^\\[Switching to coroutine 7 \"spin1\", running on $ON_WORKER, thread 1\\]" \
         "crash_here \\(.*at .*fixture\\.c:$L_CRASH\$" "spinner \\(" "goro__ctx_entry"
     expect "$f" crash-parked "reader \\(.*at .*fixture\\.c:$L_IO\$" "goro__ctx_entry"
     expect_printers "$f"
@@ -435,7 +440,7 @@ check_kernel_core() { # FIXTURE DIR
 
 expect_dump() { # FILE BLOCK
     expect "$1" "$2" \
-        '^goro: dump of process [0-9]+, [0-9]+ workers$' \
+        '^goro: dump of process [0-9]+, 2 workers$' \
         '^coroutine 1 "receiver" \[parked: chan recv 0x[0-9a-f]+\], entry chan_receiver$' \
         '^coroutine 2 "sender" \[parked: chan send 0x[0-9a-f]+\], entry chan_sender$' \
         '^coroutine 3 "locker" \[parked: mutex 0x[0-9a-f]+\], entry mutex_waiter$' \
@@ -443,10 +448,12 @@ expect_dump() { # FILE BLOCK
         '^coroutine 5 "reader" \[parked: io fd=[0-9]+\], entry reader$' \
         '^coroutine 6 "joiner" \[parked: join coroutine 1\], entry joiner$' \
         '^coroutine 7 "spin1" \[running\], entry spinner$' \
-        '^  running on worker [0-9]+ \(thread [0-9]+\)' \
+        '^  running on (worker [0-9]+ \(thread [0-9]+\)|spare thread [0-9]+ \(its worker was handed off\))' \
         '^  #[0-9]+ +0x[0-9a-f]+ chan_receiver\+0x' \
         '^  #[0-9]+ +0x[0-9a-f]+ goro__ctx_entry\+0x' \
-        '^worker 0: thread [0-9]+, running coroutine [78] "spin[12]"$' \
+        '^worker 0: thread [0-9]+, ' '^worker 1: thread [0-9]+, ' \
+        '^(worker [01]|spare thread \(no worker\)): thread [0-9]+, running coroutine 7 "spin1"' \
+        '^(worker [01]|spare thread \(no worker\)): thread [0-9]+, running coroutine 8 "spin2"' \
         '^goro: 8 coroutines$'
 }
 

@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <libunwind.h>
+#include <link.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -82,55 +83,156 @@ void goro__outf(struct goro_out *o, const char *fmt, ...)
         write_all(o->fd, buf, len);
 }
 
-/* ---- symbols ---- */
+/* ---- symbols ----
+ *
+ * libunwind names a code address after the nearest function symbol below
+ * it, from the object's full symbol table (.symtab, or the compressed
+ * .gnu_debugdata) when it has one, else from its dynamic symbols alone. In
+ * an object without a full table - libc.so.6 and ld.so as Debian ships
+ * them - an address in a local function (qsort's msort_with_tmp, say) is
+ * then named after whichever exported function lies below it, with a large
+ * offset ("mrand48_r+0x2b4"): a wrong name, which misleads more than none.
+ * So every name is checked against the dynamic symbol table, whose entries
+ * carry their size (dladdr1, RTLD_DL_SYMENT); a name that fails the check
+ * becomes "??" with the object and the offset in it, which addr2line and
+ * gdb can still resolve against the object's debug information. */
 
-/* The function containing ip and ip's offset in it: from the full symbol
- * table through libunwind (static functions, static binaries), else from
- * the dynamic symbol table. */
-static bool lookup_symbol(uintptr_t ip, char *buf, size_t len, uintptr_t *off)
+/* A code address as it reads in a report: the function's name and start,
+ * or, when no name can be trusted, the object containing it. */
+struct code_name {
+    char name[128];                 /* "" when unknown */
+    uintptr_t start;                /* where the named function begins */
+    const char *object;             /* file of the containing object, or NULL */
+    uintptr_t object_base;
+};
+
+/* The dynamic symbol that contains addr, if one does. */
+static bool dynamic_symbol_at(uintptr_t addr, Dl_info *info)
 {
-    unw_context_t ctx;
-    unw_cursor_t cursor;
-    unw_word_t uoff;
-    if (unw_getcontext(&ctx) == 0 && unw_init_local(&cursor, &ctx) == 0 &&
-        /* +1: libunwind looks a (return) address up at address - 1 */
-        unw_set_reg(&cursor, UNW_REG_IP, (unw_word_t)ip + 1) == 0 &&
-        unw_get_proc_name(&cursor, buf, len, &uoff) == 0 && uoff >= 1) {
-        *off = (uintptr_t)uoff - 1;
-        return true;
-    }
+    const ElfW(Sym) *sym = NULL;
+    if (!dladdr1((void *)addr, info, (void **)&sym, RTLD_DL_SYMENT) || !info->dli_sname ||
+        !info->dli_saddr || !sym)
+        return false;
+    uintptr_t start = (uintptr_t)info->dli_saddr;
+    return sym->st_size ? addr - start < sym->st_size : addr == start;
+}
+
+/* Whether libunwind's answer for lookup - a function beginning at start -
+ * can be right. It cannot when a dynamic symbol contains lookup but begins
+ * above start (libunwind passed over it), or when none contains lookup and
+ * start is itself a dynamic symbol's (which, by its size, ends below
+ * lookup). A start that is no dynamic symbol's came from the full symbol
+ * table: trusted. So is everything in objects the loader does not know
+ * (a static program), where no dynamic table exists to check against. */
+static bool unwind_name_plausible(uintptr_t start, uintptr_t lookup)
+{
     Dl_info info;
-    if (dladdr((void *)ip, &info) && info.dli_sname && info.dli_saddr) {
-        snprintf(buf, len, "%s", info.dli_sname);
-        *off = ip - (uintptr_t)info.dli_saddr;
+    if (!dladdr((void *)lookup, &info))
         return true;
+    if (dynamic_symbol_at(lookup, &info))
+        return (uintptr_t)info.dli_saddr <= start;
+    return !(dynamic_symbol_at(start, &info) && (uintptr_t)info.dli_saddr == start);
+}
+
+/* Names the function containing lookup, an address inside the code (for a
+ * return address, the address before it). unwound: libunwind's name and
+ * the function's start, if it gave one. */
+static void name_code(uintptr_t lookup, const char *unwound, uintptr_t unwound_start,
+                      struct code_name *cn)
+{
+    Dl_info info;
+    memset(cn, 0, sizeof *cn);
+    if (unwound && unwind_name_plausible(unwound_start, lookup)) {
+        snprintf(cn->name, sizeof cn->name, "%s", unwound);
+        cn->start = unwound_start;
+    } else if (dynamic_symbol_at(lookup, &info)) {
+        snprintf(cn->name, sizeof cn->name, "%s", info.dli_sname);
+        cn->start = (uintptr_t)info.dli_saddr;
     }
-    return false;
+    if (!cn->name[0] && dladdr((void *)lookup, &info) && info.dli_fname) {
+        cn->object = info.dli_fname;
+        cn->object_base = (uintptr_t)info.dli_fbase;
+    }
+}
+
+/* "name+0x1c"; "?? (libc.so.6+0x3fbf4)"; "??" - for an address at ip. */
+static void format_code(const struct code_name *cn, uintptr_t ip, char *buf, size_t len)
+{
+    if (cn->name[0]) {
+        snprintf(buf, len, "%s+0x%lx", cn->name, (unsigned long)(ip - cn->start));
+    } else if (cn->object) {
+        const char *slash = strrchr(cn->object, '/');
+        snprintf(buf, len, "?? (%s+0x%lx)", slash ? slash + 1 : cn->object,
+                 (unsigned long)(ip - cn->object_base));
+    } else {
+        snprintf(buf, len, "??");
+    }
+}
+
+/* libunwind's name for the frame at cursor, whose ip is ip: the function's
+ * start into *start. Its offset counts from ip even when it looked up
+ * ip - 1 (a return address), so the start is exact either way. */
+static const char *unwind_name(unw_cursor_t *cursor, uintptr_t ip, char *name, size_t len,
+                               uintptr_t *start)
+{
+    unw_word_t off;
+    int err = unw_get_proc_name(cursor, name, len, &off);
+    if ((err != 0 && err != -UNW_ENOMEM) || off > ip)   /* ENOMEM: cut short */
+        return NULL;
+    *start = ip - (uintptr_t)off;
+    return name;
+}
+
+/* The function of the frame at cursor, checked (see above), as text. exact:
+ * ip is where the frame stopped (a fault, or the frame a signal
+ * interrupted), not a return address - which may lie just past the end of
+ * a function whose last instruction is a call, so it is looked up at ip - 1,
+ * as libunwind does. */
+static void describe_frame(unw_cursor_t *cursor, uintptr_t ip, bool exact, char *buf,
+                           size_t len)
+{
+    char name[128];
+    uintptr_t start = 0;
+    const char *unwound = unwind_name(cursor, ip, name, sizeof name, &start);
+    struct code_name cn;
+    name_code(exact || !ip ? ip : ip - 1, unwound, start, &cn);
+    format_code(&cn, ip, buf, len);
 }
 
 void goro__symbolize(const void *ip, char *buf, size_t len)
 {
+    uintptr_t addr = (uintptr_t)ip;
+    unw_context_t ctx;
+    unw_cursor_t cursor;
     char name[128];
-    uintptr_t off;
-    if (!lookup_symbol((uintptr_t)ip, name, sizeof name, &off))
+    uintptr_t start = 0;
+    const char *unwound = NULL;
+    /* A cursor standing at addr + 1: libunwind looks a return address up
+     * at address - 1, which is addr. */
+    if (unw_getcontext(&ctx) == 0 && unw_init_local(&cursor, &ctx) == 0 &&
+        unw_set_reg(&cursor, UNW_REG_IP, (unw_word_t)addr + 1) == 0)
+        unwound = unwind_name(&cursor, addr + 1, name, sizeof name, &start);
+    struct code_name cn;
+    name_code(addr, unwound, start, &cn);
+    if (!cn.name[0] && !cn.object)
         snprintf(buf, len, "%p", ip);
-    else if (off)
-        snprintf(buf, len, "%s+0x%lx", name, (unsigned long)off);
+    else if (cn.name[0] && addr == cn.start)
+        snprintf(buf, len, "%s", cn.name);
     else
-        snprintf(buf, len, "%s", name);
+        format_code(&cn, addr, buf, len);
 }
 
 /* ---- backtraces ---- */
 
 /* One frame a line; runs of the same return address (recursion) print as
- * one line. */
-static void print_frames(struct goro_out *o, unw_cursor_t *cursor)
+ * one line. exact: the first frame's ip is a signal's (see describe_frame). */
+static void print_frames(struct goro_out *o, unw_cursor_t *cursor, bool exact)
 {
     unw_word_t last = 0;
     int repeats = 0, printed = 0;
     for (int depth = 0; depth < 100000 && printed < MAX_FRAMES; depth++) {
-        unw_word_t ip, off;
-        char name[128];
+        unw_word_t ip;
+        char name[160];
         unw_get_reg(cursor, UNW_REG_IP, &ip);
         if (depth > 0 && ip == last) {
             repeats++;
@@ -139,15 +241,12 @@ static void print_frames(struct goro_out *o, unw_cursor_t *cursor)
                 goro__outf(o, "      ... the frame above %d more times\n", repeats);
                 repeats = 0;
             }
-            if (unw_get_proc_name(cursor, name, sizeof name, &off) != 0) {
-                snprintf(name, sizeof name, "?");
-                off = 0;
-            }
-            goro__outf(o, "  #%-5d 0x%012lx %s+0x%lx\n", depth, (unsigned long)ip, name,
-                       (unsigned long)off);
+            describe_frame(cursor, (uintptr_t)ip, exact, name, sizeof name);
+            goro__outf(o, "  #%-5d 0x%012lx %s\n", depth, (unsigned long)ip, name);
             printed++;
         }
         last = ip;
+        exact = unw_is_signal_frame(cursor) > 0;    /* the next frame was interrupted */
         if (unw_step(cursor) <= 0)
             break;
     }
@@ -231,7 +330,7 @@ static void guarded_walk(struct goro_out *o, enum walk_from from, void *ucontext
         err = unw_init_local(&cursor, &ctx);
     }
     if (err == 0)
-        print_frames(o, &cursor);
+        print_frames(o, &cursor, from == WALK_SIGNAL);
     else if (from == WALK_SAVED)
         print_fp_chain(o, g);
     else

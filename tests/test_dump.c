@@ -1,9 +1,15 @@
 /* What goro_dump and the crash reports say (runtime/dump.c, runtime/fault.c;
- * docs/debugging.md): workers counted as workers, not threads. The tests
- * that need a runtime of their own shape run in a child process
- * (t_run_child), and the parent checks the text the child printed. */
+ * docs/debugging.md): workers counted as workers, not threads; code
+ * addresses named after the function that contains them, or "??" - never
+ * after another function. The tests that need a runtime of their own shape,
+ * or a crash, run in a child process (t_run_child), and the parent checks
+ * the text the child printed. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <linux/membarrier.h>
 #include <stdio.h>
@@ -15,6 +21,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "internal.h"
 #include "suites.h"
 
 /* ---- text helpers ---- */
@@ -186,10 +193,168 @@ START_TEST(dump_counts_workers_not_threads)
 }
 END_TEST
 
+/* ---- symbols ---- */
+
+/* Whether text, the name runtime/fault.c gave the code at ip ("fn+0x1c",
+ * "?? (libc.so.6+0x3fbf4)", "??"), names no function but the one that
+ * contains lookup (ip, or ip - 1 for a return address). "??" is never
+ * wrong. A name counts from start = ip - offset; when a dynamic symbol
+ * begins there, its size says whether it reaches lookup - a name from a
+ * full symbol table has no size to check here, and is taken as right. On
+ * failure, *why says what is wrong. */
+static bool names_right_function(const char *text, uintptr_t ip, uintptr_t lookup,
+                                 char *why, size_t len)
+{
+    if (strncmp(text, "??", 2) == 0)
+        return true;
+    const char *plus = strstr(text, "+0x");
+    unsigned long off = plus ? strtoul(plus + 3, NULL, 16) : 0;
+    uintptr_t start = ip - off;
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (!dladdr1((void *)start, &info, (void **)&sym, RTLD_DL_SYMENT) || !info.dli_sname ||
+        (uintptr_t)info.dli_saddr != start || !sym)
+        return true;
+    if (sym->st_size ? lookup - start < sym->st_size : lookup == start)
+        return true;
+    snprintf(why, len, "\"%s\" for code at %#lx, but %s (%s) is %lu bytes long at %#lx",
+             text, (unsigned long)lookup, info.dli_sname, info.dli_fname,
+             (unsigned long)sym->st_size, (unsigned long)start);
+    return false;
+}
+
+/* Not exported: only a full symbol table names it. */
+static T_NOINLINE int local_function(int x)
+{
+    __asm__ volatile("" : "+r"(x));
+    return x * 3 + 1;
+}
+
+static void *sort_return;
+
+/* qsort calls it from inside libc: from an exported function, or from a
+ * local one that libc's dynamic symbols do not name. */
+static int compare_recording(const void *a, const void *b)
+{
+    sort_return = __builtin_return_address(0);
+    return *(const int *)a - *(const int *)b;
+}
+
+START_TEST(symbolize_names_the_containing_function_or_nothing)
+{
+    char text[200], why[300] = "";
+    const char *fn = (const char *)(uintptr_t)local_function;
+    goro__symbolize(fn + 4, text, sizeof text);
+    ck_assert_msg(strcmp(text, "local_function+0x4") == 0,
+                  "a static function of the test, 4 bytes in: \"%s\"", text);
+    goro__symbolize(fn, text, sizeof text);
+    ck_assert_msg(strcmp(text, "local_function") == 0, "its entry: \"%s\"", text);
+
+    int v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = 64 - i;
+    qsort(v, 64, sizeof *v, compare_recording);
+    uintptr_t call = (uintptr_t)sort_return - 1;    /* the call instruction */
+    goro__symbolize((void *)call, text, sizeof text);
+    ck_assert_msg(names_right_function(text, call, call, why, sizeof why),
+                  "the code in libc that calls qsort's comparator: %s", why);
+}
+END_TEST
+
+/* ---- a crash report through a libc callback ---- */
+
+#ifdef T_ASAN
+/* ASan owns SIGSEGV and reports it itself; SIGABRT is left to goro
+ * (docs/debugging.md), and abort() adds libc frames of its own. */
+#define CRASH_SIGNAL SIGABRT
+#else
+#define CRASH_SIGNAL SIGSEGV
+#endif
+
+static T_NOINLINE void crash_in_local_function(int *volatile *where)
+{
+    if (CRASH_SIGNAL == SIGABRT)
+        abort();
+    **where = 42;
+}
+
+/* Crashes when first called: by qsort, from inside libc. */
+static int compare_and_crash(const void *a, const void *b)
+{
+    int *volatile nowhere = NULL;
+    crash_in_local_function(&nowhere);
+    return *(const int *)a - *(const int *)b;
+}
+
+static void sort_and_crash(void)
+{
+    int v[16];
+    for (int i = 0; i < 16; i++)
+        v[i] = 16 - i;
+    qsort(v, 16, sizeof *v, compare_and_crash);
+}
+
+static int crash_child(void *arg)
+{
+    (void)arg;
+    setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 });  /* the crash is expected */
+    goro_t *h = go(sort_and_crash);
+    if (h)
+        goro_join(h, NULL);
+    printf("the coroutine did not crash\n");
+    return 1;
+}
+
+/* Every frame of the report names the function containing it, or "??". */
+static void check_report_frames(const char *report)
+{
+    int frames = 0;
+    for (const char *line = strstr(report, "\n  #"); line; line = strstr(line + 1, "\n  #")) {
+        int depth;
+        unsigned long ip;
+        char text[300], why[400];
+        if (sscanf(line, "\n  #%d 0x%lx %299[^\n]", &depth, &ip, text) != 3)
+            continue;
+        frames++;
+        /* frame 0 stopped at the fault; the others are return addresses */
+        uintptr_t lookup = depth == 0 ? ip : ip - 1;
+        ck_assert_msg(names_right_function(text, ip, lookup, why, sizeof why),
+                      "frame %d names another function: %s\nreport:\n%s", depth, why, report);
+    }
+    ck_assert_msg(frames >= 4, "want a backtrace in the report:\n%s", report);
+}
+
+START_TEST(crash_report_frames_name_their_own_functions)
+{
+#ifdef T_TSAN
+    t_skip("crash_report_frames_name_their_own_functions", "TSan handles the crash itself");
+    return;
+#endif
+    if (t_valgrind()) {
+        t_skip("crash_report_frames_name_their_own_functions", "valgrind");
+        return;
+    }
+    static char out[1 << 16];
+    int st = t_run_child(crash_child, NULL, t_timeout(20), out, sizeof out);
+    ck_assert_msg(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == CRASH_SIGNAL,
+                  "child status %#x, want death by signal %d; output:\n%s", st, CRASH_SIGNAL,
+                  out);
+    const char *report = strstr(out, "goro: coroutine ");
+    ck_assert_msg(report && strstr(report, " crashed: signal "), "no crash report:\n%s", out);
+    ck_assert_msg(strstr(report, "crash_in_local_function+0x") &&
+                  strstr(report, "compare_and_crash+0x") && strstr(report, "sort_and_crash+0x"),
+                  "want the test's own functions named in the report:\n%s", report);
+    check_report_frames(report);
+}
+END_TEST
+
 Suite *dump_suite(void)
 {
     Suite *s = suite_create("dump");
     TCase *tc = t_tcase(s, "workers", 30);
     tcase_add_test(tc, dump_counts_workers_not_threads);
+    tc = t_tcase(s, "symbols", 30);
+    tcase_add_test(tc, symbolize_names_the_containing_function_or_nothing);
+    tcase_add_test(tc, crash_report_frames_name_their_own_functions);
     return s;
 }

@@ -1260,11 +1260,15 @@ static const char *const expired_kinds[] = {
 };
 static goro_mutex_t st_mu = GORO_MUTEX_INIT;
 static int st_pipe[2];
-static goro_t *st_never;            /* a coroutine that ends only at stop */
+static goro_t *st_never;            /* ends only after the loops have ended */
+static atomic_int st_never_stop;
 
+/* Its own flag: had it ended at st.stop, a loop's last join_until could
+ * collect it before the loop saw st.stop, and the test's join would be
+ * handed a joined handle. */
 static void st_until_stop(void)
 {
-    while (!atomic_load(&st.stop))
+    while (!atomic_load(&st_never_stop))
         goro_sleep(GORO_MSEC);
 }
 
@@ -1293,6 +1297,7 @@ START_TEST(expired_wait_loop_yields)
     ck_assert_int_eq(goro_chan_new(&st.ch, sizeof(long), 0), 0);
     ck_assert_int_eq(pipe2(st_pipe, O_CLOEXEC | O_NONBLOCK), 0);
     ck_assert_int_eq(goro_mutex_lock(&st_mu), 0);
+    atomic_store(&st_never_stop, 0);
     st_never = go(st_until_stop);
     long threads0 = thread_count();
     goro_t *tk = go(st_ticker);
@@ -1309,6 +1314,7 @@ START_TEST(expired_wait_loop_yields)
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(goro_join(loops[i], NULL), 0);
     ck_assert_int_eq(goro_join(tk, NULL), 0);
+    atomic_store(&st_never_stop, 1);
     ck_assert_int_eq(goro_join(st_never, NULL), 0);
     ck_assert_int_eq(goro_mutex_unlock(&st_mu), 0);
     ck_assert_int_eq(goro_close(st_pipe[0]), 0);

@@ -119,6 +119,9 @@ void t_fail(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(fail_msg, sizeof fail_msg, fmt, ap);
     va_end(ap);
+    /* Now too: a test that hangs after this (a partner left waiting)
+     * ends by Check's timeout, which would not say why. */
+    fprintf(stderr, "t_fail: %s\n", fail_msg);
     atomic_store(&fail_set, 2);
 }
 

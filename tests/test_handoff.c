@@ -1321,7 +1321,13 @@ START_TEST(expired_wait_loop_yields)
     close(st_pipe[1]);
     ck_assert_int_eq(goro_chan_free(st.ch), 0);
     double gap = t_ms(atomic_load(&st.max_gap_ns));
-    ck_assert_msg(max_threads <= threads0 + 1, "%s: threads: %ld at the start, up to %ld "
+    /* One spare may come and go (a thread sampled asleep in the kernel
+     * past its slice). Under the sanitizers their own locks put threads to
+     * sleep often enough for a second, so there the bound cannot tell two
+     * loops that never give way (one replacement thread each) and only
+     * the plain builds check it strictly. */
+    long spare = t_sanitized() || t_slow() ? 2 : 1;
+    ck_assert_msg(max_threads <= threads0 + spare, "%s: threads: %ld at the start, up to %ld "
                   "with two loops on expired waits", expired_kinds[kind], threads0, max_threads);
     ck_assert_msg(atomic_load(&st.ticks) > 20 && gap < t_timeout(0.1) * 1e3,
                   "%s: ticker: %ld ticks, largest gap %.0f ms", expired_kinds[kind],

@@ -202,8 +202,53 @@ $(BUILD)/obj/tests/%.o: tests/%.c $(HEADERS) $(wildcard tests/*.h) $(DEPS_STAMP)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -Itests -c $< -o $@
 
-test: $(TEST_BIN)
+# ---- C++ tests (tests/cxx/, docs/cxx.md) ----
+# The C++ forms of goro.h and the exception state per coroutine, built by
+# g++ and by clang++ - one binary each, linked against the static library -
+# and run after the C suite. The aarch64 cross build has no C++ cross
+# compiler wired, so it goes without them.
+CXX_GCC ?= g++
+CXX_CLANG ?= clang++
+CXX_TEST_SRCS := $(wildcard tests/cxx/*.cc)
+CXX_TEST_COMPILERS := $(if $(SYSROOT),,gcc clang)
+CXX_TEST_BINS := $(CXX_TEST_COMPILERS:%=$(BUILD)/tests/goro_cxx_tests_%)
+CXX_TEST_FLAGS = -std=c++17 -Wall -Wextra -Werror -pthread -fno-omit-frame-pointer \
+    $(STACK_CLASH) -Iinclude $(SAN_FLAGS) $(OPT) -g
+
+# $(1): gcc or clang, $(2): the compiler
+define cxx_tests
+$$(BUILD)/obj/tests/cxx/$(1)/%.o: tests/cxx/%.cc include/goro.h $$(wildcard tests/cxx/*.h) $$(DEPS_STAMP)
+	@mkdir -p $$(@D)
+	$$(call say,CXX,$$@)
+	$$(Q)$(2) $$(CXX_TEST_FLAGS) -c $$< -o $$@
+
+$$(BUILD)/tests/goro_cxx_tests_$(1): $$(CXX_TEST_SRCS:tests/cxx/%.cc=$$(BUILD)/obj/tests/cxx/$(1)/%.o) $$(STATIC_LIB)
+	@mkdir -p $$(@D)
+	$$(call say,LINK,$$@)
+	$$(Q)$(2) $$(CXX_TEST_FLAGS) $$(ALL_LDFLAGS) -rdynamic -o $$@ $$(filter %.o,$$^) $$(STATIC_LIB) $$(LIBS)
+endef
+$(eval $(call cxx_tests,gcc,$(CXX_GCC)))
+$(eval $(call cxx_tests,clang,$(CXX_CLANG)))
+
+.PHONY: test-cxx
+test-cxx: $(CXX_TEST_BINS)
+	$(if $(CXX_TEST_BINS),$(foreach t,$(CXX_TEST_BINS),$(RUNNER) $(t) &&) true,\
+	  @echo "C++ tests skipped: no C++ cross compiler is wired for ARCH=$(ARCH)")
+
+# The C++ go()'s spawn cost next to the plain C spawn (bench/spawn gives
+# the C go() macro's); not part of `make bench`.
+.PHONY: bench-cxx-spawn
+bench-cxx-spawn: $(BUILD)/bench/cxx_spawn
+	$(BUILD)/bench/cxx_spawn
+
+$(BUILD)/bench/cxx_spawn: bench/cxx_spawn.cc include/goro.h $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(call say,LINK,$@)
+	$(Q)$(CXX_GCC) $(CXX_TEST_FLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+
+test: $(TEST_BIN) $(CXX_TEST_BINS)
 	$(RUNNER) $(TEST_BIN)
+	$(MAKE) --no-print-directory test-cxx
 	$(MAKE) --no-print-directory test-echod
 
 test-asan:

@@ -214,16 +214,33 @@ int goro_chan_close(goro_chan_t *ch);
 long goro_chan_len(goro_chan_t *ch);
 long goro_chan_cap(goro_chan_t *ch);
 
-enum { GORO_SEND = 1, GORO_RECV = 2 };
+/* Case kinds of goro_select: channel cases, and descriptor cases, which
+ * wait for a descriptor to become readable / writable beside the channels. */
+enum { GORO_SEND = 1, GORO_RECV = 2, GORO_FD_READ = 3, GORO_FD_WRITE = 4 };
 
 /* One case of goro_select(). A NULL ch is never ready (as a nil channel
- * in Go), which lets a loop switch cases off. */
+ * in Go), which lets a loop switch cases off.
+ *
+ * A descriptor case has op GORO_FD_READ or GORO_FD_WRITE, a NULL ch, and
+ * elem pointing to the descriptor, an int read once per call:
+ *     { .op = GORO_FD_READ, .elem = &sock }
+ * It fires when the descriptor is ready as poll(2) saw it at that moment
+ * (readable: data, end of file or an error; data left unread by an earlier
+ * call counts). It reads and writes nothing: with several readers of one
+ * descriptor another may take the data first, and the read that follows
+ * finds nothing (goro_read then waits). Its result is GORO_READABLE (or
+ * GORO_WRITABLE), or a negative errno: -EBADF for a bad descriptor or one
+ * closed with goro_close while the select waits. A negative descriptor is
+ * never ready, like a NULL channel. The descriptor is made non-blocking,
+ * as by any goro I/O call. */
 typedef struct goro_case {
     goro_chan_t *ch;
-    int op;              /* GORO_SEND or GORO_RECV */
+    int op;              /* GORO_SEND, GORO_RECV, GORO_FD_READ, GORO_FD_WRITE */
     void *elem;          /* send: the element (NULL only for size 0: else
-                            -EINVAL); recv: destination or NULL */
-    int result;          /* out: as goro_chan_send / goro_chan_recv return */
+                            -EINVAL); recv: destination or NULL;
+                            descriptor cases: the int descriptor (not NULL) */
+    int result;          /* out: as goro_chan_send / goro_chan_recv return;
+                            descriptor cases: the readiness bit or -errno */
 } goro_case_t;
 
 #define GORO_SELECT_NOWAIT 0x1   /* a default case: never wait */
@@ -231,8 +248,9 @@ typedef struct goro_case {
 /* Waits until one case can proceed, performs it and returns its index
  * (may switch). When several are ready one is chosen uniformly at random.
  * With GORO_SELECT_NOWAIT returns -EAGAIN if none is ready. Returns
- * -EINVAL for bad arguments; with no non-NULL channel and no NOWAIT,
- * -EDEADLK (it would wait forever). */
+ * -EINVAL for bad arguments (a descriptor case with a channel or
+ * without a descriptor); with no non-NULL channel, no descriptor case and
+ * no NOWAIT, -EDEADLK (it would wait forever). */
 int goro_select(goro_case_t *cases, int ncases, int flags);
 
 /* ------------------------------------------------------------------------
@@ -531,6 +549,38 @@ void goro_preempt_disable(void);
 void goro_preempt_enable(void);
 
 /* ------------------------------------------------------------------------
+ * Signals (Go's signal.Notify; docs/api.md, "Signals")
+ *
+ * The runtime's threads block the notifiable signals - SIGHUP, SIGINT,
+ * SIGQUIT (not with GORO_DUMP_ON_SIGQUIT=1), SIGTERM, SIGUSR1, SIGUSR2,
+ * SIGALRM, SIGCHLD, SIGWINCH, SIGTSTP, SIGCONT, SIGIO and SIGRTMIN..SIGRTMAX
+ * - for their whole life, so such a signal sent to the process never lands
+ * on one of them: it goes to a thread of the program's, or stays pending
+ * when all of those block it too (sigwait and signalfd then work).
+ * ------------------------------------------------------------------------ */
+
+/* Relays the signals sigs[0..nsigs-1] to ch, a channel of int (element
+ * size sizeof(int)): each arrival try-sends the signal number, never
+ * waiting - when ch is full that arrival is dropped for ch, as in Go, so
+ * give ch a buffer. Several channels may take the same signal; calling
+ * again for ch adds signals. While a signal has a channel, its handler is
+ * the runtime's, whichever thread the kernel gives it to (the program's
+ * handler, if any, is set aside; goro_signal_stop puts it back). Starts
+ * the runtime if needed, as go() does. Returns 0, -EINVAL (NULL ch or
+ * sigs, nsigs < 1, an element size other than sizeof(int), a signal that
+ * is not notifiable: SIGKILL, SIGSTOP, SIGURG, SIGPIPE, the faults...),
+ * -ENOMEM, -ESHUTDOWN (from a thread the runtime does not own, while
+ * goro_shutdown runs). Subscriptions end with the runtime: after
+ * goro_shutdown no signal is sent to ch and ch is never touched. */
+int goro_signal_notify(goro_chan_t *ch, const int *sigs, int nsigs);
+
+/* Stops relaying signals to ch; once it returns, none is sent to ch (it
+ * may be freed). A signal left without channels gets its earlier
+ * disposition back. Returns 0 (also when ch had no subscription), -EINVAL
+ * for NULL. */
+int goro_signal_stop(goro_chan_t *ch);
+
+/* ------------------------------------------------------------------------
  * Debugging
  * ------------------------------------------------------------------------ */
 
@@ -643,4 +693,283 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #ifdef __cplusplus
 }
 #endif
+
+/* ------------------------------------------------------------------------
+ * C++ (C++17; docs/cxx.md)
+ *
+ * From C++ the same API, plus native forms in place of the go() macro:
+ *
+ *   goro_t *h = go([=] { return count(text); });     // any callable
+ *   go(f, 2, std::string("x"));                       // copies, as std::thread
+ *   long n = goro_join_rethrow(h);                    // rethrows its exception
+ *
+ * go(f, args...) -> goro_t *, or NULL with errno set (EINVAL: f is a null
+ *   pointer; ENOMEM: no memory for the callable; else as the C form).
+ *   f and args are decay-copied (moved when they are rvalues) in the
+ *   caller, which gets any exception their constructors throw; the
+ *   coroutine calls std::invoke(std::move(f), std::move(args)...) and
+ *   destroys them when it ends. Pass references with std::ref. The call
+ *   returns void, an integer, an enum, bool or a pointer (checked at
+ *   compile time), which goro_join hands back as a long.
+ * goro_go(&h, &attr, f, args...) -> 0 or -errno; h NULL: detached.
+ * An exception that escapes f ends the coroutine (join result 0) and is
+ *   kept for its joiner:
+ *     goro_join(h, &result, &error)  0 or -errno as goro_join; error (a
+ *                                    std::exception_ptr *, may be NULL)
+ *                                    receives it, or nullptr;
+ *     goro_join_until(h, &result, &error, deadline)   the same, timed;
+ *     goro_join_rethrow(h)           the result, or rethrows the exception;
+ *                                    a join error as std::system_error.
+ *   A coroutine that is detached when an exception escapes it calls
+ *   std::terminate, as std::thread does. A plain goro_join (C, or the
+ *   two-argument form) of a coroutine whose exception escaped returns 0
+ *   with result 0, and the exception is destroyed.
+ *
+ * In every coroutine, however started: the exceptions being handled
+ * (`throw;`) and std::uncaught_exceptions() belong to the coroutine, not
+ * to its thread; goro_exit() unwinds the coroutine's frames, running
+ * destructors, before it ends it (catch (...) sees it, and must rethrow).
+ * ------------------------------------------------------------------------ */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#pragma GCC visibility push(default)
+
+/* Implementation of the C++ forms (runtime/cxx.c, coro.c). Not part of
+ * the contract. An exception that escaped a coroutine stays with the
+ * coroutine until a join takes it; a join or detach that does not want it
+ * destroys it. */
+struct goro__cxx_escaped {
+    void (*destroy)(struct goro__cxx_escaped *e);
+};
+void goro__cxx_register(void *(*get_globals)(void));
+int goro__cxx_keep(struct goro__cxx_escaped *e);
+int goro__cxx_join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
+                         int64_t deadline);
+int goro__cxx_exiting(void);
+
+#pragma GCC visibility pop
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(__cplusplus) && __cplusplus >= 201703L
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <new>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <cxxabi.h>
+
+#undef go
+#undef goro_go
+
+namespace goro__cxx {
+
+/* goro keeps the C++ runtime's exception state per coroutine once it
+ * knows where that runtime keeps it. It looks when libgoro is loaded; each
+ * C++ translation unit that includes this header also tells it when it is
+ * loaded, which covers a C++ library that a C program dlopens later. */
+inline const bool registered =
+    (goro__cxx_register(reinterpret_cast<void *(*)(void)>(&abi::__cxa_get_globals)), true);
+
+template <class R>
+inline constexpr bool returns_a_long = std::is_void_v<R> || std::is_integral_v<R> ||
+    std::is_enum_v<R> || std::is_pointer_v<R> || std::is_null_pointer_v<R>;
+
+/* The join value, widened as the C form widens it. */
+template <class R>
+long to_long(R &&value)
+{
+    using D = std::decay_t<R>;
+    if constexpr (std::is_pointer_v<D>)
+        return static_cast<long>(reinterpret_cast<std::intptr_t>(value));
+    else if constexpr (std::is_null_pointer_v<D>)
+        return 0;
+    else
+        return static_cast<long>(value);
+}
+
+/* The callable and its arguments, decay-copied. On the heap, but for a
+ * small lone callable (fits_in_arg): the spawner may return before the
+ * coroutine runs, and goro_spawn carries one pointer. */
+template <class F, class... A>
+struct task {
+    std::tuple<F, A...> parts;
+
+    template <class... X>
+    explicit task(X &&...x) : parts(std::forward<X>(x)...) {}
+
+    long run()
+    {
+        return std::apply([](F &f, A &...a) -> long {
+            if constexpr (std::is_void_v<std::invoke_result_t<F, A...>>) {
+                std::invoke(std::move(f), std::move(a)...);
+                return 0;
+            } else {
+                return to_long(std::invoke(std::move(f), std::move(a)...));
+            }
+        }, parts);
+    }
+};
+
+/* An exception that escaped a coroutine, until its joiner takes it. */
+struct escaped : goro__cxx_escaped {
+    std::exception_ptr error;
+};
+
+inline void destroy_escaped(goro__cxx_escaped *e)
+{
+    delete static_cast<escaped *>(e);
+}
+
+/* In the handler of what escaped: keep it for the joiner, or terminate. */
+inline void keep_escaped() noexcept
+{
+    escaped *e = new (std::nothrow) escaped{};
+    if (e) {
+        e->destroy = &destroy_escaped;
+        e->error = std::current_exception();
+        if (goro__cxx_keep(e) == 0)
+            return;
+        delete e;
+        std::fprintf(stderr, "goro: an exception escaped detached coroutine %llu\n",
+                     static_cast<unsigned long long>(goro_id(goro_self())));
+    } else {
+        std::fprintf(stderr, "goro: no memory to keep the exception that escaped "
+                     "coroutine %llu\n", static_cast<unsigned long long>(goro_id(goro_self())));
+    }
+    std::terminate();               /* in the handler: the message names the exception */
+}
+
+/* Runs the task and keeps what escapes it for the joiner. goro_exit's
+ * unwinding passes through the catch (...) on to the coroutine's first
+ * frame. */
+template <class Task>
+long run_guarded(Task &t)
+{
+    try {
+        return t.run();
+    } catch (...) {
+        if (goro__cxx_exiting())
+            throw;
+        keep_escaped();
+    }
+    return 0;
+}
+
+/* The coroutine's entry (goro_spawn's fn) for a task on the heap. */
+template <class Task>
+long entry(void *arg)
+{
+    std::unique_ptr<Task> t(static_cast<Task *>(arg));
+    return run_guarded(*t);
+}
+
+/* A callable without arguments that fits in a pointer and copies as bytes
+ * - a function pointer, a lambda that captures a pointer or two ints -
+ * travels in goro_spawn's arg itself: no allocation. */
+template <class Fn>
+inline constexpr bool fits_in_arg = std::is_trivially_copyable_v<Fn> &&
+    sizeof(Fn) <= sizeof(void *) && alignof(Fn) <= alignof(void *);
+
+template <class Fn>
+long entry_in_arg(void *arg)
+{
+    alignas(Fn) unsigned char bytes[sizeof(Fn)];
+    std::memcpy(bytes, &arg, sizeof(Fn));
+    task<Fn> t(*std::launder(reinterpret_cast<Fn *>(bytes)));
+    return run_guarded(t);
+}
+
+template <class F, class... A>
+int spawn(goro_t **h, const goro_attr_t *attr, F &&f, A &&...args)
+{
+    using Fn = std::decay_t<F>;
+    static_assert(std::is_invocable_v<Fn, std::decay_t<A>...>,
+                  "goro: go(f, args...) calls f with moved copies of args, as std::thread "
+                  "does; pass references with std::ref, null pointers as nullptr");
+    static_assert(returns_a_long<std::invoke_result_t<Fn, std::decay_t<A>...>>,
+                  "goro: the callable must return void, an integer, an enum, bool or a "
+                  "pointer (goro_join hands it back as a long); hand other results back "
+                  "through a captured reference, a channel or a std::promise");
+    if (h)
+        *h = nullptr;
+    using Given = std::remove_cv_t<std::remove_reference_t<F>>;
+    if constexpr (std::is_pointer_v<Given> || std::is_member_pointer_v<Given>) {
+        if (!f)
+            return -EINVAL;             /* as the C form: "fn is NULL" */
+    }
+    if constexpr (sizeof...(A) == 0 && fits_in_arg<Fn>) {
+        Fn copy(std::forward<F>(f));
+        void *arg = nullptr;
+        std::memcpy(&arg, &copy, sizeof copy);
+        return goro_spawn(h, attr, &entry_in_arg<Fn>, arg);
+    }
+    using Task = task<Fn, std::decay_t<A>...>;
+    Task *t = new (std::nothrow) Task(std::forward<F>(f), std::forward<A>(args)...);
+    if (!t)
+        return -ENOMEM;
+    int err = goro_spawn(h, attr, &entry<Task>, t);
+    if (err)
+        delete t;
+    return err;
+}
+
+} // namespace goro__cxx
+
+template <class F, class... A>
+goro_t *go(F &&f, A &&...args)
+{
+    goro_t *h = nullptr;
+    int err = goro__cxx::spawn(&h, nullptr, std::forward<F>(f), std::forward<A>(args)...);
+    return goro__handle_or_errno(err, h);
+}
+
+template <class F, class... A>
+int goro_go(goro_t **h, const goro_attr_t *attr, F &&f, A &&...args)
+{
+    return goro__cxx::spawn(h, attr, std::forward<F>(f), std::forward<A>(args)...);
+}
+
+inline int goro_join_until(goro_t *h, long *result, std::exception_ptr *error,
+                           int64_t deadline)
+{
+    if (error)
+        *error = nullptr;
+    goro__cxx_escaped *kept = nullptr;
+    int err = goro__cxx_join_until(h, result, error ? &kept : nullptr, deadline);
+    if (kept) {
+        std::unique_ptr<goro__cxx::escaped> e(static_cast<goro__cxx::escaped *>(kept));
+        *error = std::move(e->error);
+    }
+    return err;
+}
+
+inline int goro_join(goro_t *h, long *result, std::exception_ptr *error)
+{
+    return goro_join_until(h, result, error, GORO_FOREVER);
+}
+
+inline long goro_join_rethrow(goro_t *h)
+{
+    long result = 0;
+    std::exception_ptr error;
+    int err = goro_join(h, &result, &error);
+    if (err)
+        throw std::system_error(-err, std::generic_category(), "goro_join");
+    if (error)
+        std::rethrow_exception(error);
+    return result;
+}
+
+#endif /* C++17 */
 #endif /* GORO_H */

@@ -161,6 +161,18 @@ goro_t *goro__handle_or_errno(int err, goro_t *h)
     return h;
 }
 
+/* h's slab goes back; an exception the C++ go() kept on it goes to
+ * *escaped if the joiner takes it, else is destroyed. */
+static void handle_free(struct goro *h, struct goro__cxx_escaped **escaped)
+{
+    struct goro__cxx_escaped *e = h->cxx_escaped;
+    if (escaped)
+        *escaped = e;
+    else if (e)
+        e->destroy(e);
+    goro__slab_put(h);
+}
+
 /* Runs on the context that followed a finished coroutine (its stack is no
  * longer in use): hand it to its joiner, or free it if detached. */
 void goro__release(struct goro *g)
@@ -172,7 +184,7 @@ void goro__release(struct goro *g)
     uintptr_t old = atomic_exchange_explicit(&g->exit_word, GORO_EXIT_WAKING,
                                              memory_order_acq_rel);
     if (old == GORO_EXIT_DETACHED) {
-        goro__slab_put(g);
+        handle_free(g, NULL);
     } else if (old == GORO_EXIT_RUNNING) {
         atomic_store_explicit(&g->exit_word, GORO_EXIT_DEAD, memory_order_release);
     } else {
@@ -221,7 +233,8 @@ static bool join_withdraw(struct goro *h, struct goro *self)
     }
 }
 
-int goro_join_until(goro_t *h, long *result, int64_t deadline)
+int goro__cxx_join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
+                         int64_t deadline)
 {
     if (handle_invalid(h))
         return -EINVAL;
@@ -255,8 +268,13 @@ int goro_join_until(goro_t *h, long *result, int64_t deadline)
     }
     if (result)
         *result = h->result;
-    goro__slab_put(h);
+    handle_free(h, escaped);
     return 0;
+}
+
+int goro_join_until(goro_t *h, long *result, int64_t deadline)
+{
+    return goro__cxx_join_until(h, result, NULL, deadline);
 }
 
 int goro_join(goro_t *h, long *result)
@@ -280,7 +298,7 @@ int goro_detach(goro_t *h)
     }
     if (expect != GORO_EXIT_DEAD)
         return -EINVAL;             /* somebody joins it */
-    goro__slab_put(h);
+    handle_free(h, NULL);
     return 0;
 }
 
@@ -321,6 +339,7 @@ void goro_exit(long result)
         fprintf(stderr, "goro: goro_exit() called outside a coroutine\n");
         abort();
     }
+    goro__cxx_exit_unwind(result);  /* C++: destructors first, then here again (cxx.c) */
     goro__token_life_end(goro__current());
     goro__exit_current(result);
 }

@@ -113,6 +113,13 @@ struct goro {
     _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
     _Atomic int nopreempt;         /* depth of no-preempt sections */
     int saved_errno;
+    /* C++ (runtime/cxx.c): the C++ runtime's per-thread exception state
+     * (__cxa_get_globals), kept here while the coroutine is switched out;
+     * and the flag that goro_exit is unwinding it. */
+    void *cxx_caught;
+    unsigned int cxx_uncaught;
+    uint8_t cxx_exiting;
+    struct goro__cxx_escaped *cxx_escaped;  /* until joined (coro.c) */
     _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
     _Atomic uintptr_t exit_word;   /* GORO_EXIT_* or the joiner's record */
@@ -403,6 +410,19 @@ GORO_HIDDEN bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending);
 /* offload.c */
 GORO_HIDDEN void goro__offload_stop(void);
 
+/* signal.c: every thread of the runtime is made here - pthread_create's
+ * arguments and result (a positive errno) - with the notifiable signals
+ * blocked and the runtime's own (SIGURG, the faults) unblocked. When the
+ * last of them ends, goro_signal_notify's subscriptions end too. */
+GORO_HIDDEN int goro__thread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                    void *(*fn)(void *), void *arg);
+/* chan.c, for signal.c: the element size ch was made with. */
+GORO_HIDDEN size_t goro__chan_elem_size(const goro_chan_t *ch);
+/* netpoll.c, for signal.c: base 0 of the running runtime watches fd for
+ * reading; cb runs on a runtime thread's g0 and must not switch. */
+GORO_HIDDEN int goro__netpoll_watch(struct event *ev, int fd,
+                                    void (*cb)(int, short, void *), void *arg);
+
 /* env.c: settings from the environment, all by one rule. A setting that
  * is unset or empty returns false (or dflt); a bad one too, after printing
  * "goro: ignoring NAME=VALUE (want ...)"; the caller then uses its default.
@@ -458,6 +478,13 @@ GORO_HIDDEN void goro__capture_store(const struct goro_callregs *regs);
 GORO_HIDDEN void goro__coro_start(struct goro *g);
 GORO_HIDDEN void goro__coroutine_ended(void);
 GORO_HIDDEN void goro__release(struct goro *g);
+
+/* cxx.c: C++ support (docs/cxx.md); the switch path's part is in
+ * runtime/cxx_eh.h. goro_exit's first step: with the C++ runtime, unwinds
+ * the coroutine's frames (destructors run) and calls goro_exit again.
+ * Returns at once in C, in that second call, or if the unwinder gave up:
+ * goro_exit then ends the coroutine. */
+GORO_HIDDEN void goro__cxx_exit_unwind(long result);
 
 /* Prints "goro: <message>\n" to stderr once per call site key. */
 GORO_HIDDEN void goro__warn_once(_Atomic int *once, const char *fmt, ...)

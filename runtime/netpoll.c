@@ -247,6 +247,22 @@ void goro__netpoll_wake(struct goro_p *p)
     event_active(p->wake_ev, EV_READ, 0);
 }
 
+/* A descriptor the runtime watches for itself (signal.c), on base 0 for
+ * the runtime's life: level-triggered, until the base goes at shutdown.
+ * cb runs on the g0 of whichever thread polls base 0 (its owner, an idle
+ * M, sysmon) and must not switch. */
+int goro__netpoll_watch(struct event *ev, int fd, void (*cb)(int, short, void *), void *arg)
+{
+    if (event_assign(ev, goro__sched.procs[0].base, fd, EV_READ | EV_PERSIST, cb, arg) < 0)
+        return -EINVAL;
+    errno = 0;
+    if (event_add(ev, NULL) < 0)
+        return errno ? -errno : -ENOMEM;
+    /* Busy Ps look at their bases only when somebody uses I/O. */
+    atomic_store_explicit(&goro__io_used, 1, memory_order_relaxed);
+    return 0;
+}
+
 void goro__ready_polled(struct goro *g)
 {
     if (g->flags & GORO_F_EXTERNAL) {
@@ -493,6 +509,49 @@ int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t dead
         return goro__wake_error(outcome);
     bool ok = fired == GORO_READABLE ? r.success : w.success;
     return ok ? fired : -EBADF;
+}
+
+/* ---- for select (chan.c) ---- */
+
+int goro__fd_arm(struct goro_pollfd *pd, uint32_t gen)
+{
+    goro__lock(&pd->lock);
+    int err = 0;
+    if (atomic_load_explicit(&pd->gen, memory_order_relaxed) != gen ||
+        pd->state == PD_CLOSING || pd->state == PD_UNKNOWN)
+        err = -EBADF;
+    else if (pd->state == PD_NONBLOCK)
+        err = register_locked(pd);
+    if (err == -EPERM) {
+        /* epoll takes no such file (/dev/null, say): it is always ready,
+         * like a regular file, and a select case on it fires at once. */
+        pd->state = PD_UNPOLLABLE;
+        atomic_store_explicit(&pd->state_hint, PD_UNPOLLABLE, memory_order_release);
+        err = 0;
+    }
+    goro__unlock(&pd->lock);
+    return err;
+}
+
+int goro__fd_check_locked(struct goro_pollfd *pd, uint32_t gen, int events)
+{
+    if (atomic_load_explicit(&pd->gen, memory_order_relaxed) != gen ||
+        (pd->state != PD_REGISTERED && pd->state != PD_UNPOLLABLE))
+        return -EBADF;
+    return pd->state == PD_UNPOLLABLE ? events : 0;
+}
+
+void goro__fd_edge_again(struct goro_pollfd *pd, uint32_t gen, int dir)
+{
+    struct goro *g = NULL;
+    goro__lock(&pd->lock);
+    if (atomic_load_explicit(&pd->gen, memory_order_relaxed) == gen &&
+        pd->state == PD_REGISTERED)
+        g = edge_locked(dir == GORO_READABLE ? &pd->rq : &pd->wq,
+                        dir == GORO_READABLE ? &pd->rready : &pd->wready);
+    goro__unlock(&pd->lock);
+    if (g)
+        goro__ready(g);
 }
 
 void goro__fd_pass(struct goro_pollfd *pd, int dir)

@@ -48,6 +48,23 @@ GORO_HIDDEN void goro__fd_new(int fd);
  * EAGAIN before it waits again. */
 GORO_HIDDEN int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events,
                               int64_t deadline);
+/* For a select's descriptor case (chan.c), before it takes any lock:
+ * registers pd with a poller if it is not yet, so that its edges come.
+ * 0, or -EBADF if the descriptor was let go since gen, or why it could
+ * not be registered. */
+GORO_HIDDEN int goro__fd_arm(struct goro_pollfd *pd, uint32_t gen);
+/* Under pd->lock, for a select's descriptor case: -EBADF if the
+ * descriptor was let go since gen, events for one that never waits (a
+ * regular file), else 0: the select asks poll(2) for the level, under the
+ * same lock hold in which it queues its waiter on pd->rq / pd->wq, so an
+ * edge after that poll wakes it. The remembered edges are left to the I/O
+ * calls. */
+GORO_HIDDEN int goro__fd_check_locked(struct goro_pollfd *pd, uint32_t gen, int events);
+/* An edge woke a select's case on dir, and the select reads or writes
+ * nothing itself: the edge goes on, to the next waiter in dir or into the
+ * remembered flag (for an I/O call that saw EAGAIN just before the edge
+ * and has not queued yet). Nothing if pd was let go since gen. */
+GORO_HIDDEN void goro__fd_edge_again(struct goro_pollfd *pd, uint32_t gen, int dir);
 /* A woken waiter succeeded: the next one in dir tries its luck too. */
 GORO_HIDDEN void goro__fd_pass(struct goro_pollfd *pd, int dir);
 /* Deregisters fd and wakes its waiters with EBADF (0, or -EBADF if the

@@ -85,6 +85,7 @@
 
 #include "internal.h"
 #include "sanitizer.h"
+#include "cxx_eh.h"                 /* C++: exception state per coroutine */
 
 GORO_HIDDEN struct goro_sched goro__sched = { .lock = GORO_LOCK_INIT };
 #define S goro__sched
@@ -1079,6 +1080,7 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
      * its thread's errno address (fixed for the thread's life), and the M
      * is looked up again after the switch. */
     self->saved_errno = *m->errno_ptr;
+    goro__cxx_eh_save(self);        /* C++: and the exceptions it handles */
     goro__san_leave(self, to, what >= GORO_POST_EXIT);
     /* Resumed: everything about "here" is new - the M we now run on is the
      * one the resumer passed (it knows which M it runs on). */
@@ -1086,6 +1088,7 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
     goro__san_arrive(self);
     post_switch(now);
     *now->errno_ptr = self->saved_errno;
+    goro__cxx_eh_restore(self);     /* C++: into the thread it resumes on */
 }
 
 /* As switch_to, with the next local coroutine if there is one. */
@@ -1103,6 +1106,7 @@ static void switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
 GORO_HIDDEN void goro__coro_start(struct goro *g)
 {
     goro__san_arrive(g);
+    goro__cxx_eh_restore(g);        /* C++: a new coroutine handles no exception */
     struct goro_m *m = goro__m();
     post_switch(m);
     rt_leave(m);                    /* to the coroutine's own code */
@@ -1115,6 +1119,7 @@ static void execute(struct goro_m *m, struct goro *g, bool inherit)
     goro__san_leave(&m->g0, g, 0);
     goro__ctx_switch(&m->g0.sp, g->sp, m);
     goro__san_arrive(&m->g0);
+    goro__cxx_eh_restore(&m->g0);   /* C++: no stale copy of g's exceptions */
     post_switch(m);                 /* g0 never migrates */
 }
 
@@ -1514,7 +1519,7 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 256 * 1024);
-        int err = pthread_create(&to->thread, &attr, m_main, to);
+        int err = goro__thread_create(&to->thread, &attr, m_main, to);
         pthread_attr_destroy(&attr);
         if (err) {
             to->p = NULL;
@@ -1712,7 +1717,7 @@ int goro__sched_start(int nprocs)
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 256 * 1024);
-        err = pthread_create(&S.ms[started].thread, &attr, m_main, &S.ms[started]);
+        err = goro__thread_create(&S.ms[started].thread, &attr, m_main, &S.ms[started]);
         pthread_attr_destroy(&attr);
         if (err)
             break;

@@ -222,7 +222,7 @@ int goro__sysmon_start(int64_t slice_ns)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    err = pthread_create(&thread, &attr, sysmon_main, NULL);
+    err = goro__thread_create(&thread, &attr, sysmon_main, NULL);
     pthread_attr_destroy(&attr);
     if (err)
         return -err;

@@ -69,9 +69,6 @@ static inline void goro__waitq_remove(struct goro_waitq *q, struct goro_waiter *
     w->queued = false;
 }
 
-/* Takes the first waiter whose wait it can claim, recording which select
- * case fired. The caller makes w->g runnable (goro__ready) after it has
- * finished with w and dropped the lock. */
 /* w's select has fired: its other waiters on w's object (guarded by the
  * lock the caller holds) leave their queues now. */
 static inline void goro__waitq_drop_group(struct goro_waiter *w)
@@ -83,6 +80,9 @@ static inline void goro__waitq_drop_group(struct goro_waiter *w)
     }
 }
 
+/* Takes the first waiter whose wait it can claim, recording which select
+ * case fired. The caller makes w->g runnable (goro__ready) after it has
+ * finished with w and dropped the lock. */
 static inline struct goro_waiter *goro__waitq_pop(struct goro_waitq *q)
 {
     struct goro_waiter *w;

@@ -24,11 +24,13 @@ Suite *time_suite(void);        /* test_time.c: clock, sleep, deadlines of every
 Suite *cancel_suite(void);      /* test_cancel.c: goro_cancel of every wait */
 Suite *preempt_suite(void);     /* test_preempt.c: preemption, register state, signals */
 Suite *handoff_suite(void);     /* test_handoff.c: blocked workers handed over, under stress */
+Suite *signal_suite(void);      /* test_signal.c: runtime threads' masks, goro_signal_notify */
 Suite *dump_suite(void);        /* test_dump.c: goro_dump's workers, crash report symbols */
 
 #define GORO_TEST_SUITES \
     spawn_suite, args_suite, context_suite, stack_suite, errors_suite, \
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
+    signal_suite, \
     offload_suite, io_suite, time_suite, cancel_suite, preempt_suite, handoff_suite, \
     dump_suite
 

@@ -1,12 +1,18 @@
 /* goro_select: readiness, fairness, NOWAIT, NULL channels, waiting on
  * several channels (and leaving the other queues clean), send cases, close,
- * duplicate channels, more cases than the on-stack arrays hold. */
+ * duplicate channels, more cases than the on-stack arrays hold; descriptor
+ * cases beside channels: ready first, woken, deadline, cancel, goro_close,
+ * many selects on one descriptor, and the race of a descriptor's readiness
+ * against a channel's value. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "helpers.h"
@@ -656,6 +662,444 @@ START_TEST(many_cases_heap_path)
 }
 END_TEST
 
+/* ---- descriptor cases ---- */
+
+static goro_case_t fd_case(int op, int *fd)
+{
+    return (goro_case_t){ NULL, op, fd, -99 };
+}
+
+static void socketpair_nb(int s[2])
+{
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s), 0);
+}
+
+static void close_pair(int s[2])
+{
+    ck_assert_int_eq(goro_close(s[0]), 0);
+    ck_assert_int_eq(goro_close(s[1]), 0);
+}
+
+/* The next byte on fd, within a deadline: what a select's fd case said
+ * was there must be there (or arrive), and nothing else. */
+static int read_byte_until(int fd, double seconds)
+{
+    unsigned char b;
+    ssize_t n = goro_read_until(fd, &b, 1, goro_now() + (int64_t)(seconds * 1e9));
+    return n == 1 ? b : (int)n;
+}
+
+/* Ready before the call: data there (or left over by a read that did not
+ * take all of it), room to write, a value in a channel. */
+START_TEST(fd_case_ready_first)
+{
+    int s[2];
+    socketpair_nb(s);
+    goro_chan_t *ch = t_chan_new(sizeof(long), 1);
+    long v = -1;
+    goro_case_t cs[3] = { { ch, GORO_RECV, &v, -99 }, fd_case(GORO_FD_READ, &s[0]),
+                          fd_case(GORO_FD_WRITE, &s[0]) };
+    /* nothing readable, but writable */
+    ck_assert_int_eq(goro_select(cs, 2, GORO_SELECT_NOWAIT), -EAGAIN);
+    ck_assert_int_eq(goro_select(cs, 3, 0), 2);
+    ck_assert_int_eq(cs[2].result, GORO_WRITABLE);
+    ck_assert_int_eq(cs[1].result, -99);
+    /* readable: at once, and again while bytes are left */
+    ck_assert_int_eq(goro_write(s[1], "abc", 3), 3);
+    for (int i = 0; i < 3; i++) {
+        cs[1].result = -99;
+        ck_assert_int_eq(goro_select(cs, 2, i == 1 ? GORO_SELECT_NOWAIT : 0), 1);
+        ck_assert_int_eq(cs[1].result, GORO_READABLE);
+        ck_assert_int_eq(read_byte_until(s[0], 1), "abc"[i]);
+        ck_assert_int_eq(cs[0].result, -99);
+        ck_assert_int_eq(v, -1);
+    }
+    ck_assert_int_eq(goro_select(cs, 2, GORO_SELECT_NOWAIT), -EAGAIN);
+    /* the channel first: the descriptor case waits its turn */
+    long x = 5;
+    ck_assert_int_eq(goro_chan_try_send(ch, &x), 0);
+    ck_assert_int_eq(goro_select(cs, 2, 0), 0);
+    ck_assert_int_eq(cs[0].result, 1);
+    ck_assert_int_eq(v, 5);
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+    close_pair(s);
+
+    /* a regular file and /dev/null cannot be polled: always ready */
+    char path[] = "/tmp/goro_select_XXXXXX";
+    int f = mkstemp(path);
+    ck_assert_int_ge(f, 0);
+    unlink(path);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    ck_assert_int_ge(null, 0);
+    int fds[2] = { f, null };
+    for (int i = 0; i < 2; i++) {
+        goro_case_t one[1] = { fd_case(i ? GORO_FD_WRITE : GORO_FD_READ, &fds[i]) };
+        ck_assert_int_eq(goro_select(one, 1, 0), 0);
+        ck_assert_int_eq(one[0].result, i ? GORO_WRITABLE : GORO_READABLE);
+        ck_assert_int_eq(goro_close(fds[i]), 0);
+    }
+}
+END_TEST
+
+/* Bad cases: rejected, switched off, or ready at once with -EBADF. */
+START_TEST(fd_case_arguments)
+{
+    goro_chan_t *ch = t_chan_new(sizeof(long), 1);
+    int s[2];
+    socketpair_nb(s);
+    long v;
+    goro_case_t bad[2] = { { ch, GORO_FD_READ, &s[0], -99 }, fd_case(GORO_FD_READ, NULL) };
+    ck_assert_int_eq(goro_select(&bad[0], 1, 0), -EINVAL);     /* with a channel */
+    ck_assert_int_eq(goro_select(&bad[1], 1, 0), -EINVAL);     /* no descriptor */
+    int off = -1, closed = 19999, huge = 1 << 30;
+    goro_case_t cs[2] = { fd_case(GORO_FD_READ, &off), { NULL, GORO_RECV, &v, -99 } };
+    ck_assert_int_eq(goro_select(cs, 2, 0), -EDEADLK);          /* nothing to wait for */
+    ck_assert_int_eq(goro_select(cs, 2, GORO_SELECT_NOWAIT), -EAGAIN);
+    ck_assert_int_eq(goro_select_until(cs, 2, 0, goro_now() + GORO_MSEC), -EDEADLK);
+    int *bads[] = { &closed, &huge };
+    for (int i = 0; i < 2; i++) {
+        goro_case_t one[2] = { fd_case(i ? GORO_FD_WRITE : GORO_FD_READ, bads[i]),
+                               fd_case(GORO_FD_READ, &s[0]) };
+        ck_assert_int_eq(goro_select(one, 2, 0), 0);
+        ck_assert_int_eq(one[0].result, -EBADF);
+        ck_assert_int_eq(one[1].result, -99);
+    }
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+    close_pair(s);
+}
+END_TEST
+
+struct fd_sel {
+    goro_case_t cs[4];
+    int n;
+    int fd;
+    long v;
+    int64_t deadline;
+    atomic_int in;
+    int result;
+};
+
+static long fd_select_run(struct fd_sel *f)
+{
+    atomic_store(&f->in, 1);
+    f->result = goro_select_until(f->cs, f->n, 0, f->deadline);
+    return f->result;
+}
+
+/* A select parked on a channel and a descriptor. */
+static goro_t *fd_select_parked(struct fd_sel *f, goro_chan_t *ch, int fd, int op)
+{
+    *f = (struct fd_sel){ .n = 2, .fd = fd, .v = -1, .deadline = GORO_FOREVER };
+    f->cs[0] = (goro_case_t){ ch, GORO_RECV, &f->v, -99 };
+    f->cs[1] = fd_case(op, &f->fd);
+    goro_t *h = go(fd_select_run, f);
+    ck_assert_ptr_nonnull(h);
+    ck_assert(t_wait_flag(&f->in, t_timeout(10)));
+    t_settle();
+    ck_assert_msg(f->result == 0 && f->cs[1].result == -99, "the select did not wait: %d, results %d %d", f->result, f->cs[0].result, f->cs[1].result);
+    return h;
+}
+
+static double join_time(goro_t *h, long *r)
+{
+    double t0 = t_now();
+    ck_assert_int_eq(goro_join(h, r), 0);
+    return t_now() - t0;
+}
+
+/* Parked: woken by the descriptor, or by the channel - then the
+ * readiness that came with it is not lost: the next select sees it. */
+START_TEST(fd_case_wakes_parked_select)
+{
+    int s[2];
+    socketpair_nb(s);
+    goro_chan_t *ch = t_chan_new(sizeof(long), 0);
+    struct fd_sel f;
+    long r = -1;
+
+    goro_t *h = fd_select_parked(&f, ch, s[0], GORO_FD_READ);
+    ck_assert_int_eq(goro_write(s[1], "x", 1), 1);
+    ck_assert_msg(join_time(h, &r) < t_prompt(), "the edge was slow to wake the select");
+    ck_assert_int_eq(r, 1);
+    ck_assert_int_eq(f.cs[1].result, GORO_READABLE);
+    ck_assert_int_eq(f.cs[0].result, -99);
+    ck_assert_int_eq(read_byte_until(s[0], 1), 'x');
+    long x = 1;
+    ck_assert_int_eq(goro_chan_try_send(ch, &x), -EAGAIN);      /* not queued any more */
+
+    h = fd_select_parked(&f, ch, s[0], GORO_FD_READ);
+    x = 77;
+    ck_assert_int_eq(send_when_waited(ch, &x), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(f.v, 77);
+    ck_assert_int_eq(f.cs[1].result, -99);
+    /* a reader gets the next byte: the select left nothing on the queue */
+    ck_assert_int_eq(goro_write(s[1], "y", 1), 1);
+    ck_assert_int_eq(read_byte_until(s[0], t_timeout(5)), 'y');
+
+    /* a write case: parked while the socket is full, woken by a reader */
+    int sent = 0;
+    while (send(s[0], "0123456789abcdef", 16, MSG_DONTWAIT) > 0)
+        sent += 16;
+    h = fd_select_parked(&f, ch, s[0], GORO_FD_WRITE);
+    char buf[4096];
+    for (int got = 0; got < sent; ) {
+        ssize_t n = goro_read(s[1], buf, sizeof buf);
+        ck_assert_int_gt(n, 0);
+        got += (int)n;
+    }
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 1);
+    ck_assert_int_eq(f.cs[1].result, GORO_WRITABLE);
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+    close_pair(s);
+}
+END_TEST
+
+/* Neither until the deadline; cancelled; the descriptor closed under it. */
+START_TEST(fd_case_deadline_cancel_close)
+{
+    int s[2];
+    socketpair_nb(s);
+    goro_chan_t *ch = t_chan_new(sizeof(long), 0);
+    long v;
+    goro_case_t cs[2] = { { ch, GORO_RECV, &v, -99 }, fd_case(GORO_FD_READ, &s[0]) };
+    int64_t t0 = goro_now();
+    ck_assert_int_eq(goro_select_until(cs, 2, 0, t0 + 30 * GORO_MSEC), -ETIMEDOUT);
+    ck_assert_int_ge(goro_now() - t0, 30 * GORO_MSEC);
+    ck_assert_int_eq(cs[1].result, -99);
+
+    struct fd_sel f;
+    long r = 0;
+    goro_t *h = fd_select_parked(&f, ch, s[0], GORO_FD_READ);
+    ck_assert_int_eq(goro_cancel(h), 0);
+    ck_assert_msg(join_time(h, &r) < t_prompt(), "the cancel was slow");
+    ck_assert_int_eq(r, -ECANCELED);
+    ck_assert_int_eq(f.cs[1].result, -99);
+    /* nothing of it left on either queue */
+    long x = 1;
+    ck_assert_int_eq(goro_chan_try_send(ch, &x), -EAGAIN);
+    ck_assert_int_eq(goro_write(s[1], "z", 1), 1);
+    ck_assert_int_eq(read_byte_until(s[0], t_timeout(5)), 'z');
+
+    /* goro_close of the descriptor: the case fires with -EBADF */
+    h = fd_select_parked(&f, ch, s[0], GORO_FD_READ);
+    ck_assert_int_eq(goro_close(s[0]), 0);
+    ck_assert_msg(join_time(h, &r) < t_prompt(), "the close was slow to wake the select");
+    ck_assert_int_eq(r, 1);
+    ck_assert_int_eq(f.cs[1].result, -EBADF);
+    ck_assert_int_eq(goro_chan_try_send(ch, &x), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+    ck_assert_int_eq(goro_close(s[1]), 0);
+}
+END_TEST
+
+/* A thread the runtime does not own waits on a descriptor case. */
+static void write_later(int fd)
+{
+    for (int i = 0; i < 100; i++)
+        goro_yield();
+    if (goro_write(fd, "t", 1) != 1)
+        t_fail("write_later");
+}
+
+START_TEST(fd_case_on_a_thread)
+{
+    int s[2];
+    socketpair_nb(s);
+    for (int round = 0; round < 10; round++) {
+        goro_case_t cs[1] = { fd_case(GORO_FD_READ, &s[0]) };
+        goro_t *h = go(write_later, s[1]);
+        ck_assert_ptr_nonnull(h);
+        ck_assert_int_eq(goro_select_until(cs, 1, 0, goro_now() + 10 * GORO_SEC), 0);
+        ck_assert_int_eq(cs[0].result, GORO_READABLE);
+        ck_assert_int_eq(read_byte_until(s[0], 1), 't');
+        ck_assert_int_eq(goro_join(h, NULL), 0);
+    }
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    close_pair(s);
+}
+END_TEST
+
+/* Many selects on one descriptor (with a quit channel each, as acceptors
+ * sharing a listener would have): one write of a byte for each wakes them,
+ * in turn, and each takes one byte. A case says the descriptor was ready
+ * when it was looked at; another reader may take the byte first, so a
+ * reader reads without waiting and selects again when it finds nothing.
+ * Every byte is taken, promptly (no select left asleep beside data), and
+ * the rest leave by quit. */
+static atomic_long many_in, many_bytes, many_empty;
+
+static long many_select_reader(int fd, goro_chan_t *quit)
+{
+    long v;
+    long took = 0;
+    goro_case_t cs[2] = { { quit, GORO_RECV, &v, -99 }, fd_case(GORO_FD_READ, &fd) };
+    atomic_fetch_add(&many_in, 1);
+    for (;;) {
+        int r = goro_select_until(cs, 2, 0, goro_now() + 20 * GORO_SEC);
+        if (r == 0)
+            return took;
+        if (r != 1 || cs[1].result != GORO_READABLE) {
+            t_fail("select on a shared descriptor: %d, result %d", r, cs[1].result);
+            return took;
+        }
+        unsigned char b;
+        ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
+        if (n < 0 && errno == EAGAIN) {
+            atomic_fetch_add(&many_empty, 1);   /* another reader was first */
+            continue;
+        }
+        if (n != 1 || b != 'm') {
+            t_fail("the byte after readiness: %zd, %d", n, n == 1 ? b : -errno);
+            return took;
+        }
+        atomic_fetch_add(&many_bytes, 1);
+        took++;
+    }
+}
+
+START_TEST(many_selects_on_one_fd)
+{
+    enum { N = 24, FIRST = 16 };
+    int s[2];
+    socketpair_nb(s);
+    goro_chan_t *quit = t_chan_new(0, 0);
+    atomic_store(&many_in, 0);
+    atomic_store(&many_bytes, 0);
+    atomic_store(&many_empty, 0);
+    t_fail_reset();
+    goro_t *h[N];
+    for (int i = 0; i < N; i++)
+        ck_assert_ptr_nonnull(h[i] = go(many_select_reader, s[0], quit));
+    ck_assert_int_eq(t_wait_at_least(&many_in, N, t_timeout(10)), N);
+    t_settle();
+    char bytes[FIRST];
+    memset(bytes, 'm', sizeof bytes);
+    ck_assert_int_eq(goro_write(s[1], bytes, FIRST), FIRST);
+    ck_assert_int_eq(t_wait_at_least(&many_bytes, FIRST, t_timeout(10)), FIRST);
+    t_settle();
+    ck_assert_int_eq(atomic_load(&many_bytes), FIRST);
+    ck_assert_int_eq(goro_chan_close(quit), 0);
+    long took = 0;
+    for (int i = 0; i < N; i++) {
+        long r = -1;
+        ck_assert_int_eq(goro_join(h[i], &r), 0);
+        took += r;
+    }
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(took, FIRST);
+    printf("many selects on one descriptor: %d bytes to %d readers, %ld found it emptied\n",
+           FIRST, N, atomic_load(&many_empty));
+    ck_assert_int_eq(goro_chan_free(quit), 0);
+    close_pair(s);
+}
+END_TEST
+
+/* The race: a byte on the descriptor and a value on the channel arrive
+ * at random moments, in either order, while a coroutine selects on both.
+ * Every event is taken exactly once: after the select returns the channel
+ * case, the readiness that came meanwhile is not lost to it, and the next
+ * select (or read) sees it. */
+static struct {
+    int fd;
+    goro_chan_t *ch, *ack;
+    long rounds;
+    atomic_long chan_first, fd_first;
+} fr;
+
+static long race_consumer(void)
+{
+    for (long round = 0; round < fr.rounds; round++) {
+        bool got_chan = false, got_fd = false;
+        long v = -1;
+        while (!got_chan || !got_fd) {
+            goro_case_t cs[2] = { { fr.ch, GORO_RECV, &v, -99 }, fd_case(GORO_FD_READ, &fr.fd) };
+            int r = goro_select_until(cs, 2, 0, goro_now() + 10 * GORO_SEC);
+            if (r == 0 && !got_chan && cs[0].result == 1 && v == round) {
+                got_chan = true;
+                atomic_fetch_add(got_fd ? &fr.fd_first : &fr.chan_first, !got_fd);
+            } else if (r == 1 && cs[1].result == GORO_READABLE) {
+                int b = read_byte_until(fr.fd, 10);
+                if (b != (int)(round & 0x7f)) {
+                    t_fail("round %ld: read %d after readiness", round, b);
+                    return -1;
+                }
+                if (!got_chan)
+                    atomic_fetch_add(&fr.fd_first, 1);
+                got_fd = true;
+            } else {
+                t_fail("round %ld (chan %d, fd %d): select %d, results %d %d, v %ld", round,
+                       got_chan, got_fd, r, cs[0].result, cs[1].result, v);
+                return -1;
+            }
+        }
+        long a = round;
+        if (goro_chan_send(fr.ack, &a) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void spin(uint32_t n)
+{
+    while (n--)
+        __asm__ volatile("" ::: "memory");
+}
+
+static long race_producer(int wfd)
+{
+    uint32_t rnd = 2024;
+    for (long round = 0; round < fr.rounds; round++) {
+        unsigned char b = (unsigned char)(round & 0x7f);
+        bool fd_first = t_rnd(&rnd) % 2;
+        spin(t_rnd(&rnd) % 20000);
+        if (fd_first && goro_write(wfd, &b, 1) != 1)
+            return -1;
+        spin(t_rnd(&rnd) % 5000);
+        if (goro_chan_send(fr.ch, &round) != 0)
+            return -1;
+        spin(t_rnd(&rnd) % 5000);
+        if (!fd_first && goro_write(wfd, &b, 1) != 1)
+            return -1;
+        long a = -1;
+        if (goro_chan_recv(fr.ack, &a) != 1 || a != round)
+            return -1;
+    }
+    return 0;
+}
+
+START_TEST(fd_case_races_channel)
+{
+    int s[2];
+    socketpair_nb(s);
+    fr.fd = s[0];
+    fr.rounds = t_scale(3000);
+    fr.ch = t_chan_new(sizeof(long), (size_t)(_i % 2));    /* unbuffered, then 1 */
+    fr.ack = t_chan_new(sizeof(long), 0);
+    atomic_store(&fr.chan_first, 0);
+    atomic_store(&fr.fd_first, 0);
+    t_fail_reset();
+    goro_t *c = go(race_consumer), *p = go(race_producer, s[1]);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_nonnull(p);
+    long rc = -1, rp = -1;
+    ck_assert_int_eq(goro_join(c, &rc), 0);
+    ck_assert_int_eq(goro_join(p, &rp), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(rp, 0);
+    ck_assert_int_eq(atomic_load(&fr.chan_first) + atomic_load(&fr.fd_first), fr.rounds);
+    /* nothing more on either */
+    goro_case_t cs[2] = { { fr.ch, GORO_RECV, NULL, -99 }, fd_case(GORO_FD_READ, &fr.fd) };
+    ck_assert_int_eq(goro_select(cs, 2, GORO_SELECT_NOWAIT), -EAGAIN);
+    ck_assert_int_eq(goro_chan_free(fr.ch), 0);
+    ck_assert_int_eq(goro_chan_free(fr.ack), 0);
+    close_pair(s);
+}
+END_TEST
+
 Suite *select_suite(void)
 {
     Suite *s = suite_create("select");
@@ -670,5 +1114,13 @@ Suite *select_suite(void)
     tcase_add_test(tc, same_channel_in_two_cases);
     tcase_add_test(tc, many_cases_heap_path);
     tcase_add_test(tc, partner_frees_channel_after_completing);
+    tc = t_runtime_tcase(s, "select_fd", 60);
+    tcase_add_test(tc, fd_case_ready_first);
+    tcase_add_test(tc, fd_case_arguments);
+    tcase_add_test(tc, fd_case_wakes_parked_select);
+    tcase_add_test(tc, fd_case_deadline_cancel_close);
+    tcase_add_test(tc, fd_case_on_a_thread);
+    tcase_add_test(tc, many_selects_on_one_fd);
+    tcase_add_loop_test(tc, fd_case_races_channel, 0, 2);
     return s;
 }

@@ -74,7 +74,6 @@ int main(int argc, char **argv)
     struct echod_options opt;
     options_parse(argc, argv, &opt);
 
-    int signals = signals_take();         /* before any thread starts */
     long fd_limit = raise_fd_limit();
     goro_config_t config = { .workers = opt.workers, .stack_size = opt.stack_size };
     int err = goro_start(&config);
@@ -82,6 +81,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "echod: cannot start the runtime: %s\n", strerror(-err));
         return 1;
     }
+    signals_subscribe();                  /* before "listening": a stop may follow at once */
     conns_init(opt.max_conns);
 
     int listener = listen_tcp(opt.bind, opt.port);
@@ -92,5 +92,5 @@ int main(int argc, char **argv)
         perror("echod: cannot start the acceptor");
         return 1;
     }
-    return run_until_stopped(signals, acceptor, listener, &opt);
+    return run_until_stopped(acceptor, listener, &opt);
 }

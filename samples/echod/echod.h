@@ -107,14 +107,14 @@ unsigned long fd_limit_hits(void);
 
 /* ---- shutdown.c ---- */
 
-/* Blocks SIGINT, SIGTERM and SIGUSR1 in the calling thread (the runtime's
- * threads inherit that) and returns a signalfd that receives them. */
-int signals_take(void);
+/* Has SIGINT, SIGTERM and SIGUSR1 sent to a channel (goro_signal_notify)
+ * that run_until_stopped reads, and blocks them in the calling thread.
+ * Call from main once the runtime runs; exits with a message on failure. */
+void signals_subscribe(void);
 
 /* Runs until SIGINT or SIGTERM: then stops the acceptor, closes the
  * listener, lets in-flight echoes finish within the grace period, cancels
  * what is left and stops the runtime. Returns the process exit status. */
-int run_until_stopped(int signal_fd, goro_t *acceptor, int listener,
-                      const struct echod_options *opt);
+int run_until_stopped(goro_t *acceptor, int listener, const struct echod_options *opt);
 
 #endif /* ECHOD_H */

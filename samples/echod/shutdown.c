@@ -1,15 +1,14 @@
 /* Signals and shutdown.
  *
- * SIGINT, SIGTERM and SIGUSR1 are blocked in every thread and read from a
- * signalfd by an ordinary coroutine, so no echod code runs in a signal
- * handler. The first SIGINT/SIGTERM wakes the supervisor, which stops
- * accepting and drains; a second one cancels every connection at once. */
-#include <errno.h>
+ * SIGINT, SIGTERM and SIGUSR1 arrive as numbers on a channel
+ * (goro_signal_notify), read by an ordinary coroutine: no echod code runs
+ * in a signal handler. The first SIGINT/SIGTERM wakes the supervisor,
+ * which stops accepting and drains; a second one cancels every connection
+ * at once. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 
 #include "echod.h"
 
@@ -17,31 +16,38 @@
 static const goro_attr_t service_attr = { .name = "echod-service", .stack_size = 64 * 1024 };
 
 static goro_chan_t *stop_requests;   /* capacity 1 */
+static goro_chan_t *signals;         /* signal numbers (int) */
 
-int signals_take(void)
+void signals_subscribe(void)
 {
+    static const int wanted[] = { SIGINT, SIGTERM, SIGUSR1 };
+    /* Blocked in main too (the runtime's threads block them anyway): the
+     * runtime then reads them from its signalfd, and no handler interrupts
+     * main, which waits in goro_join. Not needed otherwise, but it keeps
+     * them working under ThreadSanitizer, which holds a handler back while
+     * its thread sleeps in a system call TSan does not intercept. */
     sigset_t set;
     sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGUSR1);
-    int fd = -1;
-    if (pthread_sigmask(SIG_BLOCK, &set, NULL) == 0)
-        fd = signalfd(-1, &set, SFD_CLOEXEC);
-    if (fd < 0) {
-        perror("echod: signalfd");
+    for (size_t i = 0; i < sizeof wanted / sizeof *wanted; i++)
+        sigaddset(&set, wanted[i]);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    /* Room for a few: a signal that finds the channel full is dropped. */
+    int err = goro_chan_new(&signals, sizeof(int), 4);
+    if (err == 0)
+        err = goro_signal_notify(signals, wanted, sizeof wanted / sizeof *wanted);
+    if (err < 0) {
+        fprintf(stderr, "echod: cannot subscribe to signals: %s\n", strerror(-err));
         exit(1);
     }
-    return fd;
 }
 
-static void signal_loop(int signal_fd)
+static void signal_loop(void)
 {
-    struct signalfd_siginfo si;
+    int sig;
     int stops = 0;
 
-    while (goro_read(signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
-        if (si.ssi_signo == SIGUSR1) {
+    while (goro_chan_recv(signals, &sig) > 0) {    /* until cancelled */
+        if (sig == SIGUSR1) {
             status_request();
         } else if (stops++ == 0) {
             goro_chan_try_send(stop_requests, NULL);
@@ -54,7 +60,7 @@ static void signal_loop(int signal_fd)
 
 struct stop_plan {
     goro_t *acceptor, *status, *signals;
-    int listener, signal_fd;
+    int listener;
     int64_t grace;
 };
 
@@ -75,7 +81,8 @@ static void supervise(const struct stop_plan *plan)
     conns_drain(goro_now() + plan->grace);
     stop_service(plan->status);
     stop_service(plan->signals);
-    goro_close(plan->signal_fd);
+    goro_signal_stop(signals);            /* nothing more is sent to the channel */
+    goro_chan_free(signals);
 }
 
 /* goro_go() with the service stack; exits when even that is impossible. */
@@ -89,13 +96,9 @@ static goro_t *started(const char *what, int err, goro_t *h)
     return h;
 }
 
-int run_until_stopped(int signal_fd, goro_t *acceptor, int listener,
-                      const struct echod_options *opt)
+int run_until_stopped(goro_t *acceptor, int listener, const struct echod_options *opt)
 {
-    struct stop_plan plan = {
-        .acceptor = acceptor, .listener = listener, .signal_fd = signal_fd,
-        .grace = opt->grace,
-    };
+    struct stop_plan plan = { .acceptor = acceptor, .listener = listener, .grace = opt->grace };
     goro_t *h;
     int err;
 
@@ -105,7 +108,7 @@ int run_until_stopped(int signal_fd, goro_t *acceptor, int listener,
         return 1;
     err = goro_go(&h, &service_attr, status_loop, opt->status_interval);
     plan.status = started("status line", err, h);
-    err = goro_go(&h, &service_attr, signal_loop, signal_fd);
+    err = goro_go(&h, &service_attr, signal_loop);
     plan.signals = started("signal reader", err, h);
     err = goro_go(&h, &service_attr, supervise, &plan);
     started("supervisor", err, h);

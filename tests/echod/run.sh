@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/echod/run.sh BUILD [TEST...] - end-to-end checks of samples/echod: many
-# verified clients, graceful shutdown, the descriptor limit, resets, a slow
-# reader, --max-conns, --idle-timeout, the status line and the options.
+# verified clients, graceful shutdown, stop signals, the descriptor limit,
+# resets, a slow reader, --max-conns, --idle-timeout, the status line and the
+# options.
 # Every echod listens on a port the kernel picks (--port 0). Needs the
 # binaries of `make test-echod` in BUILD.
 set -uo pipefail
@@ -129,6 +130,34 @@ test_graceful_shutdown() {
   (( elapsed >= 1500 )) || problem "the idle client was dropped before the grace ended"
 }
 
+# SIGINT stops echod as SIGTERM does; a second stop signal cuts the grace
+# period short; SIGUSR1 in between only asks for a status line.
+test_stop_signals() {
+  start_echod sigint || return
+  status_line sigint >/dev/null
+  kill -INT "$ECHOD_PID"
+  wait_echod 5; local status=$?
+  [[ $status -eq 0 ]] || problem "SIGINT: echod exited with status $status"
+  grep -q '^echod: stopping' "$WORK/sigint.log" ||
+    problem "SIGINT did not stop echod gracefully: $(cat "$WORK/sigint.log")"
+
+  start_echod second --grace 30 || return
+  exec 3<>"/dev/tcp/127.0.0.1/$PORT"     # an idle client: held for the grace period
+  local t0 elapsed
+  t0=$(now_ms)
+  kill -TERM "$ECHOD_PID"
+  for _ in $(seq 100); do grep -q '^echod: stopping' "$WORK/second.log" && break; sleep 0.05; done
+  kill -TERM "$ECHOD_PID"
+  wait_echod 5; status=$?
+  elapsed=$(( $(now_ms) - t0 ))
+  exec 3>&-
+  say "SIGINT: exit 0; two SIGTERMs: exit $status after ${elapsed} ms (grace 30 s)"
+  [[ $status -eq 0 ]] || problem "two SIGTERMs: echod exited with status $status"
+  grep -q 'second stop signal' "$WORK/second.log" ||
+    problem "the second SIGTERM was not seen: $(cat "$WORK/second.log")"
+  (( elapsed <= 3000 )) || problem "the second SIGTERM did not cut the grace short (${elapsed} ms)"
+}
+
 test_fd_limit() {
   ECHOD_PREFIX='ulimit -n 64;' start_echod fdlimit || return
   probe hold "$PORT" 100 4 >"$WORK/hold.out" 2>&1 &
@@ -223,7 +252,7 @@ test_options() {
 
 # ---- run them ----
 
-tests=(many_clients graceful_shutdown fd_limit resets slow_reader max_conns idle_timeout options)
+tests=(many_clients graceful_shutdown stop_signals fd_limit resets slow_reader max_conns idle_timeout options)
 [[ $# -gt 1 ]] && tests=("${@:2}")
 for t in "${tests[@]}"; do
   echo "echod: $t"

@@ -29,6 +29,11 @@ struct goro_callregs {
     uint64_t vec[8][2];
     unsigned char stack[GORO__STACK_WINDOW];
 };
+/* The offsets arch/<arch>/call.S uses. */
+_Static_assert(offsetof(struct goro_callregs, gpr) == 0, "call.S: gpr at 0");
+_Static_assert(offsetof(struct goro_callregs, vec) == 64, "call.S: vec at 64");
+_Static_assert(offsetof(struct goro_callregs, stack) == 192, "call.S: stack at 192");
+_Static_assert(sizeof(struct goro_callregs) == 384, "call.S: 384 bytes");
 
 void *goro__ctx_switch(void **save_sp, void *load_sp, void *value);
 long goro__invoke(const struct goro_callregs *regs, void (*fn)(void), long stack);
@@ -45,7 +50,6 @@ enum goro_wait {
     GORO_W_NONE, GORO_W_JOIN, GORO_W_CHAN_SEND, GORO_W_CHAN_RECV,
     GORO_W_SELECT, GORO_W_MUTEX, GORO_W_RWLOCK, GORO_W_COND, GORO_W_SEM,
     GORO_W_WAITGROUP, GORO_W_ONCE, GORO_W_SLEEP, GORO_W_IO, GORO_W_OFFLOAD,
-    GORO_W_FOREVER,
     GORO_W__COUNT
 };
 
@@ -302,8 +306,6 @@ GORO_HIDDEN int goro__wait_check(int64_t deadline);
 GORO_HIDDEN int goro__wait_refused(int err);
 /* The error for a park result other than GORO_WAKE_DONE. */
 GORO_HIDDEN int goro__wake_error(int outcome);
-/* From an event callback: g (already claimed) becomes runnable. */
-GORO_HIDDEN void goro__ready_polled(struct goro *g);
 GORO_HIDDEN struct goro_p *goro__current_p(void);
 /* Around code that uses the calling M's P from a coroutine: enter returns
  * the P (NULL on a thread without one), which is the M's until leave.
@@ -323,7 +325,11 @@ GORO_HIDDEN int goro__spawn_gate_enter(void);
 GORO_HIDDEN void goro__spawn_gate_leave(void);
 GORO_HIDDEN void goro__spawn_gate_open(void);
 GORO_HIDDEN uint64_t goro__next_id(void);
-GORO_HIDDEN struct goro *goro__external_self(void);
+/* A new coroutine's first steps on its own stack, and its last. */
+GORO_HIDDEN void goro__coro_start(struct goro *g);
+GORO_HIDDEN void goro__coroutine_ended(void);
+
+/* runtime.c */
 GORO_HIDDEN int goro__ensure_started(void);
 
 /* stack.c */
@@ -358,6 +364,8 @@ GORO_HIDDEN void goro__timer_arm(struct event *ev, struct goro_p *p, struct goro
 GORO_HIDDEN void goro__timer_disarm(struct event *ev);
 
 /* netpoll.c */
+/* From an event callback: g (already claimed) becomes runnable. */
+GORO_HIDDEN void goro__ready_polled(struct goro *g);
 GORO_HIDDEN int goro__netpoll_init(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
 /* block: as m's way to sleep; returns at once unless m->note still reads
@@ -473,10 +481,12 @@ GORO_HIDDEN void goro__dump_out(struct goro_out *o, void *ucontext, bool in_sign
 GORO_HIDDEN void goro__describe_wait(const struct goro *g, char *buf, size_t len);
 
 /* coro.c */
+GORO_HIDDEN struct goro *goro__external_self(void);
+/* Prints "goro: <message>\n" to stderr once per call site key. */
+GORO_HIDDEN void goro__warn_once(_Atomic int *once, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 GORO_HIDDEN void goro__coro_main(void *g);
 GORO_HIDDEN void goro__capture_store(const struct goro_callregs *regs);
-GORO_HIDDEN void goro__coro_start(struct goro *g);
-GORO_HIDDEN void goro__coroutine_ended(void);
 GORO_HIDDEN void goro__release(struct goro *g);
 
 /* cxx.c: C++ support (docs/cxx.md); the switch path's part is in
@@ -486,8 +496,5 @@ GORO_HIDDEN void goro__release(struct goro *g);
  * goro_exit then ends the coroutine. */
 GORO_HIDDEN void goro__cxx_exit_unwind(long result);
 
-/* Prints "goro: <message>\n" to stderr once per call site key. */
-GORO_HIDDEN void goro__warn_once(_Atomic int *once, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 #endif

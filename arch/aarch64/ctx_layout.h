@@ -1,6 +1,6 @@
 /* Layout of a parked context on AArch64: see switch.S. Shared by the runtime
  * (to build a new context and to read a parked one), the crash reporter and
- * the gdb extension (through the exported goro_debug_layout table). */
+ * the gdb extension (through the exported goro_debug description, runtime/registry.c). */
 #ifndef GORO_ARCH_CTX_LAYOUT_H
 #define GORO_ARCH_CTX_LAYOUT_H
 
@@ -34,7 +34,6 @@
 #define GORO_CTX_SLOT_X30 21
 #define GORO_CTX_SLOT_FP GORO_CTX_SLOT_X29  /* frame pointer */
 #define GORO_CTX_SLOT_PC GORO_CTX_SLOT_X30  /* link register: resume address */
-#define GORO_CALL_GPRS 8                /* argument registers x0..x7 */
 
 _Static_assert(GORO_CTX_FRAME_WORDS % 2 == 0, "sp must stay 16-byte aligned");
 

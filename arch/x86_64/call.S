@@ -4,8 +4,8 @@
  * goro__capture is called through a pointer cast to fn's own type, so the
  * compiler has placed every argument where fn expects it. It stores the
  * argument registers and the first GORO__STACK_ARGS bytes of the caller's
- * stack-argument area in a struct goro_callregs (runtime/context.h) and hands
- * it to C. goro__invoke later replays them into a call of fn on the
+ * stack-argument area in a struct goro_callregs (runtime/internal.h, which
+ * checks the offsets below) and hands it to C. goro__invoke later replays them into a call of fn on the
  * coroutine's own stack.
  *
  * struct goro_callregs: gpr[8] at 0 (rdi rsi rdx rcx r8 r9), vec[8][16] at 64

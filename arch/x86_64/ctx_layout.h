@@ -1,6 +1,6 @@
 /* Layout of a parked context on x86-64: see switch.S. Shared by the runtime
  * (to build a new context and to read a parked one), the crash reporter and
- * the gdb extension (through the exported goro_debug_layout table). */
+ * the gdb extension (through the exported goro_debug description, runtime/registry.c). */
 #ifndef GORO_ARCH_CTX_LAYOUT_H
 #define GORO_ARCH_CTX_LAYOUT_H
 
@@ -17,7 +17,6 @@
 #define GORO_CTX_SLOT_RBX 5
 #define GORO_CTX_SLOT_FP 6              /* rbp */
 #define GORO_CTX_SLOT_PC 7              /* return address */
-#define GORO_CALL_GPRS 6                /* argument registers rdi..r9 */
 
 void goro__ctx_entry(void);
 

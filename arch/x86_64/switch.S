@@ -2,7 +2,7 @@
  * Cooperative context switch for x86-64 (System V ABI).
  *
  * A parked context is its stack pointer. At that address lies the frame
- * this file pushes (the layout is shared with runtime/context.h, the crash
+ * this file pushes (the layout is shared with ctx_layout.h, the crash
  * reporter and the gdb extension; keep them in step):
  *
  *   sp+0   MXCSR (4 bytes), x87 control word (2 bytes), padding (2 bytes)

@@ -380,11 +380,8 @@ static uint32_t select_rand(void)
 {
     static __thread uint32_t state;
     if (!state)
-        state = (uint32_t)(uintptr_t)&state | 1u;
-    state ^= state << 13;
-    state ^= state >> 17;
-    state ^= state << 5;
-    return state;
+        state = (uint32_t)(uintptr_t)&state | 1u;   /* per thread, never 0 */
+    return goro__xorshift32(&state);
 }
 
 static bool is_fd_case(const goro_case_t *c)

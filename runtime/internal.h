@@ -19,6 +19,17 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
+/* xorshift32: cheap, good enough for choosing victims and select cases.
+ * *state must not be 0. */
+static inline uint32_t goro__xorshift32(uint32_t *state)
+{
+    uint32_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *state = x;
+}
+
 /* Bytes of the caller's stack-argument area that go() forwards: 12
  * arguments of at most 16 bytes each (enforced by the macro). */
 #define GORO__STACK_WINDOW 192
@@ -418,12 +429,16 @@ GORO_HIDDEN bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending);
 /* offload.c */
 GORO_HIDDEN void goro__offload_stop(void);
 
-/* signal.c: every thread of the runtime is made here - pthread_create's
- * arguments and result (a positive errno) - with the notifiable signals
- * blocked and the runtime's own (SIGURG, the faults) unblocked. When the
- * last of them ends, goro_signal_notify's subscriptions end too. */
-GORO_HIDDEN int goro__thread_create(pthread_t *thread, const pthread_attr_t *attr,
+/* signal.c: every thread of the runtime is made here (stack_size 0: the
+ * default; returns pthread_create's result, a positive errno), with the
+ * notifiable signals blocked and the runtime's own (SIGURG, the faults)
+ * unblocked. When the last of them ends, goro_signal_notify's
+ * subscriptions end too. */
+GORO_HIDDEN int goro__thread_create(pthread_t *thread, size_t stack_size,
                                     void *(*fn)(void *), void *arg);
+/* The stack of the workers, spares and sysmon: they run only the
+ * scheduler (coroutines have their own stacks). */
+#define GORO_THREAD_STACK (256 * 1024)
 /* chan.c, for signal.c: the element size ch was made with. */
 GORO_HIDDEN size_t goro__chan_elem_size(const goro_chan_t *ch);
 /* netpoll.c, for signal.c: base 0 of the running runtime watches fd for

@@ -93,7 +93,7 @@ static int submit_locked(struct job *j)
             return -ENOMEM;
     }
     if (nidle == 0 && nthreads < max_threads) {
-        int err = goro__thread_create(&threads[nthreads], NULL, pool_main, NULL);
+        int err = goro__thread_create(&threads[nthreads], 0, pool_main, NULL);
         if (err == 0)
             nthreads++;
         else if (nthreads == 0)

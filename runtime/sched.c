@@ -120,11 +120,7 @@ static void full_barrier(void) { atomic_thread_fence(memory_order_seq_cst); }
 
 static uint32_t fastrand(struct goro_p *p)
 {
-    uint32_t x = p->rand;           /* xorshift32 */
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return p->rand = x;
+    return goro__xorshift32(&p->rand);
 }
 
 /* ---- P ownership (invariant 8) ---- */
@@ -1516,11 +1512,7 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
         memset(to, 0, sizeof *to);
         to->id = id;
         give_p_locked(p, to);       /* before the thread reads it */
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        int err = goro__thread_create(&to->thread, &attr, m_main, to);
-        pthread_attr_destroy(&attr);
+        int err = goro__thread_create(&to->thread, GORO_THREAD_STACK, m_main, to);
         if (err) {
             to->p = NULL;
             p->m = m;
@@ -1714,11 +1706,8 @@ int goro__sched_start(int nprocs)
     atomic_store(&S.nms, nprocs);
     goro__registry_set_ms(S.ms, nprocs);
     for (; started < nprocs; started++) {
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        err = goro__thread_create(&S.ms[started].thread, &attr, m_main, &S.ms[started]);
-        pthread_attr_destroy(&attr);
+        err = goro__thread_create(&S.ms[started].thread, GORO_THREAD_STACK, m_main,
+                                  &S.ms[started]);
         if (err)
             break;
     }

@@ -122,19 +122,23 @@ static void *runtime_thread_main(void *p)
 /* The new thread inherits the mask in force when pthread_create runs:
  * set it for that moment. (pthread_attr_setsigmask_np would not do under
  * TSan, whose pthread_create gives the new thread its creator's mask.) */
-int goro__thread_create(pthread_t *thread, const pthread_attr_t *attr,
-                        void *(*fn)(void *), void *arg)
+int goro__thread_create(pthread_t *thread, size_t stack_size, void *(*fn)(void *), void *arg)
 {
     struct thread_start *start = malloc(sizeof *start);
     if (!start)
         return EAGAIN;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (stack_size)
+        pthread_attr_setstacksize(&attr, stack_size);
     *start = (struct thread_start){ fn, arg };
     sigset_t mask, old;
     runtime_thread_mask(&mask);
     pthread_sigmask(SIG_SETMASK, &mask, &old);
     atomic_fetch_add(&runtime_threads, 1);
-    int err = pthread_create(thread, attr, runtime_thread_main, start);
+    int err = pthread_create(thread, &attr, runtime_thread_main, start);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
     if (err) {
         free(start);
         if (atomic_fetch_sub(&runtime_threads, 1) == 1)

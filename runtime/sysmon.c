@@ -219,11 +219,7 @@ int goro__sysmon_start(int64_t slice_ns)
     int err = goro__preempt_install();
     if (err)
         return err;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    err = goro__thread_create(&thread, &attr, sysmon_main, NULL);
-    pthread_attr_destroy(&attr);
+    err = goro__thread_create(&thread, GORO_THREAD_STACK, sysmon_main, NULL);
     if (err)
         return -err;
     thread_running = true;

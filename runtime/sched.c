@@ -88,7 +88,6 @@
 #include "cxx_eh.h"                 /* C++: exception state per coroutine */
 
 GORO_HIDDEN struct goro_sched goro__sched = { .lock = GORO_LOCK_INIT };
-#define S goro__sched
 
 static __thread struct goro_m *tls_m __attribute__((tls_model("initial-exec")));
 
@@ -238,7 +237,7 @@ static void runq_put(struct goro_p *p, struct goro *g, bool next)
 {
     if (next) {
         struct goro *old;
-        if (S.nprocs == 1) {        /* no thieves: see runq_get */
+        if (goro__sched.nprocs == 1) {        /* no thieves: see runq_get */
             old = atomic_load_explicit(&p->runnext, memory_order_relaxed);
             atomic_store_explicit(&p->runnext, g, memory_order_relaxed);
         } else {
@@ -264,7 +263,7 @@ static void runq_put(struct goro_p *p, struct goro *g, bool next)
  * nobody steals, so the owner may take without a CAS. */
 static struct goro *runq_get(struct goro_p *p, bool *inherit)
 {
-    bool alone = S.nprocs == 1;
+    bool alone = goro__sched.nprocs == 1;
     struct goro *next = atomic_load_explicit(&p->runnext, memory_order_relaxed);
     /* A pair waking each other through runnext would keep one slice for
      * ever and starve everything else: after RUNNEXT_STREAK inherited turns
@@ -364,17 +363,17 @@ static struct goro *runq_steal(struct goro_p *p, struct goro_p *victim, bool ste
     return g;
 }
 
-/* ---- global queue (under S.lock) ----
+/* ---- global queue (under goro__sched.lock) ----
  * A growable ring of pointers rather than a list linked through the
  * coroutines: moving a batch then copies pointers instead of touching one
  * stack page per coroutine (each costs a cache and a TLB miss). */
 
 static void gq_grow_locked(int need)
 {
-    int size = atomic_load_explicit(&S.gq_size, memory_order_relaxed);
-    if ((uint32_t)(size + need) <= S.gq_cap)
+    int size = atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed);
+    if ((uint32_t)(size + need) <= goro__sched.gq_cap)
         return;
-    uint32_t cap = S.gq_cap ? S.gq_cap : 1024;
+    uint32_t cap = goro__sched.gq_cap ? goro__sched.gq_cap : 1024;
     while (cap < (uint32_t)(size + need))
         cap *= 2;
     struct goro **a = malloc(cap * sizeof *a);
@@ -385,22 +384,22 @@ static void gq_grow_locked(int need)
         abort();
     }
     for (int i = 0; i < size; i++)
-        a[i] = S.gq[(S.gq_first + (uint32_t)i) % S.gq_cap];
-    free(S.gq);
-    S.gq = a;
-    S.gq_cap = cap;
-    S.gq_first = 0;
+        a[i] = goro__sched.gq[(goro__sched.gq_first + (uint32_t)i) % goro__sched.gq_cap];
+    free(goro__sched.gq);
+    goro__sched.gq = a;
+    goro__sched.gq_cap = cap;
+    goro__sched.gq_first = 0;
 }
 
 static void globrunq_put_batch(struct goro *const *gs, int n)
 {
-    goro__lock(&S.lock);
+    goro__lock(&goro__sched.lock);
     gq_grow_locked(n);
-    uint32_t size = (uint32_t)atomic_load_explicit(&S.gq_size, memory_order_relaxed);
+    uint32_t size = (uint32_t)atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed);
     for (int i = 0; i < n; i++)
-        S.gq[(S.gq_first + size + (uint32_t)i) % S.gq_cap] = gs[i];
-    atomic_store_explicit(&S.gq_size, (int)size + n, memory_order_relaxed);
-    goro__unlock(&S.lock);
+        goro__sched.gq[(goro__sched.gq_first + size + (uint32_t)i) % goro__sched.gq_cap] = gs[i];
+    atomic_store_explicit(&goro__sched.gq_size, (int)size + n, memory_order_relaxed);
+    goro__unlock(&goro__sched.lock);
 }
 
 /* Coroutines bound for the global queue, gathered so that the lock is taken
@@ -425,25 +424,27 @@ static void gq_batch_add(struct gq_batch *b, struct goro *g)
         gq_batch_flush(b);
 }
 
-/* Under S.lock. Takes a fair share (at most max if max > 0): returns one,
+/* Under goro__sched.lock. Takes a fair share (at most max if max > 0): returns one,
  * puts the rest on p's ring. */
 static struct goro *globrunq_get_locked(struct goro_p *p, int max)
 {
-    int size = atomic_load_explicit(&S.gq_size, memory_order_relaxed);
+    int size = atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed);
     if (size == 0)
         return NULL;
-    int n = size / S.nprocs + 1;
+    int n = size / goro__sched.nprocs + 1;
     if (n > size)
         n = size;
     if (max > 0 && n > max)
         n = max;
     if (n > (int)GORO_RUNQ_SIZE / 2)
         n = GORO_RUNQ_SIZE / 2;
-    struct goro *g = S.gq[S.gq_first];
-    for (int i = 1; i < n; i++)
-        runq_put(p, S.gq[(S.gq_first + (uint32_t)i) % S.gq_cap], false);
-    S.gq_first = (S.gq_first + (uint32_t)n) % S.gq_cap;
-    atomic_store_explicit(&S.gq_size, size - n, memory_order_relaxed);
+    struct goro *g = goro__sched.gq[goro__sched.gq_first];
+    for (int i = 1; i < n; i++) {
+        uint32_t slot = (goro__sched.gq_first + (uint32_t)i) % goro__sched.gq_cap;
+        runq_put(p, goro__sched.gq[slot], false);
+    }
+    goro__sched.gq_first = (goro__sched.gq_first + (uint32_t)n) % goro__sched.gq_cap;
+    atomic_store_explicit(&goro__sched.gq_size, size - n, memory_order_relaxed);
     return g;
 }
 
@@ -453,13 +454,13 @@ static void wake_if_idle(struct goro_p *held);
  * steal them: that is new work, so the producer's check follows (inv. 5). */
 static struct goro *globrunq_get(struct goro_p *p, int max)
 {
-    if (atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) == 0)
         return NULL;
-    goro__lock(&S.lock);
+    goro__lock(&goro__sched.lock);
     uint32_t tail = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
     struct goro *g = globrunq_get_locked(p, max);
     bool extras = atomic_load_explicit(&p->runq_tail, memory_order_relaxed) != tail;
-    goro__unlock(&S.lock);
+    goro__unlock(&goro__sched.lock);
     if (extras)
         wake_if_idle(p);
     return g;
@@ -521,14 +522,14 @@ static void note_absorb(struct goro_m *m)
     atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
 }
 
-/* Under S.lock. */
+/* Under goro__sched.lock. */
 static struct goro_p *pidle_get(void)
 {
-    struct goro_p *p = S.pidle;
+    struct goro_p *p = goro__sched.pidle;
     if (p) {
-        S.pidle = p->idle_next;
+        goro__sched.pidle = p->idle_next;
         p->idle = false;
-        atomic_fetch_sub(&S.npidle, 1);
+        atomic_fetch_sub(&goro__sched.npidle, 1);
     }
     return p;
 }
@@ -536,26 +537,26 @@ static struct goro_p *pidle_get(void)
 static void pidle_put(struct goro_p *p)
 {
     p->idle = true;
-    p->idle_next = S.pidle;
-    S.pidle = p;
-    atomic_fetch_add(&S.npidle, 1);
+    p->idle_next = goro__sched.pidle;
+    goro__sched.pidle = p;
+    atomic_fetch_add(&goro__sched.npidle, 1);
 }
 
 /* p's own M takes p off the idle list again, unless a waker took it first
  * (and is waking the M: invariant 7). True if it was still there. */
 static bool pidle_take_back(struct goro_p *p)
 {
-    goro__lock(&S.lock);
+    goro__lock(&goro__sched.lock);
     bool still_idle = p->idle;
     if (still_idle) {
-        struct goro_p **pp = &S.pidle;
+        struct goro_p **pp = &goro__sched.pidle;
         while (*pp != p)
             pp = &(*pp)->idle_next;
         *pp = p->idle_next;
         p->idle = false;
-        atomic_fetch_sub(&S.npidle, 1);
+        atomic_fetch_sub(&goro__sched.npidle, 1);
     }
-    goro__unlock(&S.lock);
+    goro__unlock(&goro__sched.lock);
     if (still_idle)
         goro__sysmon_kick();        /* a P is busy again: watch it */
     return still_idle;
@@ -565,14 +566,14 @@ static bool pidle_take_back(struct goro_p *p)
 static void wakep(void)
 {
     int zero = 0;
-    if (!atomic_compare_exchange_strong(&S.nmspinning, &zero, 1))
+    if (!atomic_compare_exchange_strong(&goro__sched.nmspinning, &zero, 1))
         return;
-    goro__lock(&S.lock);
+    goro__lock(&goro__sched.lock);
     struct goro_p *p = pidle_get();
     struct goro_m *pm = p ? p->m : NULL;
-    goro__unlock(&S.lock);
+    goro__unlock(&goro__sched.lock);
     if (!p) {
-        atomic_fetch_sub(&S.nmspinning, 1);
+        atomic_fetch_sub(&goro__sched.nmspinning, 1);
         return;
     }
     goro__sysmon_kick();            /* a P is busy again: watch it */
@@ -584,17 +585,17 @@ static void wakep(void)
  * M's p field alone proves nothing: sysmon may have handed that P on. */
 static void wake_if_idle(struct goro_p *held)
 {
-    if (S.nprocs == 1 && held)
+    if (goro__sched.nprocs == 1 && held)
         return;                     /* the only P is ours, and we are awake */
     full_barrier();
-    if (atomic_load(&S.npidle) != 0 && atomic_load(&S.nmspinning) == 0)
+    if (atomic_load(&goro__sched.npidle) != 0 && atomic_load(&goro__sched.nmspinning) == 0)
         wakep();
 }
 
 static void stop_spinning(struct goro_m *m)
 {
     m->spinning = false;
-    if (atomic_fetch_sub(&S.nmspinning, 1) == 1 && atomic_load(&S.npidle) > 0)
+    if (atomic_fetch_sub(&goro__sched.nmspinning, 1) == 1 && atomic_load(&goro__sched.npidle) > 0)
         wakep();                    /* chain: the next spinner takes over */
 }
 
@@ -604,18 +605,18 @@ static void spinning_drop(struct goro_m *m)
 {
     if (m->spinning) {
         m->spinning = false;
-        atomic_fetch_sub(&S.nmspinning, 1);
+        atomic_fetch_sub(&goro__sched.nmspinning, 1);
     }
 }
 
-/* Under S.lock: the first M waiting for a P for its pinned coroutines,
+/* Under goro__sched.lock: the first M waiting for a P for its pinned coroutines,
  * taken off the list, or NULL. */
 static struct goro_m *waitp_take_locked(void)
 {
-    struct goro_m *w = S.waitp;
+    struct goro_m *w = goro__sched.waitp;
     if (w) {
-        S.waitp = w->next_free;
-        atomic_fetch_sub_explicit(&S.nwaitp, 1, memory_order_relaxed);
+        goro__sched.waitp = w->next_free;
+        atomic_fetch_sub_explicit(&goro__sched.nwaitp, 1, memory_order_relaxed);
     }
     return w;
 }
@@ -647,14 +648,14 @@ static void steal_order_init(int n)
 static struct goro *steal_work(struct goro_p *p)
 {
     enum { TRIES = 4 };
-    int n = S.nprocs;
+    int n = goro__sched.nprocs;
     for (int pass = 0; pass < TRIES; pass++) {
         bool steal_next = pass == TRIES - 1;
         uint32_t r = fastrand(p);
         int v = (int)(r % (uint32_t)n);
         int stride = coprimes[(r >> 8) % (uint32_t)ncoprimes];
         for (int i = 0; i < n; i++, v = (v + stride) % n) {
-            struct goro_p *victim = &S.procs[v];
+            struct goro_p *victim = &goro__sched.procs[v];
             if (victim == p)
                 continue;
             struct goro *g = runq_steal(p, victim, steal_next);
@@ -667,8 +668,8 @@ static struct goro *steal_work(struct goro_p *p)
 
 static bool any_runq_nonempty(void)
 {
-    for (int i = 0; i < S.nprocs; i++)
-        if (!runq_empty(&S.procs[i]))
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        if (!runq_empty(&goro__sched.procs[i]))
             return true;
     return false;
 }
@@ -821,15 +822,15 @@ static struct goro *poll_others(struct goro_m *m)
 {
     if (!io_in_use())
         return NULL;
-    for (int i = 0; i < S.nprocs; i++) {
-        struct goro_p *q = &S.procs[i];
+    for (int i = 0; i < goro__sched.nprocs; i++) {
+        struct goro_p *q = &goro__sched.procs[i];
         if (q != m->p && goro__netpoll(m, q, false, runq_room(m->p)) > 0)
             return inject_polled(m);
     }
     return NULL;
 }
 
-/* Under S.lock: p goes to M `to` (which sleeps on its handed word). */
+/* Under goro__sched.lock: p goes to M `to` (which sleeps on its handed word). */
 static void give_p_locked(struct goro_p *p, struct goro_m *to)
 {
     p->m = to;
@@ -849,31 +850,31 @@ static void hand_wake(struct goro_m *to)
  * Returns false when the runtime stops. */
 static bool m_without_p(struct goro_m *m)
 {
-    goro__lock(&S.lock);
+    goro__lock(&goro__sched.lock);
     bool pinned = pinned_any(m);
-    struct goro_m **list = pinned ? &S.waitp : &S.spares;
+    struct goro_m **list = pinned ? &goro__sched.waitp : &goro__sched.spares;
     atomic_store_explicit(&m->handed, 0, memory_order_relaxed);
     m->next_free = *list;
     *list = m;
     if (pinned)
-        atomic_fetch_add_explicit(&S.nwaitp, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&goro__sched.nwaitp, 1, memory_order_relaxed);
     /* Waiting for a P while one sleeps idle: wake its M as a spinner (as
      * wakep does); with nothing to run it hands the P to us when it gives
      * it up (find_runnable). Busy Ps reach that point on their own. */
     struct goro_p *idle = pinned ? pidle_get() : NULL;
     struct goro_m *idle_m = idle ? idle->m : NULL;
-    goro__unlock(&S.lock);
+    goro__unlock(&goro__sched.lock);
     if (idle_m) {
-        atomic_fetch_add(&S.nmspinning, 1);
+        atomic_fetch_add(&goro__sched.nmspinning, 1);
         goro__sysmon_kick();
         note_wake(idle_m);
     }
     while (!atomic_load_explicit(&m->handed, memory_order_acquire)) {
-        if (atomic_load(&S.stopping))
+        if (atomic_load(&goro__sched.stopping))
             return false;
         goro__futex_wait(&m->handed, 0);
     }
-    return m->p != NULL && !atomic_load(&S.stopping);
+    return m->p != NULL && !atomic_load(&goro__sched.stopping);
 }
 
 /* Returns the next coroutine for m, sleeping while there is none; NULL
@@ -884,7 +885,7 @@ static struct goro *find_runnable(struct goro_m *m, bool *inherit)
     struct goro *g;
 top:
     *inherit = false;
-    if (atomic_load(&S.stopping))
+    if (atomic_load(&goro__sched.stopping))
         return NULL;
     /* Lost while a coroutine parked P-less (goro__park). g0 counts as
      * inside the runtime: a retake under way sees that and backs off. */
@@ -898,15 +899,15 @@ top:
     /* A slice cut short by preemption: what waits on timers, I/O and the
      * global queue goes first - the long runner had its turn. */
     bool cut = goro__preempt_requested(p);
-    if (cut && atomic_load_explicit(&S.nwaitp, memory_order_relaxed) > 0) {
+    if (cut && atomic_load_explicit(&goro__sched.nwaitp, memory_order_relaxed) > 0) {
         /* An M whose preempted coroutines can run nowhere else waits for
          * a P, and busy Ps never fall idle to hand theirs over: at the end
          * of a cut slice, give this one (they take turns, slice by slice). */
-        goro__lock(&S.lock);
+        goro__lock(&goro__sched.lock);
         struct goro_m *w = waitp_take_locked();
         if (w)
             give_p_locked(p, w);
-        goro__unlock(&S.lock);
+        goro__unlock(&goro__sched.lock);
         if (w) {
             hand_wake(w);
             m->p = NULL;
@@ -923,27 +924,27 @@ top:
     if ((g = poll_own(m)))
         return g;
 
-    int busy = S.nprocs - atomic_load(&S.npidle);
-    if (m->spinning || 2 * atomic_load(&S.nmspinning) < busy) {
+    int busy = goro__sched.nprocs - atomic_load(&goro__sched.npidle);
+    if (m->spinning || 2 * atomic_load(&goro__sched.nmspinning) < busy) {
         if (!m->spinning) {
             m->spinning = true;
-            atomic_fetch_add(&S.nmspinning, 1);
+            atomic_fetch_add(&goro__sched.nmspinning, 1);
         }
         if ((g = steal_work(p)) || (g = poll_others(m)))
             return g;
     }
 
     /* Nothing: give up P (goes idle), then recheck (invariant 5). */
-    goro__lock(&S.lock);
-    if (atomic_load_explicit(&S.gq_size, memory_order_relaxed) > 0) {
-        goro__unlock(&S.lock);
+    goro__lock(&goro__sched.lock);
+    if (atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) > 0) {
+        goro__unlock(&goro__sched.lock);
         goto top;                   /* globrunq_get does the producer's part */
     }
     /* An M with pinned coroutines needs a P more than we do. */
     struct goro_m *w = waitp_take_locked();
     if (w) {
         give_p_locked(p, w);
-        goro__unlock(&S.lock);
+        goro__unlock(&goro__sched.lock);
         hand_wake(w);
         m->p = NULL;
         spinning_drop(m);
@@ -951,7 +952,7 @@ top:
     }
     pidle_put(p);
     atomic_store_explicit(&p->running, 0, memory_order_relaxed);
-    goro__unlock(&S.lock);
+    goro__unlock(&goro__sched.lock);
 
     /* Every M going idle rechecks, spinning or not: work another M moved
      * onto its own ring (say, extras from the global queue) while this one
@@ -959,12 +960,12 @@ top:
     {
         spinning_drop(m);
         full_barrier();
-        if (any_runq_nonempty() || atomic_load(&S.gq_size) > 0) {
+        if (any_runq_nonempty() || atomic_load(&goro__sched.gq_size) > 0) {
             bool still_idle = pidle_take_back(p);
             if (still_idle) {
                 atomic_store_explicit(&p->running, 1, memory_order_relaxed);
                 m->spinning = true;
-                atomic_fetch_add(&S.nmspinning, 1);
+                atomic_fetch_add(&goro__sched.nmspinning, 1);
                 goto top;
             }
             /* a waker took p and is waking us: fall through to the note */
@@ -991,7 +992,7 @@ top:
     /* Only wakep wakes an M while running (stopping aside), and it counted
      * us in nmspinning: m->spinning is written by m alone, never by the
      * waker, so it cannot be lost in a race with the recheck above. */
-    m->spinning = !atomic_load(&S.stopping);
+    m->spinning = !atomic_load(&goro__sched.stopping);
     atomic_store_explicit(&p->running, 1, memory_order_relaxed);
     goto top;
 }
@@ -1189,7 +1190,7 @@ void goro__schedule_new(struct goro *g)
     if (p)
         bump(&p->spawned);
     else
-        atomic_fetch_add(&S.spawned_ext, 1);
+        atomic_fetch_add(&goro__sched.spawned_ext, 1);
     ready_on(p, g);                 /* a new coroutine is never a thread's */
     if (m)
         rt_leave(m);
@@ -1467,18 +1468,19 @@ bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
                           struct goro_m **mp)
 {
     *blocked = false;
-    goro__lock(&S.lock);
+    goro__lock(&goro__sched.lock);
     struct goro_m *m = p->idle ? NULL : p->m;
-    goro__unlock(&S.lock);
+    goro__unlock(&goro__sched.lock);
     *mp = m;
-    if (!m || !S.handoff_ok || atomic_load_explicit(&m->in_rt, memory_order_acquire) != 0)
+    if (!m || !goro__sched.handoff_ok || atomic_load_explicit(&m->in_rt, memory_order_acquire) != 0)
         return false;
     char st = thread_state(m);
     *blocked = st == 'S' || st == 'D';
     /* Coroutines pinned to m do not keep the P there: they cannot run
      * before m comes back either way, and the rest of the P's work can
      * (goro__unpin_stuck frees the pinned ones if m stays away). */
-    bool work = !runq_empty(p) || atomic_load(&S.gq_size) > 0 || io_in_use() || pinned_any(m);
+    bool work = !runq_empty(p) || atomic_load(&goro__sched.gq_size) > 0 || io_in_use() ||
+                pinned_any(m);
     return work && (*blocked || long_run);
 }
 
@@ -1495,20 +1497,20 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
         atomic_store_explicit(&p->owner, m, memory_order_release);
         return false;
     }
-    goro__lock(&S.lock);
+    goro__lock(&goro__sched.lock);
     struct goro_m *to = waitp_take_locked();
-    if (!to && (to = S.spares))
-        S.spares = to->next_free;
+    if (!to && (to = goro__sched.spares))
+        goro__sched.spares = to->next_free;
     bool fresh = !to;
-    if (fresh && atomic_load(&S.nms) < S.ms_cap)
-        to = &S.ms[atomic_load(&S.nms)];
+    if (fresh && atomic_load(&goro__sched.nms) < goro__sched.ms_cap)
+        to = &goro__sched.ms[atomic_load(&goro__sched.nms)];
     if (!to) {
         atomic_store_explicit(&p->owner, m, memory_order_release);
-        goro__unlock(&S.lock);
+        goro__unlock(&goro__sched.lock);
         return false;
     }
     if (fresh) {
-        int id = atomic_load(&S.nms);
+        int id = atomic_load(&goro__sched.nms);
         memset(to, 0, sizeof *to);
         to->id = id;
         give_p_locked(p, to);       /* before the thread reads it */
@@ -1517,20 +1519,20 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
             to->p = NULL;
             p->m = m;
             atomic_store_explicit(&p->owner, m, memory_order_release);
-            goro__unlock(&S.lock);
+            goro__unlock(&goro__sched.lock);
             static _Atomic int once;
             goro__warn_once(&once, "cannot start a thread to take over a blocked worker's "
                             "queue (%s): its coroutines wait until it returns; raise "
                             "RLIMIT_NPROC (ulimit -u) or the thread limit", strerror(err));
             return false;
         }
-        atomic_store(&S.nms, id + 1);
-        goro__registry_set_ms(S.ms, id + 1);
+        atomic_store(&goro__sched.nms, id + 1);
+        goro__registry_set_ms(goro__sched.ms, id + 1);
     } else {
         give_p_locked(p, to);
     }
     atomic_store_explicit(&m->lost_p_at, goro__now(), memory_order_relaxed);
-    goro__unlock(&S.lock);
+    goro__unlock(&goro__sched.lock);
     if (!fresh)
         hand_wake(to);
     return true;
@@ -1549,9 +1551,9 @@ bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending)
     *pending = false;
     struct gq_batch global = { .n = 0 };
     bool moved = false;
-    int nms = atomic_load(&S.nms);
+    int nms = atomic_load(&goro__sched.nms);
     for (int i = 0; i < nms; i++) {
-        struct goro_m *m = &S.ms[i];
+        struct goro_m *m = &goro__sched.ms[i];
         int64_t lost = atomic_load_explicit(&m->lost_p_at, memory_order_relaxed);
         if (!lost || !pinned_any(m))
             continue;
@@ -1607,7 +1609,7 @@ void goro__exit_current(long result)
     uintptr_t w = atomic_load_explicit(&self->exit_word, memory_order_acquire);
     struct goro *joiner = (struct goro *)w;
     if (w > GORO_EXIT_WAKING && !(joiner->flags & GORO_F_EXTERNAL) && runq_empty(m->p) &&
-        atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0 &&
+        atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) == 0 &&
         atomic_compare_exchange_strong_explicit(&self->exit_word, &w, GORO_EXIT_WAKING,
             memory_order_acq_rel, memory_order_relaxed)) {
         if (goro__claim(joiner, GORO_WAKE_DONE)) {
@@ -1625,9 +1627,9 @@ void goro__exit_current(long result)
 void goro__coroutine_ended(void)
 {
     bump(&goro__m()->p->exited);
-    if (atomic_load_explicit(&S.draining, memory_order_relaxed)) {
-        atomic_fetch_add(&S.live_futex, 1);
-        goro__futex_wake(&S.live_futex, 1);
+    if (atomic_load_explicit(&goro__sched.draining, memory_order_relaxed)) {
+        atomic_fetch_add(&goro__sched.live_futex, 1);
+        goro__futex_wake(&goro__sched.live_futex, 1);
     }
 }
 
@@ -1664,68 +1666,69 @@ static void *m_main(void *arg)
 
 int goro__sched_start(int nprocs)
 {
-    S.nprocs = nprocs;
-    S.procs = calloc((size_t)nprocs, sizeof *S.procs);
-    S.ms_cap = nprocs + MAX_EXTRA_MS;
-    S.ms = calloc((size_t)S.ms_cap, sizeof *S.ms);
-    S.spares = S.waitp = NULL;
+    goro__sched.nprocs = nprocs;
+    goro__sched.procs = calloc((size_t)nprocs, sizeof *goro__sched.procs);
+    goro__sched.ms_cap = nprocs + MAX_EXTRA_MS;
+    goro__sched.ms = calloc((size_t)goro__sched.ms_cap, sizeof *goro__sched.ms);
+    goro__sched.spares = goro__sched.waitp = NULL;
     /* The hand-off needs the asymmetric barrier (invariant 8). */
-    S.handoff_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-    if (!S.procs || !S.ms) {
-        free(S.procs);
-        free(S.ms);
-        S.procs = NULL;
-        S.ms = NULL;
+    goro__sched.handoff_ok =
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    if (!goro__sched.procs || !goro__sched.ms) {
+        free(goro__sched.procs);
+        free(goro__sched.ms);
+        goro__sched.procs = NULL;
+        goro__sched.ms = NULL;
         return -ENOMEM;
     }
-    atomic_store(&S.stopping, 0);
-    atomic_store(&S.npidle, 0);
-    atomic_store(&S.nmspinning, 0);
-    S.pidle = NULL;
+    atomic_store(&goro__sched.stopping, 0);
+    atomic_store(&goro__sched.npidle, 0);
+    atomic_store(&goro__sched.nmspinning, 0);
+    goro__sched.pidle = NULL;
     for (int i = 0; i < nprocs; i++) {
-        S.procs[i].id = i;
-        S.procs[i].m = &S.ms[i];
-        S.procs[i].rand = 0x9e3779b9u * (uint32_t)(i + 1);
-        S.ms[i].id = i;
-        S.ms[i].p = &S.procs[i];
-        atomic_store(&S.procs[i].owner, &S.ms[i]);
+        goro__sched.procs[i].id = i;
+        goro__sched.procs[i].m = &goro__sched.ms[i];
+        goro__sched.procs[i].rand = 0x9e3779b9u * (uint32_t)(i + 1);
+        goro__sched.ms[i].id = i;
+        goro__sched.ms[i].p = &goro__sched.procs[i];
+        atomic_store(&goro__sched.procs[i].owner, &goro__sched.ms[i]);
     }
     steal_order_init(nprocs);
     int started = 0, err = 0;
     for (int i = 0; i < nprocs && !err; i++)
-        err = goro__netpoll_init(&S.procs[i]);
+        err = goro__netpoll_init(&goro__sched.procs[i]);
     if (err) {
         for (int i = 0; i < nprocs; i++)
-            goro__netpoll_fini(&S.procs[i]);
-        free(S.procs);
-        free(S.ms);
-        S.procs = NULL;
-        S.ms = NULL;
+            goro__netpoll_fini(&goro__sched.procs[i]);
+        free(goro__sched.procs);
+        free(goro__sched.ms);
+        goro__sched.procs = NULL;
+        goro__sched.ms = NULL;
         return err;
     }
-    atomic_store(&S.nms, nprocs);
-    goro__registry_set_ms(S.ms, nprocs);
+    atomic_store(&goro__sched.nms, nprocs);
+    goro__registry_set_ms(goro__sched.ms, nprocs);
     for (; started < nprocs; started++) {
-        err = goro__thread_create(&S.ms[started].thread, GORO_THREAD_STACK, m_main,
-                                  &S.ms[started]);
+        err = goro__thread_create(&goro__sched.ms[started].thread, GORO_THREAD_STACK, m_main,
+                                  &goro__sched.ms[started]);
         if (err)
             break;
     }
     if (!err)
-        err = -goro__sysmon_start(S.slice_ns);
+        err = -goro__sysmon_start(goro__sched.slice_ns);
     if (err) {
-        atomic_store(&S.stopping, 1);
+        atomic_store(&goro__sched.stopping, 1);
         for (int i = 0; i < started; i++) {
-            note_wake(&S.ms[i]);
-            pthread_join(S.ms[i].thread, NULL);
+            note_wake(&goro__sched.ms[i]);
+            pthread_join(goro__sched.ms[i].thread, NULL);
         }
         goro__registry_set_ms(NULL, 0);
         for (int i = 0; i < nprocs; i++)
-            goro__netpoll_fini(&S.procs[i]);
-        free(S.procs);
-        free(S.ms);
-        S.procs = NULL;
-        S.ms = NULL;
+            goro__netpoll_fini(&goro__sched.procs[i]);
+        free(goro__sched.procs);
+        free(goro__sched.ms);
+        goro__sched.procs = NULL;
+        goro__sched.ms = NULL;
         return -err;
     }
     return 0;
@@ -1740,11 +1743,11 @@ int goro__sched_start(int nprocs)
 static uint64_t live_count(void)
 {
     uint64_t exited = 0, spawned = 0;
-    for (int i = 0; i < S.nprocs; i++)
-        exited += atomic_load_explicit(&S.procs[i].exited, memory_order_acquire);
-    for (int i = 0; i < S.nprocs; i++)
-        spawned += atomic_load_explicit(&S.procs[i].spawned, memory_order_acquire);
-    spawned += atomic_load_explicit(&S.spawned_ext, memory_order_acquire);
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        exited += atomic_load_explicit(&goro__sched.procs[i].exited, memory_order_acquire);
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        spawned += atomic_load_explicit(&goro__sched.procs[i].spawned, memory_order_acquire);
+    spawned += atomic_load_explicit(&goro__sched.spawned_ext, memory_order_acquire);
     return spawned - exited;
 }
 
@@ -1756,22 +1759,22 @@ static uint64_t live_count(void)
 
 int goro__spawn_gate_enter(void)
 {
-    atomic_fetch_add(&S.ext_spawning, 1);
-    if (!atomic_load(&S.closing))
+    atomic_fetch_add(&goro__sched.ext_spawning, 1);
+    if (!atomic_load(&goro__sched.closing))
         return 0;
-    atomic_fetch_sub(&S.ext_spawning, 1);
+    atomic_fetch_sub(&goro__sched.ext_spawning, 1);
     return -ESHUTDOWN;
 }
 
 void goro__spawn_gate_leave(void)
 {
-    atomic_fetch_sub(&S.ext_spawning, 1);
+    atomic_fetch_sub(&goro__sched.ext_spawning, 1);
 }
 
 static void spawn_gate_close(void)
 {
-    atomic_store(&S.closing, 1);
-    while (atomic_load(&S.ext_spawning) != 0)
+    atomic_store(&goro__sched.closing, 1);
+    while (atomic_load(&goro__sched.ext_spawning) != 0)
         sched_yield();
 }
 
@@ -1779,7 +1782,7 @@ static void spawn_gate_close(void)
  * or when the shutdown gave up. */
 void goro__spawn_gate_open(void)
 {
-    atomic_store(&S.closing, 0);
+    atomic_store(&goro__sched.closing, 0);
 }
 
 /* Waits until every coroutine has ended: 0, or -ETIMEDOUT at deadline
@@ -1790,11 +1793,11 @@ void goro__spawn_gate_open(void)
 int goro__sched_drain(int64_t deadline)
 {
     spawn_gate_close();
-    atomic_store(&S.draining, 1);
+    atomic_store(&goro__sched.draining, 1);
     int64_t notice = goro__now() + SHUTDOWN_NOTICE;
     int err = 0;
     for (;;) {
-        uint32_t seen = atomic_load(&S.live_futex);
+        uint32_t seen = atomic_load(&goro__sched.live_futex);
         uint64_t live = live_count();
         if (live == 0)
             break;
@@ -1813,9 +1816,9 @@ int goro__sched_drain(int64_t deadline)
         }
         /* An exit racing the draining flag may not wake us: poll too. */
         struct timespec ts = { 0, 10 * 1000 * 1000 };
-        syscall(SYS_futex, &S.live_futex, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+        syscall(SYS_futex, &goro__sched.live_futex, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
     }
-    atomic_store(&S.draining, 0);
+    atomic_store(&goro__sched.draining, 0);
     if (err)
         goro__spawn_gate_open();
     return err;
@@ -1824,46 +1827,46 @@ int goro__sched_drain(int64_t deadline)
 /* After a drain: stops the Ms and frees what the scheduler holds. */
 void goro__sched_stop(void)
 {
-    atomic_store(&S.spawned_ext, 0);
+    atomic_store(&goro__sched.spawned_ext, 0);
     goro__sysmon_stop();
-    atomic_store(&S.stopping, 1);
-    int nms = atomic_load(&S.nms);
+    atomic_store(&goro__sched.stopping, 1);
+    int nms = atomic_load(&goro__sched.nms);
     for (int i = 0; i < nms; i++) {
-        note_wake(&S.ms[i]);
-        hand_wake(&S.ms[i]);        /* spares sleep on this one */
+        note_wake(&goro__sched.ms[i]);
+        hand_wake(&goro__sched.ms[i]);        /* spares sleep on this one */
     }
     for (int i = 0; i < nms; i++)
-        pthread_join(S.ms[i].thread, NULL);
-    atomic_store(&S.nms, 0);
-    S.spares = S.waitp = NULL;
-    atomic_store(&S.nwaitp, 0);
-    S.pidle = NULL;                 /* the Ps are freed below: nobody to wake */
-    atomic_store(&S.npidle, 0);
+        pthread_join(goro__sched.ms[i].thread, NULL);
+    atomic_store(&goro__sched.nms, 0);
+    goro__sched.spares = goro__sched.waitp = NULL;
+    atomic_store(&goro__sched.nwaitp, 0);
+    goro__sched.pidle = NULL;                 /* the Ps are freed below: nobody to wake */
+    atomic_store(&goro__sched.npidle, 0);
     goro__registry_set_ms(NULL, 0);
     goro__netpoll_forget_all();
-    for (int i = 0; i < S.nprocs; i++)
-        goro__netpoll_fini(&S.procs[i]);
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        goro__netpoll_fini(&goro__sched.procs[i]);
     atomic_store(&goro__io_used, 0);
     /* Return the Ps' stack caches to the global pool before freeing them. */
-    for (int i = 0; i < S.nprocs; i++) {
-        struct goro *g = S.procs[i].free_slabs;
-        S.procs[i].free_slabs = NULL;
-        S.procs[i].nfree = 0;
+    for (int i = 0; i < goro__sched.nprocs; i++) {
+        struct goro *g = goro__sched.procs[i].free_slabs;
+        goro__sched.procs[i].free_slabs = NULL;
+        goro__sched.procs[i].nfree = 0;
         while (g) {
             struct goro *n = g->pool_next;
             goro__slab_put(g);      /* no P: goes to the global pool */
             g = n;
         }
     }
-    free(S.procs);
-    free(S.ms);
-    S.procs = NULL;
-    S.ms = NULL;
-    S.nprocs = 0;
-    free(S.gq);
-    S.gq = NULL;
-    S.gq_cap = S.gq_first = 0;
-    atomic_store(&S.gq_size, 0);
+    free(goro__sched.procs);
+    free(goro__sched.ms);
+    goro__sched.procs = NULL;
+    goro__sched.ms = NULL;
+    goro__sched.nprocs = 0;
+    free(goro__sched.gq);
+    goro__sched.gq = NULL;
+    goro__sched.gq_cap = goro__sched.gq_first = 0;
+    atomic_store(&goro__sched.gq_size, 0);
 }
 
 uint64_t goro__next_id(void)
@@ -1872,7 +1875,7 @@ uint64_t goro__next_id(void)
     struct goro_p *p = m ? rt_enter(m, false) : NULL;
     if (p) {
         if (p->id_next == p->id_end) {
-            p->id_next = atomic_fetch_add(&S.id_next, 16) + 1;
+            p->id_next = atomic_fetch_add(&goro__sched.id_next, 16) + 1;
             p->id_end = p->id_next + 16;
         }
         uint64_t id = p->id_next++;
@@ -1881,10 +1884,10 @@ uint64_t goro__next_id(void)
     }
     if (m)
         rt_leave(m);
-    return atomic_fetch_add(&S.id_next, 1) + 1;
+    return atomic_fetch_add(&goro__sched.id_next, 1) + 1;
 }
 
 int goro_workers(void)
 {
-    return atomic_load(&S.started) ? S.nprocs : 0;
+    return atomic_load(&goro__sched.started) ? goro__sched.nprocs : 0;
 }

@@ -33,7 +33,6 @@
 
 #include "internal.h"
 
-#define S goro__sched
 #define DELAY_MIN (20 * GORO_USEC)
 #define DELAY_MAX (10 * GORO_MSEC)
 #define PREEMPT_RETRY GORO_MSEC
@@ -132,25 +131,25 @@ static bool check_poll(struct goro_p *p, int64_t now)
 
 static bool check_global(int64_t now)
 {
-    if (atomic_load_explicit(&S.gq_size, memory_order_relaxed) == 0) {
-        S.gq_waiting_since = 0;
+    if (atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) == 0) {
+        goro__sched.gq_waiting_since = 0;
         return false;
     }
-    if (!S.gq_waiting_since) {
-        S.gq_waiting_since = now;
+    if (!goro__sched.gq_waiting_since) {
+        goro__sched.gq_waiting_since = now;
         return false;
     }
-    if (now - S.gq_waiting_since < GQ_WAIT)
+    if (now - goro__sched.gq_waiting_since < GQ_WAIT)
         return false;
-    S.gq_waiting_since = now;
-    for (int i = 0; i < S.nprocs; i++)
-        atomic_store_explicit(&S.procs[i].want_global, 1, memory_order_relaxed);
+    goro__sched.gq_waiting_since = now;
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        atomic_store_explicit(&goro__sched.procs[i].want_global, 1, memory_order_relaxed);
     return true;
 }
 
 static bool all_idle(void)
 {
-    return atomic_load(&S.npidle) == S.nprocs;
+    return atomic_load(&goro__sched.npidle) == goro__sched.nprocs;
 }
 
 static void *sysmon_main(void *arg)
@@ -185,9 +184,9 @@ static void *sysmon_main(void *arg)
         sysmon_wait(seen, delay);
         int64_t now = goro__now();
         bool acted = false;
-        for (int i = 0; i < S.nprocs; i++) {
-            acted |= check_slice(&S.procs[i], now);
-            acted |= check_poll(&S.procs[i], now);
+        for (int i = 0; i < goro__sched.nprocs; i++) {
+            acted |= check_slice(&goro__sched.procs[i], now);
+            acted |= check_poll(&goro__sched.procs[i], now);
         }
         acted |= check_global(now);
         if (slice > 0)
@@ -210,11 +209,12 @@ int goro__sysmon_start(int64_t slice_ns)
     atomic_store(&quit, 0);
     atomic_store(&deep, 0);
     int64_t now = goro__now();
-    for (int i = 0; i < S.nprocs; i++) {
-        S.procs[i].sm_when = S.procs[i].sm_poll_when = S.procs[i].sm_since = now;
-        S.procs[i].sm_retry = PREEMPT_RETRY;
-        S.procs[i].sm_declines = atomic_load(&S.procs[i].preempt_declines);
-        S.procs[i].sm_tick = atomic_load(&S.procs[i].schedtick);
+    for (int i = 0; i < goro__sched.nprocs; i++) {
+        struct goro_p *p = &goro__sched.procs[i];
+        p->sm_when = p->sm_poll_when = p->sm_since = now;
+        p->sm_retry = PREEMPT_RETRY;
+        p->sm_declines = atomic_load(&p->preempt_declines);
+        p->sm_tick = atomic_load(&p->schedtick);
     }
     int err = goro__preempt_install();
     if (err)

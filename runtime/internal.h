@@ -190,7 +190,7 @@ struct goro_p {
     _Atomic uint64_t spawned;      /* coroutines spawned here (owner writes) */
     _Atomic uint64_t exited;       /* coroutines ended here (owner writes) */
     _Atomic int running;           /* a worker is executing on it */
-    struct goro_m *m;              /* the worker that owns it (under S.lock when it changes) */
+    struct goro_m *m;              /* the worker that owns it (under goro__sched.lock when it changes) */
     _Atomic(struct goro_m *) owner;  /* m, or GORO_P_RETAKING while sysmon takes it */
     struct goro_p *idle_next;      /* sched.pidle list, under sched.lock */
     bool idle;                     /* on the idle list, under sched.lock */
@@ -244,7 +244,7 @@ struct goro_m {
     _Atomic int64_t lost_p_at;     /* sysmon took its P away then (0: has one) */
     _Atomic int in_rt;             /* > 0 while in the runtime (may touch p) */
     _Atomic uint32_t handed;       /* futex: a P was handed to this P-less M */
-    struct goro_m *next_free;      /* S.spares / S.waitp list link */
+    struct goro_m *next_free;      /* goro__sched.spares / .waitp list link */
     _Atomic int signal_pending;    /* a preemption SIGURG is on its way */
     int64_t signal_sent_at;        /* when (sysmon only) */
     void *altstack;

@@ -628,7 +628,7 @@ static int select_wait(goro_case_t *cases, int n, struct select_work *w, int64_t
         w->waiters[i] = (struct goro_waiter){ .g = self,
                                               .elem = is_fd_case(&cases[i]) ? NULL
                                                                             : cases[i].elem,
-                                              .case_index = i, .group = w->waiters,
+                                              .tag = i, .group = w->waiters,
                                               .ngroup = n,
                                               .obj = q ? case_object(&cases[i], &w->fds[i])
                                                        : NULL };
@@ -638,7 +638,7 @@ static int select_wait(goro_case_t *cases, int n, struct select_work *w, int64_t
     struct goro_park how = { .why = GORO_W_SELECT, .obj = cases, .unlock = select_unlock,
                              .arg = &w->locks, .deadline = deadline };
     int outcome = goro__park(&how);
-    int fired = self->wake_index;
+    int fired = self->wake_tag;
 
     /* Leave the other queues. A partner that completed a case took our
      * waiters off its object already, and that object is not ours to

@@ -123,7 +123,7 @@ struct goro {
     const void *wait_obj;          /* what it is parked on (debugging) */
     struct goro *next;             /* wake-list link */
     _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
-    int wake_index;                /* select: the case that fired */
+    int wake_tag;                  /* the tag of the waiter that was claimed */
     _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
     _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
     _Atomic int nopreempt;         /* depth of no-preempt sections */

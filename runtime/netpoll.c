@@ -489,8 +489,8 @@ int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t dead
     }
     /* One waiter per direction, like a select: the first edge claims. */
     struct goro *self = goro__waiter_self();
-    struct goro_waiter r = { .g = self, .case_index = GORO_READABLE };
-    struct goro_waiter w = { .g = self, .case_index = GORO_WRITABLE };
+    struct goro_waiter r = { .g = self, .tag = GORO_READABLE };
+    struct goro_waiter w = { .g = self, .tag = GORO_WRITABLE };
     if (events & GORO_READABLE)
         goro__waitq_push(&pd->rq, &r);
     if (events & GORO_WRITABLE)
@@ -498,7 +498,7 @@ int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t dead
     struct goro_park how = { .why = GORO_W_IO, .obj = pd, .unlock = io_unlock, .arg = pd,
                              .deadline = deadline };
     int outcome = goro__park(&how);
-    int fired = self->wake_index;
+    int fired = self->wake_tag;
     if (outcome != GORO_WAKE_DONE || events == (GORO_READABLE | GORO_WRITABLE)) {
         goro__lock(&pd->lock);
         goro__waitq_remove(&pd->rq, &r);

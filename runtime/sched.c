@@ -847,8 +847,8 @@ static void hand_wake(struct goro_m *to)
 
 /* m has no P (it lost it, or gave it to a waiter): sleep as a spare until
  * one is handed over - first in line if coroutines pinned to m wait.
- * Returns false when the runtime stops. */
-static bool m_without_p(struct goro_m *m)
+ * Returns true with a P in m->p, false when the runtime stops. */
+static bool m_wait_for_p(struct goro_m *m)
 {
     goro__lock(&goro__sched.lock);
     bool pinned = pinned_any(m);
@@ -892,7 +892,7 @@ top:
     if (m->p && p_owner_settled(m->p) != m)
         m->p = NULL;
     if (!m->p) {
-        if (!m_without_p(m))
+        if (!m_wait_for_p(m))
             return NULL;
         p = m->p;
     }

@@ -34,7 +34,8 @@ struct goro_waiter {
     struct goro_waiter *group;     /* select: every case's waiter, [ngroup] */
     const void *obj;               /* select: the object whose lock guards q */
     int ngroup;
-    int case_index;                /* select: which case this waiter is */
+    int tag;                       /* handed to the woken coroutine (g->wake_tag):
+                                      a select's case index, a wait's direction */
     int kind;                      /* rwlock: 1 = writer */
     bool queued;
     bool success;                  /* completed by a partner, not by close */
@@ -89,7 +90,7 @@ static inline struct goro_waiter *goro__waitq_pop(struct goro_waitq *q)
     while ((w = q->head)) {
         goro__waitq_remove(q, w);
         if (goro__claim(w->g, GORO_WAKE_DONE)) {
-            w->g->wake_index = w->case_index;
+            w->g->wake_tag = w->tag;
             if (w->group)
                 goro__waitq_drop_group(w);
             return w;

@@ -49,8 +49,14 @@ __attribute__((noreturn, cold)) static void taken_again(void)
 
 void goro__futex_wait(_Atomic uint32_t *word, uint32_t val)
 {
+    goro__futex_wait_ns(word, val, -1);
+}
+
+void goro__futex_wait_ns(_Atomic uint32_t *word, uint32_t val, int64_t ns)
+{
     int saved = errno;
-    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+    struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, ns >= 0 ? &ts : NULL, NULL, 0);
     errno = saved;
 }
 

@@ -66,8 +66,11 @@ static inline void goro__unlock(goro_lock_t *l)
 void goro__unlock_cb(void *lock) __attribute__((visibility("hidden")));
 
 /* futex wrappers: wait while *word == val (EINTR and spurious wake-ups are
- * the caller's loop's business); wake up to n waiters. */
+ * the caller's loop's business), for at most ns nanoseconds if ns >= 0;
+ * wake up to n waiters. The only futex calls of the runtime. */
 void goro__futex_wait(_Atomic uint32_t *word, uint32_t val) __attribute__((visibility("hidden")));
+void goro__futex_wait_ns(_Atomic uint32_t *word, uint32_t val, int64_t ns)
+    __attribute__((visibility("hidden")));
 void goro__futex_wake(_Atomic uint32_t *word, int n) __attribute__((visibility("hidden")));
 
 #endif

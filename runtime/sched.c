@@ -1301,8 +1301,7 @@ static int park_external(const struct goro_park *how)
         if (left <= 0 && goro__claim(ext, GORO_WAKE_TIMEDOUT))
             break;                  /* nobody will wake us: done */
         if (left > 0) {
-            struct timespec ts = { left / GORO_SEC, left % GORO_SEC };
-            syscall(SYS_futex, &ext->ext_wake, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+            goro__futex_wait_ns(&ext->ext_wake, 0, left);
         } else {
             goro__futex_wait(&ext->ext_wake, 0);  /* a claim won: its wake comes */
         }
@@ -1815,8 +1814,7 @@ int goro__sched_drain(int64_t deadline)
             goro__dump_out(&(struct goro_out){ .file = stderr, .fd = -1 }, NULL, false);
         }
         /* An exit racing the draining flag may not wake us: poll too. */
-        struct timespec ts = { 0, 10 * 1000 * 1000 };
-        syscall(SYS_futex, &goro__sched.live_futex, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+        goro__futex_wait_ns(&goro__sched.live_futex, seen, 10 * GORO_MSEC);
     }
     atomic_store(&goro__sched.draining, 0);
     if (err)

@@ -50,15 +50,14 @@ static struct goro_m sysmon_m;         /* where its polls collect coroutines */
 
 static void sysmon_wait(uint32_t seen, int64_t ns)
 {
-    struct timespec ts = { (time_t)(ns / GORO_SEC), (long)(ns % GORO_SEC) };
-    syscall(SYS_futex, &sleep_word, FUTEX_WAIT_PRIVATE, seen, ns >= 0 ? &ts : NULL, NULL, 0);
+    goro__futex_wait_ns(&sleep_word, seen, ns);
 }
 
 void goro__sysmon_kick(void)
 {
     if (atomic_load(&deep) && atomic_exchange(&deep, 0)) {
         atomic_fetch_add(&sleep_word, 1);
-        syscall(SYS_futex, &sleep_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        goro__futex_wake(&sleep_word, 1);
     }
 }
 
@@ -232,7 +231,7 @@ void goro__sysmon_stop(void)
         return;
     atomic_store(&quit, 1);
     atomic_fetch_add(&sleep_word, 1);
-    syscall(SYS_futex, &sleep_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    goro__futex_wake(&sleep_word, 1);
     pthread_join(thread, NULL);
     thread_running = false;
 }

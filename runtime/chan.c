@@ -155,21 +155,7 @@ static int try_recv_locked(struct goro_chan *ch, void *elem, struct goro **wake)
 static int chan_wait(struct goro_chan *ch, struct goro_waitq *q, struct goro_waiter *w,
                      enum goro_wait why, int64_t deadline)
 {
-    int err = goro__wait_check(deadline);
-    if (err) {
-        goro__unlock(&ch->lock);
-        return goro__wait_refused(err);
-    }
-    goro__waitq_push(q, w);
-    struct goro_park how = { .why = why, .obj = ch, .unlock = goro__unlock_cb,
-                             .arg = &ch->lock, .deadline = deadline };
-    int outcome = goro__park(&how);
-    if (outcome == GORO_WAKE_DONE)
-        return 0;
-    goro__lock(&ch->lock);
-    goro__waitq_remove(q, w);
-    goro__unlock(&ch->lock);
-    return goro__wake_error(outcome);
+    return goro__waitq_wait(q, w, &ch->lock, why, ch, deadline, false);
 }
 
 static int chan_send(struct goro_chan *ch, const void *elem, bool block, int64_t deadline)
@@ -256,19 +242,8 @@ int goro_chan_close(goro_chan_t *ch)
     }
     ch->closed = true;
     /* Collect everybody, then wake them after unlocking. */
-    struct goro *wake = NULL;
-    struct goro_waiter *w;
-    while ((w = goro__waitq_pop(&ch->recvq))) {
-        zero_elem(ch, w->elem);
-        w->success = false;
-        w->g->next = wake;
-        wake = w->g;
-    }
-    while ((w = goro__waitq_pop(&ch->sendq))) {
-        w->success = false;
-        w->g->next = wake;
-        wake = w->g;
-    }
+    struct goro *wake = goro__waitq_take_all(&ch->recvq, false, ch->elem_size, NULL);
+    wake = goro__waitq_take_all(&ch->sendq, false, 0, wake);
     goro__unlock(&ch->lock);
     goro__ready_list(wake);
     return 0;

@@ -566,18 +566,6 @@ void goro__fd_pass(struct goro_pollfd *pd, int dir)
         goro__ready(w->g);
 }
 
-/* Collects every waiter of q (their waits claimed) for waking with EBADF. */
-static struct goro *take_waiters(struct goro_waitq *q, struct goro *list)
-{
-    struct goro_waiter *w;
-    while ((w = goro__waitq_pop(q))) {
-        w->success = false;
-        w->g->next = list;
-        list = w->g;
-    }
-    return list;
-}
-
 int goro__fd_forget(int fd)
 {
     struct goro_pollfd *pd = goro__pollfd(fd, false);
@@ -592,7 +580,9 @@ int goro__fd_forget(int fd)
     pd->state = PD_CLOSING;         /* callbacks and new waits keep off */
     atomic_store_explicit(&pd->state_hint, PD_CLOSING, memory_order_release);
     pd->rready = pd->wready = false;
-    struct goro *list = take_waiters(&pd->rq, take_waiters(&pd->wq, NULL));
+    /* Every waiter, to be woken with EBADF. */
+    struct goro *list = goro__waitq_take_all(&pd->rq, false, 0,
+                                             goro__waitq_take_all(&pd->wq, false, 0, NULL));
     goro__unlock(&pd->lock);
     /* Without pd->lock: event_del waits for a callback running elsewhere,
      * and that callback takes pd->lock. */

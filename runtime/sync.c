@@ -75,35 +75,15 @@ _Static_assert(offsetof(struct mutex_impl, lk) == 0, "mutex lock first");
 static int wait_on(struct goro_waitq *q, goro_lock_t *lk, enum goro_wait why,
                    const void *obj, int kind, int64_t deadline, bool firm)
 {
-    int err = firm ? 0 : goro__wait_check(deadline);
-    if (err) {
-        goro__unlock(lk);
-        return goro__wait_refused(err);
-    }
     struct goro_waiter w = { .g = goro__waiter_self(), .kind = kind };
-    goro__waitq_push(q, &w);
-    struct goro_park how = { .why = why, .obj = obj, .unlock = goro__unlock_cb,
-                             .arg = lk, .deadline = deadline, .firm = firm };
-    int outcome = goro__park(&how);
-    if (outcome == GORO_WAKE_DONE)
-        return 0;
-    goro__lock(lk);
-    goro__waitq_remove(q, &w);
-    goro__unlock(lk);
-    return goro__wake_error(outcome);
+    return goro__waitq_wait(q, &w, lk, why, obj, deadline, firm);
 }
 
 /* Unlinks every waiter of q into a list through g->next, to wake after
  * the lock is dropped. */
 static struct goro *take_all(struct goro_waitq *q)
 {
-    struct goro *list = NULL;
-    struct goro_waiter *w;
-    while ((w = goro__waitq_pop(q))) {
-        w->g->next = list;
-        list = w->g;
-    }
-    return list;
+    return goro__waitq_take_all(q, true, 0, NULL);
 }
 
 /* Makes a list from take_all or grant_locked runnable. An empty list

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -99,11 +100,38 @@ static inline struct goro_waiter *goro__waitq_pop(struct goro_waitq *q)
     return NULL;
 }
 
+/* Takes every claimable waiter of q, marking each with success (and
+ * zeroing zero_bytes of its elem, if it has one: receivers of a closed
+ * channel), and chains their coroutines through g->next in front of list,
+ * to be made runnable (goro__ready_list) once the lock is dropped. */
+static inline struct goro *goro__waitq_take_all(struct goro_waitq *q, bool success,
+                                               size_t zero_bytes, struct goro *list)
+{
+    struct goro_waiter *w;
+    while ((w = goro__waitq_pop(q))) {
+        w->success = success;
+        if (zero_bytes && w->elem)
+            memset(w->elem, 0, zero_bytes);
+        w->g->next = list;
+        list = w->g;
+    }
+    return list;
+}
+
 /* The waiting party: the running coroutine, or this thread's stand-in. */
 static inline struct goro *goro__waiter_self(void)
 {
     struct goro *g = goro__current();
     return g ? g : goro__external_self();
 }
+
+/* Called with lk held and nothing ready: queues w (filled in by the
+ * caller: g, and elem or kind) on q and parks until a partner takes it
+ * (0: w->success says how), or the deadline, a cancellation - unless
+ * firm - or nothing (-errno). lk is released either way; w is off q when
+ * this returns. The one way every channel and sync wait parks. */
+GORO_HIDDEN int goro__waitq_wait(struct goro_waitq *q, struct goro_waiter *w,
+                                 goro_lock_t *lk, enum goro_wait why, const void *obj,
+                                 int64_t deadline, bool firm);
 
 #endif

@@ -1,0 +1,25 @@
+/* Parking on a wait queue under its object's lock: the one wait of
+ * channels and the sync primitives (waitq.h). */
+#include "internal.h"
+#include "waitq.h"
+
+int goro__waitq_wait(struct goro_waitq *q, struct goro_waiter *w, goro_lock_t *lk,
+                     enum goro_wait why, const void *obj, int64_t deadline, bool firm)
+{
+    int err = firm ? 0 : goro__wait_check(deadline);
+    if (err) {
+        goro__unlock(lk);
+        return goro__wait_refused(err);
+    }
+    goro__waitq_push(q, w);
+    struct goro_park how = { .why = why, .obj = obj, .unlock = goro__unlock_cb, .arg = lk,
+                             .deadline = deadline, .firm = firm };
+    int outcome = goro__park(&how);
+    if (outcome == GORO_WAKE_DONE)
+        return 0;
+    /* Ended by the deadline or a cancel: w may still be queued. */
+    goro__lock(lk);
+    goro__waitq_remove(q, w);
+    goro__unlock(lk);
+    return goro__wake_error(outcome);
+}

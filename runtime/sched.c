@@ -1663,6 +1663,20 @@ static void *m_main(void *arg)
     return NULL;
 }
 
+/* Frees the tables goro__sched_start made, and the event bases of the Ps
+ * (netpoll_fini leaves a P without one alone). */
+static void sched_tables_free(void)
+{
+    goro__registry_set_ms(NULL, 0);
+    for (int i = 0; goro__sched.procs && i < goro__sched.nprocs; i++)
+        goro__netpoll_fini(&goro__sched.procs[i]);
+    free(goro__sched.procs);
+    free(goro__sched.ms);
+    goro__sched.procs = NULL;
+    goro__sched.ms = NULL;
+    goro__sched.nprocs = 0;
+}
+
 int goro__sched_start(int nprocs)
 {
     goro__sched.nprocs = nprocs;
@@ -1674,10 +1688,7 @@ int goro__sched_start(int nprocs)
     goro__sched.handoff_ok =
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
     if (!goro__sched.procs || !goro__sched.ms) {
-        free(goro__sched.procs);
-        free(goro__sched.ms);
-        goro__sched.procs = NULL;
-        goro__sched.ms = NULL;
+        sched_tables_free();
         return -ENOMEM;
     }
     atomic_store(&goro__sched.stopping, 0);
@@ -1697,12 +1708,7 @@ int goro__sched_start(int nprocs)
     for (int i = 0; i < nprocs && !err; i++)
         err = goro__netpoll_init(&goro__sched.procs[i]);
     if (err) {
-        for (int i = 0; i < nprocs; i++)
-            goro__netpoll_fini(&goro__sched.procs[i]);
-        free(goro__sched.procs);
-        free(goro__sched.ms);
-        goro__sched.procs = NULL;
-        goro__sched.ms = NULL;
+        sched_tables_free();
         return err;
     }
     atomic_store(&goro__sched.nms, nprocs);
@@ -1721,13 +1727,7 @@ int goro__sched_start(int nprocs)
             note_wake(&goro__sched.ms[i]);
             pthread_join(goro__sched.ms[i].thread, NULL);
         }
-        goro__registry_set_ms(NULL, 0);
-        for (int i = 0; i < nprocs; i++)
-            goro__netpoll_fini(&goro__sched.procs[i]);
-        free(goro__sched.procs);
-        free(goro__sched.ms);
-        goro__sched.procs = NULL;
-        goro__sched.ms = NULL;
+        sched_tables_free();
         return -err;
     }
     return 0;
@@ -1840,10 +1840,7 @@ void goro__sched_stop(void)
     atomic_store(&goro__sched.nwaitp, 0);
     goro__sched.pidle = NULL;                 /* the Ps are freed below: nobody to wake */
     atomic_store(&goro__sched.npidle, 0);
-    goro__registry_set_ms(NULL, 0);
     goro__netpoll_forget_all();
-    for (int i = 0; i < goro__sched.nprocs; i++)
-        goro__netpoll_fini(&goro__sched.procs[i]);
     atomic_store(&goro__io_used, 0);
     /* Return the Ps' stack caches to the global pool before freeing them. */
     for (int i = 0; i < goro__sched.nprocs; i++) {
@@ -1856,11 +1853,7 @@ void goro__sched_stop(void)
             g = n;
         }
     }
-    free(goro__sched.procs);
-    free(goro__sched.ms);
-    goro__sched.procs = NULL;
-    goro__sched.ms = NULL;
-    goro__sched.nprocs = 0;
+    sched_tables_free();
     free(goro__sched.gq);
     goro__sched.gq = NULL;
     goro__sched.gq_cap = goro__sched.gq_first = 0;

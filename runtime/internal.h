@@ -177,6 +177,13 @@ enum goro_post {
  * global queue is rarely touched, small enough to scan and steal). */
 #define GORO_RUNQ_SIZE 256u
 
+/* What one poll made runnable, in the order its callbacks found them
+ * (timers by deadline), chained through g->next. */
+struct goro_polled {
+    struct goro *head, *tail;
+    int n;
+};
+
 /* A processor: the right to run coroutines, with its local run queue.
  * Owned by one worker thread at a time (see runtime/sched.c). */
 struct goro_p {
@@ -231,10 +238,7 @@ struct goro_m {
     uint32_t post_armed;           /* GORO_WAKE_ARMED[_FIRM] for POST_PARK */
     struct event *post_timer;      /* deadline timer to arm, or NULL */
     int64_t post_deadline;
-    struct goro *polled, *polled_tail;  /* made runnable by event callbacks */
-    int npolled;
-    int poll_room;                  /* npolled at which the loop stops */
-    struct event_base *poll_base;   /* the base being looped */
+    struct goro_polled slept;      /* what woke its sleeping poll (m only) */
     /* Preempted here: resume here (FIFO), unless this thread stays outside
      * the runtime for UNPIN_SLICES after losing its P (then sysmon moves
      * them to the global queue). Under pin_lock; npinned for peeking. */
@@ -374,8 +378,12 @@ GORO_HIDDEN void goro__timer_arm(struct event *ev, struct goro_p *p, struct goro
                                  int64_t deadline);
 GORO_HIDDEN void goro__timer_disarm(struct event *ev);
 
-/* netpoll.c */
-/* From an event callback: g (already claimed) becomes runnable. */
+/* netpoll.c: the poller. The scheduler's only way in is goro__netpoll,
+ * which hands back the coroutines a look at one P's event base made
+ * runnable; everything libevent (bases, descriptor records, timers) stays
+ * behind it. */
+/* From an event callback, inside goro__netpoll's loop: g (already
+ * claimed) joins that poll's result. */
 GORO_HIDDEN void goro__ready_polled(struct goro *g);
 GORO_HIDDEN int goro__netpoll_init(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
@@ -383,7 +391,14 @@ GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
  * GORO_NOTE_SLEEPING once the base is m's to loop. room: at most this many
  * coroutines are made runnable (at least one); the base keeps the rest. */
 #define GORO_NOTE_SLEEPING 2
-GORO_HIDDEN int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block, int room);
+/* Looks at p's base once and puts what became runnable in *out (at most
+ * room; the rest stay for the next look); returns out->n. sleep_note NULL:
+ * never waits. Else it is the caller's note, and the poll sleeps until an
+ * event or goro__netpoll_wake - unless the note no longer reads
+ * GORO_NOTE_SLEEPING once the poll owns the base (a wake already sent is
+ * not lost). */
+GORO_HIDDEN int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
+                              struct goro_polled *out);
 GORO_HIDDEN void goro__netpoll_wake(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 extern GORO_HIDDEN _Atomic int goro__io_used;
@@ -420,7 +435,7 @@ GORO_HIDDEN bool goro__handoff(struct goro_p *p, struct goro_m *m);
 GORO_HIDDEN bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
                                       struct goro_m **m);
 GORO_HIDDEN void goro__sysmon_attach(struct goro_m *m);
-GORO_HIDDEN void goro__inject_global(struct goro_m *m);
+GORO_HIDDEN void goro__inject_global(struct goro_polled *list);
 /* Moves the coroutines pinned to Ms that lost their P at least `after` ns
  * ago and are still outside the runtime to the global queue; true if it
  * moved any. *pending: some are pinned to an M without a P (watch them). */

@@ -209,36 +209,45 @@ void goro__netpoll_fini(struct goro_p *p)
     p->base = NULL;
 }
 
-/* Loops p's base once for m: returns how many coroutines became runnable
- * (in m->polled). Only the holder of poll_lock may loop a base; the owner
- * about to sleep waits for a non-blocking poller to finish, others give up. */
-int goro__netpoll(struct goro_m *m, struct goro_p *p, bool block, int room)
+/* The loop this thread runs: where its callbacks put what they ready. */
+struct poll_run {
+    struct goro_polled *out;
+    int room;                       /* out->n at which the loop stops */
+    struct event_base *base;
+};
+static __thread struct poll_run *this_poll;
+
+/* Only the holder of poll_lock may loop a base; a sleeper waits for a
+ * non-blocking poller to finish, others give up. */
+int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
+                  struct goro_polled *out)
 {
+    *out = (struct goro_polled){ NULL, NULL, 0 };
+    bool block = sleep_note != NULL;
     if (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire)) {
         if (!block)
             return 0;
         while (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire))
             cpu_relax();
     }
-    m->polled = m->polled_tail = NULL;
-    m->npolled = 0;
-    m->poll_room = room > 0 ? room : 1;
-    m->poll_base = p->base;
     /* A blocking loop is how an M sleeps (sched.c, note_sleep). A waker
      * sets the note, then activates wake_ev; a non-blocking poller that
      * held the lock just now may have run wake_ev's callback instead of
      * us. With the lock held only we can run it from here on, so the note
      * read now decides: already notified, do not block. */
-    if (block && atomic_load_explicit(&m->note, memory_order_acquire) != GORO_NOTE_SLEEPING) {
+    if (block && atomic_load_explicit(sleep_note, memory_order_acquire) != GORO_NOTE_SLEEPING) {
         atomic_store_explicit(&p->poll_lock, 0, memory_order_release);
         return 0;
     }
+    struct poll_run run = { out, room > 0 ? room : 1, p->base };
+    this_poll = &run;
     atomic_fetch_add_explicit(&p->npolls, 1, memory_order_relaxed);
     /* NO_EXIT_ON_EMPTY: a base with nothing registered must still block
      * (until goro__netpoll_wake), not return at once. */
     event_base_loop(p->base, block ? EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY : EVLOOP_NONBLOCK);
+    this_poll = NULL;
     atomic_store_explicit(&p->poll_lock, 0, memory_order_release);
-    return m->npolled;
+    return out->n;
 }
 
 /* Ends a blocking goro__netpoll on p (or the next one, if none runs). */
@@ -269,21 +278,22 @@ void goro__ready_polled(struct goro *g)
         goro__ready(g);             /* a thread: its futex */
         return;
     }
-    struct goro_m *m = goro__m();
+    struct poll_run *run = this_poll;   /* callbacks run only inside goro__netpoll */
+    struct goro_polled *out = run->out;
     atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
     /* In the order the loop found them: timers by deadline. */
     g->next = NULL;
-    if (m->polled_tail)
-        m->polled_tail->next = g;
+    if (out->tail)
+        out->tail->next = g;
     else
-        m->polled = g;
-    m->polled_tail = g;
+        out->head = g;
+    out->tail = g;
     /* Enough for the run queue's free room: the loop stops after this
      * callback, and the rest stay active in the base, in the order found
      * (timers by deadline), for the next look. Spilling them to the global
      * queue instead would put the earliest deadlines behind later ones. */
-    if (++m->npolled == m->poll_room)
-        event_base_loopbreak(m->poll_base);
+    if (++out->n == run->room)
+        event_base_loopbreak(run->base);
 }
 
 /* ---- the descriptor table ----

@@ -478,7 +478,7 @@ enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING = GORO_NOTE_SLEEPING };
 #define NOTE_SPINS 100
 
 /* Returns true when woken through the note, false when events made
- * coroutines runnable (in m->polled; the note then still reads SLEEPING). */
+ * coroutines runnable (in m->slept; the note then still reads SLEEPING). */
 static bool note_sleep(struct goro_m *m)
 {
     for (int i = 0; i < NOTE_SPINS; i++) {
@@ -490,7 +490,7 @@ static bool note_sleep(struct goro_m *m)
         uint32_t n = NOTE_EMPTY;
         if (atomic_compare_exchange_strong_explicit(&m->note, &n, NOTE_SLEEPING,
                 memory_order_acquire, memory_order_acquire) || n == NOTE_SLEEPING) {
-            if (goro__netpoll(m, m->p, true, runq_room(m->p)) > 0)
+            if (goro__netpoll(m->p, &m->note, runq_room(m->p), &m->slept) > 0)
                 return false;
             continue;
         }
@@ -758,28 +758,27 @@ struct goro_p *goro__current_p(void)
     return m ? m->p : NULL;
 }
 
-/* Queues what a poll made runnable, in the order the loop found it (timers
- * by deadline) and behind what was already queued; returns one to run now
- * only when nothing was. What does not fit the ring goes to the global
- * queue in order - not runq_put's overflow, which would move the oldest
- * there and let the newest overtake them. Several: new work for idle Ms
- * (invariant 5). */
-static struct goro *inject_polled(struct goro_m *m)
+/* The one drain of a poll's result. Queues it on p in the order the loop
+ * found it (timers by deadline) and behind what was already queued;
+ * returns one to run now only when nothing was. What does not fit the
+ * ring goes to the global queue in order - not runq_put's overflow, which
+ * would move the oldest there and let the newest overtake them. With p
+ * NULL (sysmon has none) all of it goes there. Several: new work for idle
+ * Ms (invariant 5). */
+static struct goro *inject_polled(struct goro_p *p, struct goro_polled *list)
 {
-    struct goro *g = m->polled;
-    int n = m->npolled;
-    m->polled = m->polled_tail = NULL;
-    m->npolled = 0;
+    struct goro *g = list->head;
+    int n = list->n;
+    *list = (struct goro_polled){ NULL, NULL, 0 };
     if (!g)
         return NULL;
-    struct goro_p *p = m->p;
     struct goro *first = NULL;
-    if (runq_empty(p)) {
+    if (p && runq_empty(p)) {
         first = g;
         g = g->next;
     }
     struct gq_batch spilled = { .n = 0 };
-    bool spill = false;             /* the ring filled: the rest go global */
+    bool spill = !p;                /* the ring filled: the rest go global */
     for (struct goro *next; g; g = next) {
         next = g->next;             /* before g is published: it may run at once */
         spill = spill || runq_room(p) == 0;
@@ -790,7 +789,7 @@ static struct goro *inject_polled(struct goro_m *m)
         gq_batch_add(&spilled, g);
     }
     gq_batch_flush(&spilled);
-    if (n > 1)
+    if (n > 1 || !p)
         wake_if_idle(p);
     return first;
 }
@@ -811,9 +810,10 @@ static struct goro *poll_own(struct goro_m *m)
 {
     struct goro_p *p = m->p;
     p->poll_tick = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
-    if (!io_in_use() || goro__netpoll(m, p, false, runq_room(p)) == 0)
+    struct goro_polled got;
+    if (!io_in_use() || goro__netpoll(p, NULL, runq_room(p), &got) == 0)
         return NULL;
-    return inject_polled(m);
+    return inject_polled(p, &got);
 }
 
 /* An idle M polls the bases of busy Ps whose owners are not looking:
@@ -824,8 +824,9 @@ static struct goro *poll_others(struct goro_m *m)
         return NULL;
     for (int i = 0; i < goro__sched.nprocs; i++) {
         struct goro_p *q = &goro__sched.procs[i];
-        if (q != m->p && goro__netpoll(m, q, false, runq_room(m->p)) > 0)
-            return inject_polled(m);
+        struct goro_polled got;
+        if (q != m->p && goro__netpoll(q, NULL, runq_room(m->p), &got) > 0)
+            return inject_polled(m->p, &got);
     }
     return NULL;
 }
@@ -985,7 +986,7 @@ top:
             note_absorb(m);
         m->spinning = !mine;
         atomic_store_explicit(&p->running, 1, memory_order_relaxed);
-        if ((g = inject_polled(m)))
+        if ((g = inject_polled(p, &m->slept)))
             return g;
         goto top;
     }
@@ -1577,19 +1578,10 @@ void goro__sysmon_attach(struct goro_m *m)
     tls_m = m;
 }
 
-/* sysmon polled a base for m (which has no P): queue what it found. */
-void goro__inject_global(struct goro_m *m)
+/* sysmon polled a base (it has no P): what it found goes global. */
+void goro__inject_global(struct goro_polled *list)
 {
-    struct gq_batch global = { .n = 0 };
-    struct goro *g = m->polled;
-    m->polled = m->polled_tail = NULL;
-    m->npolled = 0;
-    for (struct goro *next; g; g = next) {
-        next = g->next;             /* before g is published: it may run at once */
-        gq_batch_add(&global, g);
-    }
-    gq_batch_flush(&global);
-    wake_if_idle(NULL);
+    inject_polled(NULL, list);
 }
 
 void goro__exit_current(long result)

@@ -46,7 +46,7 @@ static _Atomic int quit;
 static _Atomic uint32_t sleep_word;    /* futex: bumped to wake sysmon */
 static _Atomic int deep;               /* asleep until a P is busy */
 static int64_t slice;
-static struct goro_m sysmon_m;         /* where its polls collect coroutines */
+static struct goro_m sysmon_m;         /* its M (no P): what goro__m() returns on sysmon */
 
 static void sysmon_wait(uint32_t seen, int64_t ns)
 {
@@ -118,9 +118,10 @@ static bool check_poll(struct goro_p *p, int64_t now)
         now - p->sm_poll_when < POLL_STARVED)
         return false;
     p->sm_poll_when = now;
-    if (goro__netpoll(&sysmon_m, p, false, GORO_RUNQ_SIZE) == 0)
+    struct goro_polled got;
+    if (goro__netpoll(p, NULL, GORO_RUNQ_SIZE, &got) == 0)
         return false;
-    goro__inject_global(&sysmon_m);
+    goro__inject_global(&got);
     return true;
 }
 

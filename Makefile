@@ -69,10 +69,10 @@ LIBS := $(EVENT_LIBS) $(UNWIND_LIBS) -lpthread -lm -lrt
 ALL_CFLAGS = $(BASE_CFLAGS) $(SYS_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SYS_LDFLAGS) $(SAN_FLAGS) $(if $(STATIC),-static) $(LDFLAGS)
 
-LIB_SRCS := $(wildcard runtime/*.c)
+LIB_SRCS := $(wildcard runtime/*.c runtime/*/*.c)
 ARCH_SRCS := $(wildcard arch/$(ARCH)/*.S)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(ARCH_SRCS:%.S=$(BUILD)/obj/%.o)
-HEADERS := include/goro.h $(wildcard runtime/*.h) $(wildcard arch/$(ARCH)/*.h)
+HEADERS := include/goro.h $(wildcard runtime/*.h runtime/*/*.h) $(wildcard arch/$(ARCH)/*.h)
 
 STATIC_LIB := $(BUILD)/libgoro.a
 SHARED_LIB := $(BUILD)/libgoro.so

@@ -37,7 +37,7 @@ import gdb.unwinder
 
 TABLE_VERSION = 2
 
-# goro_debug, version 2 (runtime/registry.c), little-endian, no padding.
+# goro_debug, version 2 (runtime/debug/registry.c), little-endian, no padding.
 _TABLE_FIELDS = [
     ("version", "I"), ("size", "I"), ("coros", "Q"), ("ncoros", "I"),
     ("capacity", "I"), ("ms", "Q"), ("nms", "I"), ("sizeof_m", "I"),
@@ -497,8 +497,9 @@ class HideThreadFrame(object):
 
 class _RuntimeFiles(object):
     """Tells the runtime's own frames from the program's: by source file
-    (the directory of registry.c and the arch directory next to it), by
-    shared object (libgoro.so), else by name (goro_...)."""
+    (runtime/, the parent of registry.c's debug/ directory, and the arch
+    directory next to it), by shared object (libgoro.so), else by name
+    (goro_...)."""
 
     def __init__(self):
         self.dirs = None
@@ -509,7 +510,7 @@ class _RuntimeFiles(object):
             try:
                 sym = gdb.lookup_global_symbol("goro_debug")
                 if sym is not None and sym.symtab is not None:
-                    rdir = os.path.dirname(sym.symtab.fullname())
+                    rdir = os.path.dirname(os.path.dirname(sym.symtab.fullname()))
                     self.dirs = [rdir + os.sep, os.path.join(os.path.dirname(rdir), "arch") + os.sep]
             except (gdb.error, RuntimeError):
                 pass

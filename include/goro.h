@@ -736,7 +736,7 @@ extern "C" {
 #endif
 #pragma GCC visibility push(default)
 
-/* Implementation of the C++ forms (runtime/cxx.c, coro.c). Not part of
+/* Implementation of the C++ forms (runtime/coro/cxx.c, coro.c). Not part of
  * the contract. An exception that escaped a coroutine stays with the
  * coroutine until a join takes it; a join or detach that does not want it
  * destroys it. */

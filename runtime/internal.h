@@ -1,4 +1,17 @@
-/* Internal data structures shared by the runtime's files. Not installed. */
+/* The runtime's data model - coroutines (struct goro), processors
+ * (goro_p), worker threads (goro_m) and the scheduler's state - shared by
+ * every layer of runtime/, and the layers' headers. Not installed.
+ *
+ * runtime/ is in layers; calls go down, and up only through the named
+ * contracts each layer's header lists:
+ *   runtime.c   goro_start / goro_shutdown: starts and stops the layers
+ *   io/         descriptors, the poller, timers, signals (libevent)
+ *   wait/       wait queues, channels, select, the sync primitives
+ *   coro/       a coroutine's life, stacks, tokens, offload, C++
+ *   sched/      Ps and Ms, run queues, park/ready, preemption, sysmon
+ *   base/       locks, futexes, environment, sanitizer hooks
+ *   debug/      registry, crash reports, dumps (beside all: reads all)
+ * Lock order: docs/architecture.md, "Locks". */
 #ifndef GORO_INTERNAL_H
 #define GORO_INTERNAL_H
 
@@ -12,12 +25,24 @@
 
 #include "goro.h"
 #include "ctx_layout.h"
-#include "lock.h"
+#include "base/lock.h"
 
 #define GORO_HIDDEN __attribute__((visibility("hidden")))
 #define GORO_NOINLINE __attribute__((noinline))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* The runtime's rules, checked in GORO_DEBUG builds (make test-debug):
+ * a broken one prints "goro: broken rule: <cond> (file:line)" with a
+ * backtrace and aborts. Free in other builds: cond is not evaluated. */
+#ifdef GORO_DEBUG
+#define GORO_ASSERT(cond) \
+    (likely(cond) ? (void)0 : goro__assert_failed(#cond, __FILE__, __LINE__))
+__attribute__((visibility("hidden"), noreturn, cold)) void
+goro__assert_failed(const char *cond, const char *file, int line);
+#else
+#define GORO_ASSERT(cond) ((void)0)
+#endif
 
 /* xorshift32: cheap, good enough for choosing victims and select cases.
  * *state must not be 0. */
@@ -56,7 +81,7 @@ enum goro_state {
 };
 
 /* Why a coroutine is parked (shown by debugging tools; keep the names in
- * runtime/registry.c in step). */
+ * runtime/debug/registry.c in step). */
 enum goro_wait {
     GORO_W_NONE, GORO_W_JOIN, GORO_W_CHAN_SEND, GORO_W_CHAN_RECV,
     GORO_W_SELECT, GORO_W_MUTEX, GORO_W_RWLOCK, GORO_W_COND, GORO_W_SEM,
@@ -106,7 +131,7 @@ struct event_base;
  * A coroutine. It lives at the top of its own stack mapping ("slab"), so a
  * parked coroutine that has used little stack costs one page plus what the
  * kernel keeps for the mapping. Slabs are registered once, when mapped, and
- * recycled through the stack pools; the registry (runtime/registry.c) lets
+ * recycled through the stack pools; the registry (runtime/debug/registry.c) lets
  * debuggers find every one of them.
  */
 struct goro {
@@ -128,12 +153,15 @@ struct goro {
     _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
     _Atomic int nopreempt;         /* depth of no-preempt sections */
     int saved_errno;
-    /* C++ (runtime/cxx.c): the C++ runtime's per-thread exception state
+    /* C++ (runtime/coro/cxx.c): the C++ runtime's per-thread exception state
      * (__cxa_get_globals), kept here while the coroutine is switched out;
      * and the flag that goro_exit is unwinding it. */
     void *cxx_caught;
     unsigned int cxx_uncaught;
     uint8_t cxx_exiting;
+#ifdef GORO_DEBUG
+    _Atomic uint8_t saved;         /* its context is saved: it may be resumed */
+#endif
     struct goro__cxx_escaped *cxx_escaped;  /* until joined (coro.c) */
     _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
@@ -185,51 +213,58 @@ struct goro_polled {
 };
 
 /* A processor: the right to run coroutines, with its local run queue.
- * Owned by one worker thread at a time (see runtime/sched.c). */
+ * Owned by one worker thread at a time (see runtime/sched/sched.c).
+ * Who writes what: "owner" is the M that holds the P (p->owner == m, and
+ * m inside the runtime or on its g0); "start" is goro__sched_start, before
+ * any worker runs; sysmon writes only its sm_ fields and the atomics it
+ * names. Readers of another P's fields use the atomics. */
 struct goro_p {
-    int id;
+    int id;                        /* start */
     _Atomic uint32_t runq_head;    /* consumers CAS it (owner pops, thieves steal) */
     _Atomic uint32_t runq_tail;    /* only the owner stores it */
-    _Atomic(struct goro *) runq[GORO_RUNQ_SIZE];
-    _Atomic(struct goro *) runnext;
-    _Atomic uint32_t schedtick;    /* bumped each time a new slice starts */
+    _Atomic(struct goro *) runq[GORO_RUNQ_SIZE];   /* owner stores, thieves read */
+    _Atomic(struct goro *) runnext;   /* owner stores; owner and thieves exchange */
+    _Atomic uint32_t schedtick;    /* owner: bumped each time a new slice starts */
     uint32_t runnext_streak;       /* inherited turns in a row (owner only) */
     _Atomic uint64_t spawned;      /* coroutines spawned here (owner writes) */
     _Atomic uint64_t exited;       /* coroutines ended here (owner writes) */
-    _Atomic int running;           /* a worker is executing on it */
+    _Atomic int running;           /* owner: a worker is executing on it */
     struct goro_m *m;              /* the worker that owns it (under goro__sched.lock when it changes) */
     _Atomic(struct goro_m *) owner;  /* m, or GORO_P_RETAKING while sysmon takes it */
     struct goro_p *idle_next;      /* sched.pidle list, under sched.lock */
     bool idle;                     /* on the idle list, under sched.lock */
-    uint32_t rand;                 /* steal-order random state */
-    uint64_t id_next, id_end;      /* block of coroutine ids handed to this P */
-    struct goro *free_slabs;       /* stack cache */
-    int nfree;
-    struct event_base *base;       /* I/O and timers of coroutines run here */
-    struct event *wake_ev;         /* activated to wake an M asleep in base */
+    uint32_t rand;                 /* steal-order random state (owner) */
+    uint64_t id_next, id_end;      /* block of coroutine ids handed to this P (owner) */
+    struct goro *free_slabs;       /* stack cache (owner; stop drains it) */
+    int nfree;                     /* its length (owner) */
+    struct event_base *base;       /* I/O and timers of coroutines run here (start, stop) */
+    struct event *wake_ev;         /* activated to wake an M asleep in base (start, stop) */
     _Atomic int poll_lock;         /* whoever holds it may loop base */
-    uint32_t poll_tick;            /* schedtick at the last poll */
+    uint32_t poll_tick;            /* schedtick at the last poll (owner) */
     _Atomic uint32_t npolls;       /* polls of base, by anyone (sysmon watches) */
-    _Atomic uint32_t preempt_req;  /* schedtick + 1 of a slice to cut short */
-    _Atomic int want_global;       /* sysmon: the global queue has waited */
+    _Atomic uint32_t preempt_req;  /* sysmon: schedtick + 1 of a slice to cut short */
+    _Atomic int want_global;       /* sysmon sets, owner clears: the global queue has waited */
     uint32_t sm_tick, sm_npolls;   /* sysmon's last look (sysmon only) */
-    int64_t sm_when, sm_since, sm_poll_when;
-    int64_t sm_retry;              /* next look at a stuck slice, after this */
-    uint32_t sm_declines;          /* preempt_declines when the slice began */
+    int64_t sm_when, sm_since, sm_poll_when;   /* (sysmon only) */
+    int64_t sm_retry;              /* next look at a stuck slice, after this (sysmon only) */
+    uint32_t sm_declines;          /* preempt_declines when the slice began (sysmon only) */
     _Atomic uint32_t preempt_declines;  /* requests the signal handler could not honour */
 };
 
-/* A worker thread. */
+/* A worker thread. Its fields are written by its own thread ("m") unless
+ * said otherwise: a P is handed to a P-less M by whoever gives it up,
+ * under goro__sched.lock, before `handed` wakes it. */
 struct goro_m {
-    int id;
-    pthread_t thread;
-    pid_t tid;
-    struct goro_p *p;
-    struct goro *curg;             /* the coroutine running here, or NULL */
-    struct goro g0;                /* the thread's own stack: schedules */
-    _Atomic uint32_t note;         /* sleep/wake futex word */
-    int *errno_ptr;                /* this thread's errno */
-    bool spinning;                 /* looking for work (counted in nmspinning) */
+    int id;                        /* start, or the hand-off that makes it */
+    pthread_t thread;              /* its creator */
+    pid_t tid;                     /* m at start (release: sysmon reads it) */
+    struct goro_p *p;              /* m, or the giver of a P (see above) */
+    struct goro *curg;             /* the coroutine running here, or NULL (m) */
+    struct goro g0;                /* the thread's own stack: schedules (m) */
+    _Atomic uint32_t note;         /* sleep/wake futex word: m and its wakers */
+    int *errno_ptr;                /* this thread's errno (m, at start) */
+    bool spinning;                 /* looking for work (counted in nmspinning; m) */
+    /* What the context switched to does for the one that left (m). */
     enum goro_post post;
     struct goro *post_g;
     void (*post_unlock)(void *);
@@ -238,7 +273,7 @@ struct goro_m {
     uint32_t post_armed;           /* GORO_WAKE_ARMED[_FIRM] for POST_PARK */
     struct event *post_timer;      /* deadline timer to arm, or NULL */
     int64_t post_deadline;
-    struct goro_polled slept;      /* what woke its sleeping poll (m only) */
+    struct goro_polled slept;      /* what woke its sleeping poll (m) */
     /* Preempted here: resume here (FIFO), unless this thread stays outside
      * the runtime for UNPIN_SLICES after losing its P (then sysmon moves
      * them to the global queue). Under pin_lock; npinned for peeking. */
@@ -246,12 +281,12 @@ struct goro_m {
     struct goro *pinned, *pinned_tail;
     _Atomic int npinned;
     _Atomic int64_t lost_p_at;     /* sysmon took its P away then (0: has one) */
-    _Atomic int in_rt;             /* > 0 while in the runtime (may touch p) */
+    _Atomic int in_rt;             /* > 0 while in the runtime (may touch p; m) */
     _Atomic uint32_t handed;       /* futex: a P was handed to this P-less M */
-    struct goro_m *next_free;      /* goro__sched.spares / .waitp list link */
-    _Atomic int signal_pending;    /* a preemption SIGURG is on its way */
+    struct goro_m *next_free;      /* goro__sched.spares / .waitp link, under its lock */
+    _Atomic int signal_pending;    /* a preemption SIGURG is on its way (sysmon, m) */
     int64_t signal_sent_at;        /* when (sysmon only) */
-    void *altstack;
+    void *altstack;                /* the signal stack (m, at start and end) */
     size_t altstack_size;
 };
 
@@ -288,243 +323,17 @@ struct goro_sched {
 
 extern GORO_HIDDEN struct goro_sched goro__sched;
 
-/* sched.c */
-GORO_HIDDEN struct goro_m *goro__m(void);
-GORO_HIDDEN struct goro *goro__current(void);
-GORO_HIDDEN void goro__ready(struct goro *g);
-GORO_HIDDEN void goro__ready_list(struct goro *list);
-/* How a wait is set up: why (for debuggers), the object, the lock to drop
- * once parked (unlock) or the publishing step (commit: parks unless it
- * returns false, for waits published by one atomic step), a deadline
- * (GORO_FOREVER for none) and whether it is firm (not cancellable). */
-struct goro_park {
-    enum goro_wait why;
-    const void *obj;
-    void (*unlock)(void *);
-    bool (*commit)(void *, struct goro *);
-    void *arg;
-    int64_t deadline;
-    bool firm;
-};
-/* Parks the running coroutine (or blocks this thread if it is not one)
- * until a claim ends the wait; returns the winning enum goro_wake. */
-GORO_HIDDEN int goro__park(const struct goro_park *how);
-/* Claims g's wait with outcome; true if it won (the caller then wakes g). */
-GORO_HIDDEN bool goro__claim(struct goro *g, uint32_t outcome);
-/* Claims with GORO_WAKE_DONE and makes g runnable; false if it lost. */
-GORO_HIDDEN bool goro__wake(struct goro *g);
-/* Before waiting: -ECANCELED, -ETIMEDOUT (deadline passed) or 0. */
-GORO_HIDDEN int goro__wait_check(int64_t deadline);
-/* Returns err from a call that ended without parking (wait_check said no),
- * after the preemption check such a return owes (call it with no lock
- * held): a loop on an expired or cancelled wait must still give way. */
-GORO_HIDDEN int goro__wait_refused(int err);
-/* The error for a park result other than GORO_WAKE_DONE. */
-GORO_HIDDEN int goro__wake_error(int outcome);
-GORO_HIDDEN struct goro_p *goro__current_p(void);
-/* Around code that uses the calling M's P from a coroutine: enter returns
- * the P (NULL on a thread without one), which is the M's until leave.
- * A coroutine whose M lost its P (handed off while it blocked) moves to
- * another worker in enter. */
-GORO_HIDDEN struct goro_p *goro__p_enter(void);
-GORO_HIDDEN void goro__p_leave(void);
-GORO_HIDDEN __attribute__((noreturn)) void goro__exit_current(long result);
-GORO_HIDDEN void goro__schedule_new(struct goro *g);
-GORO_HIDDEN int goro__sched_start(int nprocs);
-/* goro_shutdown: waits for every coroutine to end (0, or -ETIMEDOUT at
- * deadline: then nothing is stopped), then stops. */
-GORO_HIDDEN int goro__sched_drain(int64_t deadline);
-GORO_HIDDEN void goro__sched_stop(void);
-/* Around a spawn from a thread without a P: -ESHUTDOWN while shutting down. */
-GORO_HIDDEN int goro__spawn_gate_enter(void);
-GORO_HIDDEN void goro__spawn_gate_leave(void);
-GORO_HIDDEN void goro__spawn_gate_open(void);
-GORO_HIDDEN uint64_t goro__next_id(void);
-/* A new coroutine's first steps on its own stack, and its last. */
-GORO_HIDDEN void goro__coro_start(struct goro *g);
-GORO_HIDDEN void goro__coroutine_ended(void);
-
 /* runtime.c */
 GORO_HIDDEN int goro__ensure_started(void);
 
-/* stack.c */
-GORO_HIDDEN struct goro *goro__slab_get(size_t stack_size, int *err);
-GORO_HIDDEN void goro__slab_put(struct goro *g);
-GORO_HIDDEN void goro__slab_free_all(void);
-GORO_HIDDEN bool goro__slab_trim_idle(void);
-/* The monitor thread, every round: unmaps pooled stacks unused for 1 s.
- * Pending: the pool is not empty, so later ticks may have work. */
-GORO_HIDDEN void goro__slab_trim_tick(int64_t now);
-GORO_HIDDEN bool goro__slab_trim_pending(void);
-GORO_HIDDEN size_t goro__page_size(void);
-GORO_HIDDEN int goro__stack_size_check(size_t size, size_t *rounded);
-
-/* registry.c */
-GORO_HIDDEN int goro__registry_add(struct goro *g);
-GORO_HIDDEN void goro__registry_remove(struct goro *g);
-GORO_HIDDEN void goro__registry_set_ms(struct goro_m *ms, int n);
-GORO_HIDDEN struct goro *goro__registry_last(void);
-/* Calls fn for every registered slab, with no slab unmapped meanwhile;
- * in_signal: gives up waiting for the lock after a while and returns 1. */
-GORO_HIDDEN int goro__registry_walk(void (*fn)(struct goro *g, void *arg), void *arg,
-                                    bool in_signal);
-GORO_HIDDEN struct goro_m *goro__registry_ms(int *n);
-GORO_HIDDEN const char *goro__state_name(int state);
-GORO_HIDDEN const char *goro__wait_name(int wait);
-
-/* timer.c */
-GORO_HIDDEN int64_t goro__now(void);
-GORO_HIDDEN void goro__timer_arm(struct event *ev, struct goro_p *p, struct goro *g,
-                                 int64_t deadline);
-GORO_HIDDEN void goro__timer_disarm(struct event *ev);
-
-/* netpoll.c: the poller. The scheduler's only way in is goro__netpoll,
- * which hands back the coroutines a look at one P's event base made
- * runnable; everything libevent (bases, descriptor records, timers) stays
- * behind it. */
-/* From an event callback, inside goro__netpoll's loop: g (already
- * claimed) joins that poll's result. */
-GORO_HIDDEN void goro__ready_polled(struct goro *g);
-GORO_HIDDEN int goro__netpoll_init(struct goro_p *p);
-GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
-/* block: as m's way to sleep; returns at once unless m->note still reads
- * GORO_NOTE_SLEEPING once the base is m's to loop. room: at most this many
- * coroutines are made runnable (at least one); the base keeps the rest. */
-#define GORO_NOTE_SLEEPING 2
-/* Looks at p's base once and puts what became runnable in *out (at most
- * room; the rest stay for the next look); returns out->n. sleep_note NULL:
- * never waits. Else it is the caller's note, and the poll sleeps until an
- * event or goro__netpoll_wake - unless the note no longer reads
- * GORO_NOTE_SLEEPING once the poll owns the base (a wake already sent is
- * not lost). */
-GORO_HIDDEN int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
-                              struct goro_polled *out);
-GORO_HIDDEN void goro__netpoll_wake(struct goro_p *p);
-GORO_HIDDEN void goro__netpoll_forget_all(void);
-extern GORO_HIDDEN _Atomic int goro__io_used;
-
-/* fork.c: in a child forked while the runtime ran, goro is refused. */
-extern GORO_HIDDEN _Atomic int goro__fork_child;
-static inline bool goro__forked(void)
-{
-    return unlikely(atomic_load_explicit(&goro__fork_child, memory_order_relaxed));
-}
-GORO_HIDDEN int goro__fork_install(void);      /* at start, under its lock */
-GORO_HIDDEN int goro__forked_error(void);      /* -ENOTRECOVERABLE; says why once */
-/* goro__park in such a child: releases how's lock, returns
- * GORO_WAKE_CANCELED without parking. */
-GORO_HIDDEN int goro__forked_park(const struct goro_park *how);
-
-/* preempt.c */
-GORO_HIDDEN int goro__preempt_install(void);
-GORO_HIDDEN void goro__preempt_signal(struct goro_m *m);
-GORO_HIDDEN bool goro__preempt_async(void);
-/* sched.c: is a preemption asked for p's current slice? Yield if so. */
-GORO_HIDDEN bool goro__preempt_requested(struct goro_p *p);
-GORO_HIDDEN void goro__preempt_check(void);
-/* uc: the copied signal frame's ucontext, which rt_sigreturn restores. */
-GORO_HIDDEN void goro__preempt_park(void *uc);
-
-/* sysmon.c */
-GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
-GORO_HIDDEN void goro__sysmon_stop(void);
-GORO_HIDDEN void goro__sysmon_kick(void);
-/* sched.c, for sysmon */
-#define GORO_P_RETAKING ((struct goro_m *)1)
-GORO_HIDDEN bool goro__handoff(struct goro_p *p, struct goro_m *m);
-GORO_HIDDEN bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
-                                      struct goro_m **m);
-GORO_HIDDEN void goro__sysmon_attach(struct goro_m *m);
-GORO_HIDDEN void goro__inject_global(struct goro_polled *list);
-/* Moves the coroutines pinned to Ms that lost their P at least `after` ns
- * ago and are still outside the runtime to the global queue; true if it
- * moved any. *pending: some are pinned to an M without a P (watch them). */
-GORO_HIDDEN bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending);
-
-/* offload.c */
-GORO_HIDDEN void goro__offload_stop(void);
-
-/* signal.c: every thread of the runtime is made here (stack_size 0: the
- * default; returns pthread_create's result, a positive errno), with the
- * notifiable signals blocked and the runtime's own (SIGURG, the faults)
- * unblocked. When the last of them ends, goro_signal_notify's
- * subscriptions end too. */
-GORO_HIDDEN int goro__thread_create(pthread_t *thread, size_t stack_size,
-                                    void *(*fn)(void *), void *arg);
-/* The stack of the workers, spares and sysmon: they run only the
- * scheduler (coroutines have their own stacks). */
-#define GORO_THREAD_STACK (256 * 1024)
-/* chan.c, for signal.c: the element size ch was made with. */
+/* wait/chan.c, for io/signal.c: the element size ch was made with. */
 GORO_HIDDEN size_t goro__chan_elem_size(const goro_chan_t *ch);
-/* netpoll.c, for signal.c: base 0 of the running runtime watches fd for
- * reading; cb runs on a runtime thread's g0 and must not switch. */
-GORO_HIDDEN int goro__netpoll_watch(struct event *ev, int fd,
-                                    void (*cb)(int, short, void *), void *arg);
 
-/* env.c: settings from the environment, all by one rule. A setting that
- * is unset or empty returns false (or dflt); a bad one too, after printing
- * "goro: ignoring NAME=VALUE (want ...)"; the caller then uses its default.
- * _long: a decimal number in min..max (min >= 0; more: text after the
- * range in the message); _size: bytes, k/M/g suffixes allowed; _is: the
- * value is exactly word; _flag: 0 or 1. */
-GORO_HIDDEN bool goro__env_long(const char *name, long min, long max, const char *more,
-                                long *out);
-GORO_HIDDEN bool goro__env_size(const char *name, size_t min, size_t max, size_t *out);
-GORO_HIDDEN bool goro__env_is(const char *name, const char *word);
-GORO_HIDDEN bool goro__env_flag(const char *name, bool dflt);
-/* Coroutine stack sizes allowed (goro_attr_t.stack_size, GORO_STACK_SIZE). */
-#define GORO_STACK_MIN ((size_t)16 * 1024)
-#define GORO_STACK_MAX ((size_t)1 << 30)
-
-/* fault.c */
-GORO_HIDDEN int goro__fault_thread_init(struct goro_m *m);
-GORO_HIDDEN void goro__fault_thread_fini(struct goro_m *m);
-GORO_HIDDEN void goro__fault_install(void);
-/* Installs handler for sig as the runtime's handlers all are: SA_SIGINFO,
- * on the per-M alternate stack (a coroutine may be near its stack's end),
- * restarting interrupted calls, nothing extra blocked. old: as sigaction. */
-GORO_HIDDEN int goro__sigaction(int sig, void (*handler)(int, siginfo_t *, void *),
-                                struct sigaction *old);
-/* Calls the handler act names, if it names one (not SIG_DFL or SIG_IGN):
- * for chaining to what the program installed before us. */
-GORO_HIDDEN bool goro__sig_chain(const struct sigaction *act, int sig, siginfo_t *si, void *uc);
-GORO_HIDDEN void goro__backtrace_fd(int fd, void *ucontext);
-/* Where reports go: a FILE, or (file NULL) a descriptor written with
- * write(2), which is what a signal handler uses. */
-struct goro_out {
-    FILE *file;
-    int fd;
-};
-GORO_HIDDEN void goro__outf(struct goro_out *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* The backtrace of a signal context, or of the caller if ucontext is NULL. */
-GORO_HIDDEN void goro__backtrace_out(struct goro_out *o, void *ucontext);
-/* The backtrace of a coroutine that is not running, from its saved context. */
-GORO_HIDDEN void goro__backtrace_saved(struct goro_out *o, const struct goro *g);
-/* "name" or "name+0x12" or the address, for a code address. */
-GORO_HIDDEN void goro__symbolize(const void *ip, char *buf, size_t len);
-
-/* dump.c */
-GORO_HIDDEN void goro__dump_install(void);
-GORO_HIDDEN void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal);
-/* "chan recv 0x...", "io fd=12", "join coroutine 7": what g waits for. */
-GORO_HIDDEN void goro__describe_wait(const struct goro *g, char *buf, size_t len);
-
-/* coro.c */
-GORO_HIDDEN struct goro *goro__external_self(void);
-/* Prints "goro: <message>\n" to stderr once per call site key. */
-GORO_HIDDEN void goro__warn_once(_Atomic int *once, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-GORO_HIDDEN void goro__coro_main(void *g);
-GORO_HIDDEN void goro__capture_store(const struct goro_callregs *regs);
-GORO_HIDDEN void goro__release(struct goro *g);
-
-/* cxx.c: C++ support (docs/cxx.md); the switch path's part is in
- * runtime/cxx_eh.h. goro_exit's first step: with the C++ runtime, unwinds
- * the coroutine's frames (destructors run) and calls goro_exit again.
- * Returns at once in C, in that second call, or if the unwinder gave up:
- * goro_exit then ends the coroutine. */
-GORO_HIDDEN void goro__cxx_exit_unwind(long result);
-
+/* The layers' own headers (each says what it owns and what it may call). */
+#include "base/env.h"
+#include "sched/sched.h"
+#include "coro/coro.h"
+#include "io/poller.h"
+#include "debug/debug.h"
 
 #endif

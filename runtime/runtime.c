@@ -13,7 +13,7 @@
 #define DEFAULT_SLICE (10 * GORO_MSEC)
 #define MAX_WORKERS 1024
 
-static goro_lock_t start_lock = GORO_LOCK_INIT;
+static goro_lock_t start_lock = GORO_LOCK_INIT_RANK(GORO_RANK_START);
 
 /* The environment's settings (env.c: one rule and one message for all);
  * 0 means unset or refused: the default. */
@@ -110,6 +110,7 @@ int goro_shutdown_until(int64_t deadline)
     }
     goro__sched_stop();
     goro__offload_stop();
+    goro__signal_end_all();         /* its threads are gone: no poll runs a callback */
     goro__slab_free_all();
     atomic_store(&goro__sched.started, 0);
     goro__spawn_gate_open();        /* only now: a spawn starts a new runtime */

@@ -1,4 +1,4 @@
-/* What goro_dump and the crash reports say (runtime/dump.c, runtime/fault.c;
+/* What goro_dump and the crash reports say (runtime/debug/dump.c, runtime/debug/fault.c;
  * docs/debugging.md): workers counted as workers, not threads; code
  * addresses named after the function that contains them, or "??" - never
  * after another function. The tests that need a runtime of their own shape,
@@ -195,7 +195,7 @@ END_TEST
 
 /* ---- symbols ---- */
 
-/* Whether text, the name runtime/fault.c gave the code at ip ("fn+0x1c",
+/* Whether text, the name runtime/debug/fault.c gave the code at ip ("fn+0x1c",
  * "?? (libc.so.6+0x3fbf4)", "??"), names no function but the one that
  * contains lookup (ip, or ip - 1 for a return address). "??" is never
  * wrong. A name counts from start = ip - offset; when a dynamic symbol

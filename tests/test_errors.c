@@ -348,7 +348,7 @@ END_TEST
 #include <signal.h>
 #include <sys/resource.h>
 
-#include "lock.h"
+#include "base/lock.h"
 
 #define RELOCK_MESSAGE "goro: a lock of the runtime is taken again by the thread " \
                        "that holds it: a goro call from a signal handler, or a bug\n"
@@ -396,6 +396,47 @@ START_TEST(debug_lock_taken_again_aborts)
     }
 }
 END_TEST
+
+/* The lock order (docs/architecture.md, "Locks"): a lock taken while one
+ * of a higher rank is held aborts with a message, the same lock classes in
+ * the right order do not. */
+#define ORDER_MESSAGE "goro: lock order: an object lock taken while holding the " \
+                      "scheduler lock\n"
+
+static int order_child(void *wrong)
+{
+    struct rlimit no_core = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &no_core);       /* the abort is expected */
+    goro_lock_t sched = GORO_LOCK_INIT_RANK(GORO_RANK_SCHED);
+    goro_lock_t object = GORO_LOCK_INIT, other = GORO_LOCK_INIT;
+    if (wrong) {
+        goro__lock(&sched);
+        goro__lock(&object);
+    } else {
+        goro__lock(&object);
+        goro__lock(&other);                 /* two objects: a select does */
+        goro__lock(&sched);
+        goro__unlock(&sched);
+        goro__unlock(&other);
+        goro__unlock(&object);
+    }
+    printf("no complaint\n");
+    return 0;
+}
+
+START_TEST(debug_lock_order_is_checked)
+{
+    char out[16384];
+    int st = t_run_child(order_child, NULL, t_timeout(5), out, sizeof out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the right order: status %#x, "
+                  "output: %s", st, out);
+    st = t_run_child(order_child, (void *)1, t_timeout(5), out, sizeof out);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+                  "the wrong order: status %#x, want SIGABRT; output: %s", st, out);
+    ck_assert_msg(strncmp(out, ORDER_MESSAGE, strlen(ORDER_MESSAGE)) == 0,
+                  "the wrong order: output does not start with the message: %s", out);
+}
+END_TEST
 #endif
 
 Suite *errors_suite(void)
@@ -413,6 +454,7 @@ Suite *errors_suite(void)
 #ifdef GORO_DEBUG
     tc = t_tcase(s, "debug", 30);
     tcase_add_test(tc, debug_lock_taken_again_aborts);
+    tcase_add_test(tc, debug_lock_order_is_checked);
 #endif
     return s;
 }

@@ -1,7 +1,7 @@
 /*
  * goro__preempt_resume: where an asynchronously preempted coroutine goes.
  *
- * The SIGURG handler (runtime/preempt.c) copied the kernel's signal frame -
+ * The SIGURG handler (runtime/sched/preempt.c) copied the kernel's signal frame -
  * x0-x30, sp, pc, pstate, and the FP/SIMD record with q0-q31, FPSR and
  * FPCR - onto the coroutine's stack, and returned here instead of to the
  * interrupted instruction, with

@@ -1,6 +1,6 @@
 /* Layout of a parked context on x86-64: see switch.S. Shared by the runtime
  * (to build a new context and to read a parked one), the crash reporter and
- * the gdb extension (through the exported goro_debug description, runtime/registry.c). */
+ * the gdb extension (through the exported goro_debug description, runtime/debug/registry.c). */
 #ifndef GORO_ARCH_CTX_LAYOUT_H
 #define GORO_ARCH_CTX_LAYOUT_H
 

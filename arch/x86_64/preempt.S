@@ -1,7 +1,7 @@
 /*
  * goro__preempt_resume: where an asynchronously preempted coroutine goes.
  *
- * The SIGURG handler (runtime/preempt.c) copied the kernel's signal frame -
+ * The SIGURG handler (runtime/sched/preempt.c) copied the kernel's signal frame -
  * every general register, the flags and the complete XSAVE state, sized by
  * the kernel from CPUID - onto the coroutine's stack below the red zone,
  * and returned here instead of to the interrupted instruction, with

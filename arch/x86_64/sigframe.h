@@ -1,5 +1,5 @@
 /* The signal frame, as asynchronous preemption reads and redirects it
- * (runtime/preempt.c). x86-64 Linux. */
+ * (runtime/sched/preempt.c). x86-64 Linux. */
 #ifndef GORO_SIGFRAME_H
 #define GORO_SIGFRAME_H
 

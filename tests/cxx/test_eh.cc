@@ -1,4 +1,4 @@
-/* Exception state per coroutine (runtime/cxx.c, docs/cxx.md): `throw;`
+/* Exception state per coroutine (runtime/coro/cxx.c, docs/cxx.md): `throw;`
  * after parking in a catch block rethrows the coroutine's own exception -
  * parked by a yield, a sleep, a channel or a preemption, on one worker and
  * on two, after moving to another worker too; std::uncaught_exceptions()

@@ -14,8 +14,8 @@ HOST_ARCH := $(shell uname -m)
 
 .PHONY: gdb-fixture test-gdb install-gdb
 
-# The library embeds the script (runtime/registry.c, .incbin).
-$(BUILD)/obj/runtime/registry.o: $(GDB_SCRIPT)
+# The library embeds the script (runtime/debug/registry.c, .incbin).
+$(BUILD)/obj/runtime/debug/registry.o: $(GDB_SCRIPT)
 
 $(GDB_FIXTURE): tests/gdb/fixture.c include/goro.h $(STATIC_LIB)
 	@mkdir -p $(@D)

@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "internal.h"
-#include "netpoll.h"
-#include "waitq.h"
+#include "io/netpoll.h"
+#include "wait/waitq.h"
 
 #define ELEM_MAX ((size_t)1 << 16)    /* copy by value: keep elements small */
 #define CAP_MAX ((size_t)1 << 28)

@@ -1,4 +1,4 @@
-/* Tokens (runtime/token.c): naming one life of a coroutine by value, so
+/* Tokens (runtime/coro/token.c): naming one life of a coroutine by value, so
  * that it can be cancelled after its handle is gone. Not installed. */
 #ifndef GORO_TOKEN_H
 #define GORO_TOKEN_H

@@ -84,10 +84,10 @@
 #include <event2/event_struct.h>
 
 #include "internal.h"
-#include "sanitizer.h"
-#include "cxx_eh.h"                 /* C++: exception state per coroutine */
+#include "base/sanitizer.h"
+#include "coro/cxx_eh.h"                 /* C++: exception state per coroutine */
 
-GORO_HIDDEN struct goro_sched goro__sched = { .lock = GORO_LOCK_INIT };
+GORO_HIDDEN struct goro_sched goro__sched = { .lock = GORO_LOCK_INIT_RANK(GORO_RANK_SCHED) };
 
 static __thread struct goro_m *tls_m __attribute__((tls_model("initial-exec")));
 
@@ -235,6 +235,7 @@ static bool runq_put_slow(struct goro_p *p, struct goro *g, uint32_t h, uint32_t
 /* Owner only. next: put g in runnext and demote its previous occupant. */
 static void runq_put(struct goro_p *p, struct goro *g, bool next)
 {
+    GORO_ASSERT(atomic_load_explicit(&p->owner, memory_order_relaxed) == goro__m());
     if (next) {
         struct goro *old;
         if (goro__sched.nprocs == 1) {        /* no thieves: see runq_get */
@@ -1010,6 +1011,12 @@ static void post_switch(struct goro_m *m)
     enum goro_post what = m->post;
     m->post = GORO_POST_NONE;
     m->post_g = NULL;
+#ifdef GORO_DEBUG
+    /* prev's registers are on its stack now: whatever comes next may
+     * resume it. */
+    if (prev)
+        atomic_store_explicit(&prev->saved, 1, memory_order_release);
+#endif
     switch (what) {
     case GORO_POST_NONE:
         break;
@@ -1049,6 +1056,17 @@ static void tick(struct goro_p *p)
 
 static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
 {
+    /* Only a coroutine made runnable - or a parked joiner whose wait the
+     * exiting coroutine claimed, and hands its slice to - and whose
+     * leaving switch has saved its registers is resumed (ARMED and the
+     * queues come after the save: post_switch). */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_RUNNABLE ||
+                (atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_PARKED &&
+                 atomic_load_explicit(&g->wake, memory_order_relaxed) == GORO_WAKE_DONE));
+#ifdef GORO_DEBUG
+    GORO_ASSERT(atomic_exchange_explicit(&g->saved, 0, memory_order_acq_rel) == 1);
+#endif
+    GORO_ASSERT(atomic_load_explicit(&m->p->owner, memory_order_relaxed) == m);
     m->curg = g;
     g->m = m;
     atomic_store_explicit(&g->state, GORO_S_RUNNING, memory_order_relaxed);
@@ -1376,7 +1394,7 @@ void goro_yield(void)
     rt_leave(goro__m());
 }
 
-/* ---- preemption (see runtime/preempt.c and runtime/sysmon.c) ---- */
+/* ---- preemption (see runtime/sched/preempt.c and runtime/sched/sysmon.c) ---- */
 
 bool goro__preempt_requested(struct goro_p *p)
 {
@@ -1512,6 +1530,7 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
     if (fresh) {
         int id = atomic_load(&goro__sched.nms);
         memset(to, 0, sizeof *to);
+        goro__lock_rank(&to->pin_lock, GORO_RANK_LEAF);
         to->id = id;
         give_p_locked(p, to);       /* before the thread reads it */
         int err = goro__thread_create(&to->thread, GORO_THREAD_STACK, m_main, to);
@@ -1692,6 +1711,7 @@ int goro__sched_start(int nprocs)
         goro__sched.procs[i].m = &goro__sched.ms[i];
         goro__sched.procs[i].rand = 0x9e3779b9u * (uint32_t)(i + 1);
         goro__sched.ms[i].id = i;
+        goro__lock_rank(&goro__sched.ms[i].pin_lock, GORO_RANK_LEAF);
         goro__sched.ms[i].p = &goro__sched.procs[i];
         atomic_store(&goro__sched.procs[i].owner, &goro__sched.ms[i]);
     }

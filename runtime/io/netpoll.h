@@ -1,11 +1,11 @@
-/* Descriptor records of the poller (runtime/netpoll.c), for io.c. */
+/* Descriptor records of the poller (runtime/io/netpoll.c), for io.c. */
 #ifndef GORO_NETPOLL_H
 #define GORO_NETPOLL_H
 
 #include <event2/event_struct.h>
 
 #include "internal.h"
-#include "waitq.h"
+#include "wait/waitq.h"
 
 /* What is known about a descriptor number. */
 enum goro_pd_state {

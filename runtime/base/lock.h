@@ -23,15 +23,35 @@
  * that takes a lock it already holds - a goro call from a signal handler
  * that interrupted the runtime, or a bug - would wait for itself for ever;
  * instead it prints why and aborts (lock.c). The field fits in the padding
- * the sync objects' layouts already have (sync.c asserts their sizes). */
+ * the sync objects' layouts already have (sync.c asserts their sizes).
+ *
+ * The lock order (docs/architecture.md, "Locks"), checked by debug builds:
+ * every lock has a rank, and a thread may take a lock only if every lock
+ * it holds ranks lower - or, for object locks and descriptor records, the
+ * same (a select holds several, in its own order). The rank lives in the
+ * top byte of `holder`; a lock that was never given one is an object lock. */
+enum goro_lock_rank {
+    GORO_RANK_OBJECT,              /* a channel's, a sync object's, a token's */
+    GORO_RANK_START,               /* runtime.c: start and stop */
+    GORO_RANK_SIGNAL,              /* io/signal.c: subscriptions */
+    GORO_RANK_RECORD,              /* a descriptor record's */
+    GORO_RANK_SCHED,               /* goro__sched.lock */
+    GORO_RANK_LEAF,                /* nothing is taken under it */
+};
+
 typedef struct {
     _Atomic uint32_t word;
 #ifdef GORO_DEBUG
-    _Atomic int32_t holder;        /* thread id, 0: free (or not known) */
+    _Atomic int32_t holder;        /* rank << 24 | thread id (0: free) */
 #endif
 } goro_lock_t;
 
 #define GORO_LOCK_INIT { 0 }
+#ifdef GORO_DEBUG
+#define GORO_LOCK_INIT_RANK(rank) { 0, (int32_t)(rank) << 24 }
+#else
+#define GORO_LOCK_INIT_RANK(rank) { 0 }
+#endif
 
 void goro__lock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
 void goro__unlock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
@@ -39,7 +59,22 @@ void goro__unlock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
 #ifdef GORO_DEBUG
 /* The calling thread's id (cached; async-signal-safe). */
 int32_t goro__lock_self(void) __attribute__((visibility("hidden")));
+/* The order check: l is taken (aborts if the thread holds a lock of a
+ * higher rank), l is released. */
+void goro__lock_taken(goro_lock_t *l) __attribute__((visibility("hidden")));
+void goro__lock_released(goro_lock_t *l) __attribute__((visibility("hidden")));
 #endif
+
+/* Gives a lock made at run time (calloc, memset) its rank. */
+static inline void goro__lock_rank(goro_lock_t *l, enum goro_lock_rank rank)
+{
+#ifdef GORO_DEBUG
+    atomic_store_explicit(&l->holder, (int32_t)rank << 24, memory_order_relaxed);
+#else
+    (void)l;
+    (void)rank;
+#endif
+}
 
 static inline void goro__lock(goro_lock_t *l)
 {
@@ -48,7 +83,7 @@ static inline void goro__lock(goro_lock_t *l)
             memory_order_acquire, memory_order_relaxed))
         goro__lock_slow(l);
 #ifdef GORO_DEBUG
-    atomic_store_explicit(&l->holder, goro__lock_self(), memory_order_relaxed);
+    goro__lock_taken(l);
 #endif
 }
 
@@ -56,7 +91,7 @@ static inline void goro__unlock(goro_lock_t *l)
 {
 #ifdef GORO_DEBUG
     /* Before the release: the next holder's record must not be erased. */
-    atomic_store_explicit(&l->holder, 0, memory_order_relaxed);
+    goro__lock_released(l);
 #endif
     if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
         goro__unlock_slow(l);

@@ -44,8 +44,8 @@
 #include <valgrind/valgrind.h>
 
 #include "internal.h"
-#include "sanitizer.h"
-#include "token.h"
+#include "base/sanitizer.h"
+#include "coro/token.h"
 
 /* The guard must be at least as large as the largest frame compiled code
  * allocates without touching it: gcc's stack-clash protection probes every
@@ -64,7 +64,7 @@
 /* The global pool of default-size slabs, under pool_lock: `fresh` came in
  * since the last ageing step (at aged_at), `aged` before it and has not
  * been reused since. */
-static goro_lock_t pool_lock = GORO_LOCK_INIT;
+static goro_lock_t pool_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
 static struct goro *fresh, *aged;
 static int64_t aged_at;
 static _Atomic int pool_count;        /* fresh + aged; peeked without the lock */

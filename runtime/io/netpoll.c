@@ -38,8 +38,8 @@
 #include <event2/thread.h>
 
 #include "internal.h"
-#include "netpoll.h"
-#include "waitq.h"
+#include "io/netpoll.h"
+#include "wait/waitq.h"
 
 GORO_HIDDEN _Atomic int goro__io_used;
 
@@ -316,8 +316,10 @@ struct goro_pollfd *goro__pollfd(int fd, bool create)
         struct goro_pollfd *fresh = calloc(PD_CHUNK, sizeof *fresh);
         if (!fresh)
             return NULL;
-        for (int i = 0; i < PD_CHUNK; i++)
+        for (int i = 0; i < PD_CHUNK; i++) {
             fresh[i].fd = fd / PD_CHUNK * PD_CHUNK + i;
+            goro__lock_rank(&fresh[i].lock, GORO_RANK_RECORD);
+        }
         if (atomic_compare_exchange_strong(slot, &chunk, fresh))
             chunk = fresh;
         else

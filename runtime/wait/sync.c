@@ -14,7 +14,7 @@
 #include <errno.h>
 
 #include "internal.h"
-#include "waitq.h"
+#include "wait/waitq.h"
 
 struct mutex_impl {
     goro_lock_t lk;

@@ -1,7 +1,7 @@
 /* Parking on a wait queue under its object's lock: the one wait of
  * channels and the sync primitives (waitq.h). */
 #include "internal.h"
-#include "waitq.h"
+#include "wait/waitq.h"
 
 int goro__waitq_wait(struct goro_waitq *q, struct goro_waiter *w, goro_lock_t *lk,
                      enum goro_wait why, const void *obj, int64_t deadline, bool firm)

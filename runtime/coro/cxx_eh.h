@@ -11,7 +11,7 @@
  *
  * In a program without the C++ runtime goro__cxx_globals stays NULL and each
  * call below is one load and a branch not taken. The copying is out of
- * line (runtime/cxx.c): it reads thread-local storage, whose address the
+ * line (runtime/coro/cxx.c): it reads thread-local storage, whose address the
  * compiler must not carry across the switch (it may resume on another
  * thread). See docs/cxx.md. */
 #ifndef GORO_CXX_EH_H
@@ -20,7 +20,7 @@
 #include "internal.h"
 
 /* __cxa_get_globals of the program's C++ runtime, NULL while it has none
- * (runtime/cxx.c finds it). */
+ * (runtime/coro/cxx.c finds it). */
 typedef void *(*goro__cxa_get_globals_fn)(void);
 extern GORO_HIDDEN _Atomic(goro__cxa_get_globals_fn) goro__cxx_globals;
 

@@ -1,4 +1,9 @@
-/* Waiter records and FIFO queues of them, shared by channels, select and
+/* wait/: waiting on objects - waiter records and their queues (this
+ * header, waitq.c), channels and select (chan.c), the sync primitives
+ * (sync.c). May call: sched/ (park, ready, claim), base/, and for a
+ * select's descriptor cases io/netpoll.h (named there).
+ *
+ * Waiter records and FIFO queues of them, shared by channels, select and
  * the sync primitives. A waiter lives on the stack of the coroutine (or
  * thread) that waits, which stays put while it is parked. Queues are
  * doubly linked so that a waiter can leave from the middle (a select that

@@ -1,5 +1,5 @@
 /* C++ support (docs/cxx.md): the C++ runtime's exception state kept per
- * coroutine (the switch path calls in through runtime/cxx_eh.h), goro_exit
+ * coroutine (the switch path calls in through runtime/coro/cxx_eh.h), goro_exit
  * unwinding a coroutine's frames so that destructors run, and the
  * exceptions that escape coroutines started by the C++ go(), kept for their
  * joiners.
@@ -15,7 +15,7 @@
 #include <unwind.h>
 
 #include "internal.h"
-#include "cxx_eh.h"
+#include "coro/cxx_eh.h"
 
 /* ---- finding the C++ runtime ---- */
 

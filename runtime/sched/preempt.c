@@ -35,7 +35,7 @@
 #include <valgrind/valgrind.h>
 
 #include "internal.h"
-#include "sanitizer.h"
+#include "base/sanitizer.h"
 #include "sigframe.h"
 
 void goro__preempt_resume(void);
@@ -51,7 +51,7 @@ extern const char __stop_goro_preemptible[] __attribute__((weak));
 struct code_range { uintptr_t lo, hi; };
 static struct code_range ranges[MAX_RANGES];
 static _Atomic int nranges;        /* entries below are complete */
-static goro_lock_t ranges_lock = GORO_LOCK_INIT;
+static goro_lock_t ranges_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
 static struct sigaction app_action;  /* what the program had for SIGURG */
 static bool async_enabled;
 #define GORO_URG_TAG 0x676f726f     /* si_value of our SIGURGs */

@@ -141,7 +141,7 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\",%progbits,1\n"
         ".byte 0\n"
         ".popsection\n");
 
-static goro_lock_t registry_lock = GORO_LOCK_INIT;
+static goro_lock_t registry_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
 
 int goro__registry_add(struct goro *g)
 {

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "sanitizer.h"
-#include "token.h"
-#include "waitq.h"
+#include "base/sanitizer.h"
+#include "coro/token.h"
+#include "wait/waitq.h"
 
 /* Filled by goro__capture (via goro__capture_store) and consumed by
  * goro__spawn_captured in the same go() expression. Between the two the
@@ -88,6 +88,9 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
     goro__san_stack_reset(g);
     g->fn = fn;
     g->sp = goro__ctx_make(g->hi, goro__coro_main, g);
+#ifdef GORO_DEBUG
+    atomic_store_explicit(&g->saved, 1, memory_order_relaxed);   /* a fresh context */
+#endif
     goro__san_fiber_name(g);
     *out = g;
     if (h)
@@ -374,16 +377,4 @@ struct goro *goro__external_self(void)
 {
     external.flags = GORO_F_EXTERNAL;
     return &external;
-}
-
-void goro__warn_once(_Atomic int *once, const char *fmt, ...)
-{
-    if (atomic_exchange(once, 1))
-        return;
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "goro: %s\n", buf);
 }

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "token.h"
+#include "coro/token.h"
 
 #define SLOTS_PER_CHUNK 1024u
 #define SLOTS_MAX (1u << 22)       /* slabs with a slot at one time */
@@ -43,7 +43,7 @@ struct token_entry {
 /* Chunks are allocated on first use and never freed: a token may be
  * looked up at any time, long after its slab is gone. */
 static struct token_entry *_Atomic chunks[SLOTS_MAX / SLOTS_PER_CHUNK];
-static goro_lock_t table_lock = GORO_LOCK_INIT;   /* the free list, slab<->slot */
+static goro_lock_t table_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);   /* the free list, slab<->slot */
 static uint32_t next_unused = 1;   /* slot 0 means "none" */
 static uint32_t free_head;         /* 0: empty */
 

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "netpoll.h"
+#include "io/netpoll.h"
 
 /* errno right now. Not inlined and opaque to the optimiser: glibc's
  * __errno_location is declared const, so after a switch to another thread

@@ -45,7 +45,7 @@ static struct goro_m *thread_running(const struct goro *g)
 }
 
 /* Workers are not threads. A worker is a P, the right to run coroutines
- * (runtime/sched.c), and there are goro_workers() of them; threads (Ms)
+ * (runtime/sched/sched.c), and there are goro_workers() of them; threads (Ms)
  * may be more. When a thread blocks in a system call with coroutines
  * queued behind it, sysmon hands its worker to another thread (a spare,
  * or a new one), and the blocked thread, once back, waits as a spare. A P's
@@ -76,7 +76,7 @@ void goro__describe_wait(const struct goro *g, char *buf, size_t len)
     const char *why = goro__wait_name(g->wait);
     switch (g->wait) {
     case GORO_W_IO:
-        /* the descriptor record starts with its fd (runtime/netpoll.h) */
+        /* the descriptor record starts with its fd (runtime/io/netpoll.h) */
         if (obj) {
             snprintf(buf, len, "io fd=%d", *(const int *)obj);
             return;

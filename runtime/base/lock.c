@@ -4,12 +4,14 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
-#include "lock.h"
+#include "base/lock.h"
 
 #ifdef GORO_DEBUG
 static __thread int32_t self_tid;
@@ -45,6 +47,66 @@ __attribute__((noreturn, cold)) static void taken_again(void)
     signal(SIGABRT, SIG_DFL);       /* one report, not a second from fault.c */
     abort();
 }
+
+/* ---- the lock order (lock.h) ---- */
+
+static const char *const rank_names[] = {
+    [GORO_RANK_OBJECT] = "an object lock", [GORO_RANK_START] = "the start lock",
+    [GORO_RANK_SIGNAL] = "the signal lock", [GORO_RANK_RECORD] = "a descriptor record",
+    [GORO_RANK_SCHED] = "the scheduler lock", [GORO_RANK_LEAF] = "a leaf lock",
+};
+/* Where each rank stands in the order (lock.h): lower first. */
+static const int rank_order[] = {
+    [GORO_RANK_START] = 1, [GORO_RANK_SIGNAL] = 2, [GORO_RANK_OBJECT] = 3,
+    [GORO_RANK_RECORD] = 4, [GORO_RANK_SCHED] = 5, [GORO_RANK_LEAF] = 6,
+};
+
+#define HELD_MAX 64
+static __thread goro_lock_t *held[HELD_MAX];
+static __thread int nheld;
+
+static int rank_of(goro_lock_t *l)
+{
+    int r = (int)((uint32_t)atomic_load_explicit(&l->holder, memory_order_relaxed) >> 24);
+    return r <= GORO_RANK_LEAF ? r : GORO_RANK_OBJECT;
+}
+
+__attribute__((noreturn, cold)) static void out_of_order(int taking, int holding)
+{
+    char msg[160];
+    int n = snprintf(msg, sizeof msg, "goro: lock order: %s taken while holding %s\n",
+                     rank_names[taking], rank_names[holding]);
+    ssize_t w = write(2, msg, (size_t)n);
+    (void)w;
+    goro__backtrace_fd(2, NULL);
+    signal(SIGABRT, SIG_DFL);
+    abort();
+}
+
+void goro__lock_taken(goro_lock_t *l)
+{
+    int r = rank_of(l);
+    for (int i = 0; i < nheld; i++) {
+        int h = rank_of(held[i]);
+        bool same_ok = h == r && (r == GORO_RANK_OBJECT || r == GORO_RANK_RECORD);
+        if (rank_order[h] > rank_order[r] || (h == r && !same_ok))
+            out_of_order(r, h);
+    }
+    if (nheld < HELD_MAX)
+        held[nheld++] = l;
+    atomic_store_explicit(&l->holder, (int32_t)r << 24 | goro__lock_self(), memory_order_relaxed);
+}
+
+void goro__lock_released(goro_lock_t *l)
+{
+    int r = rank_of(l);
+    atomic_store_explicit(&l->holder, (int32_t)r << 24, memory_order_relaxed);
+    for (int i = nheld - 1; i >= 0; i--)
+        if (held[i] == l) {
+            held[i] = held[--nheld];
+            break;
+        }
+}
 #endif
 
 void goro__futex_wait(_Atomic uint32_t *word, uint32_t val)
@@ -70,7 +132,7 @@ void goro__futex_wake(_Atomic uint32_t *word, int n)
 void goro__lock_slow(goro_lock_t *l)
 {
 #ifdef GORO_DEBUG
-    if (atomic_load_explicit(&l->holder, memory_order_relaxed) == goro__lock_self())
+    if ((atomic_load_explicit(&l->holder, memory_order_relaxed) & 0xffffff) == goro__lock_self())
         taken_again();
 #endif
     for (int spin = 0; spin < 100; spin++) {

@@ -1,21 +1,10 @@
 /*
- * Signals: the mask of the runtime's threads, and goro_signal_notify.
+ * goro_signal_notify: signals delivered on channels. The runtime's threads
+ * block the notifiable signals from their start (sched/thread.c), so a
+ * signal sent to the process lands on a thread of the program's, or stays
+ * pending when every thread blocks it.
  *
- * The kernel gives a signal sent to the process (kill, Ctrl-C, a timer, a
- * child's exit) to any one thread that does not block it. A program that
- * blocks SIGTERM in main and waits for it with sigwait or a signalfd
- * therefore loses it to a worker, where the default action ends the
- * process, unless every thread blocks it. The program cannot change the
- * mask of threads it did not create, so the runtime creates all of its
- * threads (workers, the hand-off's spares, sysmon, the offload pool) with
- * the signals a program may want to wait for blocked: the notifiable set,
- * notifiable() below. They stay blocked for the thread's life, whether or
- * not anybody is notified of them - a signal notified later would need
- * the masks of threads already running. The runtime's own signals are
- * unblocked in them even if the creating thread blocked them: SIGURG
- * (preemption) and the faults the crash reporter handles.
- *
- * goro_signal_notify: Go's signal.Notify. Each signal somebody listens to
+ * Go's signal.Notify. Each signal somebody listens to
  * has a handler of ours and is in the mask of one signalfd, so it reaches
  * the subscribed channels whichever thread the kernel picks:
  *   - a thread that does not block it (main, usually) runs the handler,
@@ -27,9 +16,9 @@
  * misses it, as in Go - and never waits. The handler only counts and
  * writes: async-signal-safe.
  *
- * Lifetime: subscriptions belong to the running runtime. The last runtime
- * thread to end - inside goro_shutdown, before it returns - ends them all
- * (runtime_threads_ended): the handlers go, the signals' earlier
+ * Lifetime: subscriptions belong to the running runtime. goro_shutdown,
+ * once the runtime's threads are gone, ends them all
+ * (goro__signal_end_all): the handlers go, the signals' earlier
  * dispositions come back, and the channels are never touched again. The
  * two descriptors are made once and kept for the process's life, so that a
  * handler running late never writes to a closed (or reused) descriptor.
@@ -47,106 +36,6 @@
 
 #include "internal.h"
 
-/* ---- which signals ---- */
-
-/* Signals sent to the process as a whole that a program may want to wait
- * for. Not: SIGKILL, SIGSTOP (cannot be caught); SIGURG (preemption);
- * SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT (raised by the
- * thread that faults, and the crash reporter's); SIGPIPE, SIGXFSZ (raised
- * by the thread whose write failed: goro's I/O returns -EPIPE instead);
- * SIGTTIN, SIGTTOU (a thread blocking them gets EIO from the terminal
- * instead of stopping); SIGPROF, SIGVTALRM (profilers sample whichever
- * thread runs); SIGPWR, SIGXCPU, SIGSTKFLT (garbage collectors use the first
- * two to stop threads). */
-static bool notifiable(int sig)
-{
-    switch (sig) {
-    case SIGHUP: case SIGINT: case SIGQUIT: case SIGTERM: case SIGUSR1: case SIGUSR2:
-    case SIGALRM: case SIGCHLD: case SIGWINCH: case SIGTSTP: case SIGCONT: case SIGIO:
-        return true;
-    default:
-        return sig >= SIGRTMIN && sig <= SIGRTMAX;
-    }
-}
-
-/* With GORO_DUMP_ON_SIGQUIT=1 (dump.c) SIGQUIT prints the dump on the
- * thread it lands on - preferably a worker, whose running coroutine the
- * dump can then unwind - so the workers keep it unblocked. Read once, as
- * dump.c does (the same rule: exactly "1"). */
-static bool dump_owns_sigquit(void)
-{
-    static _Atomic int owns = -1;
-    int v = atomic_load_explicit(&owns, memory_order_relaxed);
-    if (v < 0) {
-        const char *s = getenv("GORO_DUMP_ON_SIGQUIT");
-        v = s && strcmp(s, "1") == 0;
-        atomic_store_explicit(&owns, v, memory_order_relaxed);
-    }
-    return v;
-}
-
-/* The mask of a new runtime thread: its creator's (the program may have
- * blocked more), plus the notifiable signals, minus the runtime's own. */
-static void runtime_thread_mask(sigset_t *mask)
-{
-    pthread_sigmask(SIG_BLOCK, NULL, mask);
-    for (int sig = 1; sig < _NSIG; sig++)
-        if (notifiable(sig) && !(sig == SIGQUIT && dump_owns_sigquit()))
-            sigaddset(mask, sig);
-    static const int own[] = { SIGURG, SIGSEGV, SIGBUS, SIGFPE, SIGILL };
-    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
-        sigdelset(mask, own[i]);
-}
-
-/* ---- the runtime's threads ---- */
-
-struct thread_start {
-    void *(*fn)(void *);
-    void *arg;
-};
-
-static _Atomic int runtime_threads;         /* started and not yet ended */
-static void runtime_threads_ended(void);
-
-static void *runtime_thread_main(void *p)
-{
-    struct thread_start start = *(struct thread_start *)p;
-    free(p);
-    void *result = start.fn(start.arg);
-    /* The runtime's threads end only when it stops (or fails to start). */
-    if (atomic_fetch_sub(&runtime_threads, 1) == 1)
-        runtime_threads_ended();
-    return result;
-}
-
-/* The new thread inherits the mask in force when pthread_create runs:
- * set it for that moment. (pthread_attr_setsigmask_np would not do under
- * TSan, whose pthread_create gives the new thread its creator's mask.) */
-int goro__thread_create(pthread_t *thread, size_t stack_size, void *(*fn)(void *), void *arg)
-{
-    struct thread_start *start = malloc(sizeof *start);
-    if (!start)
-        return EAGAIN;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    if (stack_size)
-        pthread_attr_setstacksize(&attr, stack_size);
-    *start = (struct thread_start){ fn, arg };
-    sigset_t mask, old;
-    runtime_thread_mask(&mask);
-    pthread_sigmask(SIG_SETMASK, &mask, &old);
-    atomic_fetch_add(&runtime_threads, 1);
-    int err = pthread_create(thread, &attr, runtime_thread_main, start);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (err) {
-        free(start);
-        if (atomic_fetch_sub(&runtime_threads, 1) == 1)
-            runtime_threads_ended();
-    }
-    return err;
-}
-
 /* ---- subscriptions ---- */
 
 struct subscription {
@@ -156,7 +45,7 @@ struct subscription {
 
 /* Everything below is under `lock`, except what the handler touches
  * (caught, doorbell_fd: atomics). */
-static goro_lock_t lock = GORO_LOCK_INIT;
+static goro_lock_t lock = GORO_LOCK_INIT_RANK(GORO_RANK_SIGNAL);
 static struct subscription *subs;
 static int nsubs, subs_cap;
 static int listeners[_NSIG];               /* subscriptions per signal */
@@ -325,7 +214,7 @@ static int check_args(goro_chan_t *ch, const int *sigs, int nsigs)
     if (!ch || !sigs || nsigs < 1 || goro__chan_elem_size(ch) != sizeof(int))
         return -EINVAL;
     for (int i = 0; i < nsigs; i++)
-        if (sigs[i] < 1 || sigs[i] >= _NSIG || !notifiable(sigs[i]))
+        if (sigs[i] < 1 || sigs[i] >= _NSIG || !goro__signal_notifiable(sigs[i]))
             return -EINVAL;
     return 0;
 }
@@ -392,10 +281,10 @@ int goro_signal_stop(goro_chan_t *ch)
     return err;
 }
 
-/* The runtime has stopped: its subscriptions end with it. Base 0 is gone
- * or about to go, and its events with it (event_base_free deletes them);
- * the next notify watches afresh. */
-static void runtime_threads_ended(void)
+/* The runtime has stopped (goro_shutdown, once its threads are gone): its
+ * subscriptions end with it. Base 0 is gone, and its events with it
+ * (event_base_free deletes them); the next notify watches afresh. */
+void goro__signal_end_all(void)
 {
     goro__lock(&lock);
     for (int sig = 1; sig < _NSIG; sig++)

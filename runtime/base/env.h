@@ -1,0 +1,27 @@
+/* base/: what every layer uses and that calls nothing of goro's -
+ * runtime locks and futexes (lock.h), the sanitizers' fiber hooks
+ * (sanitizer.h), and here settings from the environment and one-time
+ * warnings. */
+#ifndef GORO_BASE_ENV_H
+#define GORO_BASE_ENV_H
+
+#include "internal.h"
+
+/* env.c: settings from the environment, all by one rule. A setting that
+ * is unset or empty returns false (or dflt); a bad one too, after printing
+ * "goro: ignoring NAME=VALUE (want ...)"; the caller then uses its default.
+ * _long: a decimal number in min..max (min >= 0; more: text after the
+ * range in the message); _size: bytes, k/M/g suffixes allowed; _is: the
+ * value is exactly word; _flag: 0 or 1. */
+GORO_HIDDEN bool goro__env_long(const char *name, long min, long max, const char *more,
+                                long *out);
+GORO_HIDDEN bool goro__env_size(const char *name, size_t min, size_t max, size_t *out);
+GORO_HIDDEN bool goro__env_is(const char *name, const char *word);
+GORO_HIDDEN bool goro__env_flag(const char *name, bool dflt);
+
+/* warn.c */
+/* Prints "goro: <message>\n" to stderr once per call site key. */
+GORO_HIDDEN void goro__warn_once(_Atomic int *once, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

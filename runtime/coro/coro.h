@@ -1,0 +1,46 @@
+/* coro/: a coroutine's life - spawn, entry, exit, join, detach and
+ * cancellation (coro.c), its stack (stack.c: mapped, guarded, pooled,
+ * trimmed), the tokens that cancel detached ones (token.c), the offload
+ * pool for blocking calls (offload.c) and C++ support (cxx.c).
+ *
+ * May call: sched/ (park, ready, the spawn gate), base/, debug/'s
+ * registry. Called from sched/ only through the functions marked
+ * "for sched" below. */
+#ifndef GORO_CORO_CORO_H
+#define GORO_CORO_CORO_H
+
+#include "internal.h"
+
+/* Coroutine stack sizes allowed (goro_attr_t.stack_size, GORO_STACK_SIZE). */
+#define GORO_STACK_MIN ((size_t)16 * 1024)
+#define GORO_STACK_MAX ((size_t)1 << 30)
+
+/* stack.c */
+GORO_HIDDEN struct goro *goro__slab_get(size_t stack_size, int *err);
+GORO_HIDDEN void goro__slab_put(struct goro *g);
+GORO_HIDDEN void goro__slab_free_all(void);
+GORO_HIDDEN bool goro__slab_trim_idle(void);
+/* The monitor thread, every round: unmaps pooled stacks unused for 1 s.
+ * Pending: the pool is not empty, so later ticks may have work. */
+GORO_HIDDEN void goro__slab_trim_tick(int64_t now);
+GORO_HIDDEN bool goro__slab_trim_pending(void);
+GORO_HIDDEN size_t goro__page_size(void);
+GORO_HIDDEN int goro__stack_size_check(size_t size, size_t *rounded);
+
+/* offload.c */
+GORO_HIDDEN void goro__offload_stop(void);
+
+/* coro.c */
+GORO_HIDDEN struct goro *goro__external_self(void);
+GORO_HIDDEN void goro__coro_main(void *g);
+GORO_HIDDEN void goro__capture_store(const struct goro_callregs *regs);
+GORO_HIDDEN void goro__release(struct goro *g);
+
+/* cxx.c: C++ support (docs/cxx.md); the switch path's part is in
+ * runtime/coro/cxx_eh.h. goro_exit's first step: with the C++ runtime, unwinds
+ * the coroutine's frames (destructors run) and calls goro_exit again.
+ * Returns at once in C, in that second call, or if the unwinder gave up:
+ * goro_exit then ends the coroutine. */
+GORO_HIDDEN void goro__cxx_exit_unwind(long result);
+
+#endif

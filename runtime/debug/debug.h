@@ -1,0 +1,61 @@
+/* debug/: what people and tools see - the registry of coroutines and the
+ * exported goro_debug description gdb reads (registry.c), the crash and
+ * overflow reports with their backtraces (fault.c) and goro_dump (dump.c).
+ *
+ * May read everything (it reports on it) and calls base/ and sched/'s
+ * accessors (goro__m, goro__current); every layer may call it. */
+#ifndef GORO_DEBUG_DEBUG_H
+#define GORO_DEBUG_DEBUG_H
+
+#include <stdio.h>
+
+#include "internal.h"
+
+/* registry.c */
+GORO_HIDDEN int goro__registry_add(struct goro *g);
+GORO_HIDDEN void goro__registry_remove(struct goro *g);
+GORO_HIDDEN void goro__registry_set_ms(struct goro_m *ms, int n);
+GORO_HIDDEN struct goro *goro__registry_last(void);
+/* Calls fn for every registered slab, with no slab unmapped meanwhile;
+ * in_signal: gives up waiting for the lock after a while and returns 1. */
+GORO_HIDDEN int goro__registry_walk(void (*fn)(struct goro *g, void *arg), void *arg,
+                                    bool in_signal);
+GORO_HIDDEN struct goro_m *goro__registry_ms(int *n);
+GORO_HIDDEN const char *goro__state_name(int state);
+GORO_HIDDEN const char *goro__wait_name(int wait);
+
+/* fault.c */
+GORO_HIDDEN int goro__fault_thread_init(struct goro_m *m);
+GORO_HIDDEN void goro__fault_thread_fini(struct goro_m *m);
+GORO_HIDDEN void goro__fault_install(void);
+/* Installs handler for sig as the runtime's handlers all are: SA_SIGINFO,
+ * on the per-M alternate stack (a coroutine may be near its stack's end),
+ * restarting interrupted calls, nothing extra blocked. old: as sigaction. */
+GORO_HIDDEN int goro__sigaction(int sig, void (*handler)(int, siginfo_t *, void *),
+                                struct sigaction *old);
+/* Calls the handler act names, if it names one (not SIG_DFL or SIG_IGN):
+ * for chaining to what the program installed before us. */
+GORO_HIDDEN bool goro__sig_chain(const struct sigaction *act, int sig, siginfo_t *si, void *uc);
+GORO_HIDDEN void goro__backtrace_fd(int fd, void *ucontext);
+/* Where reports go: a FILE, or (file NULL) a descriptor written with
+ * write(2), which is what a signal handler uses. */
+struct goro_out {
+    FILE *file;
+    int fd;
+};
+GORO_HIDDEN void goro__outf(struct goro_out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The backtrace of a signal context, or of the caller if ucontext is NULL. */
+GORO_HIDDEN void goro__backtrace_out(struct goro_out *o, void *ucontext);
+/* The backtrace of a coroutine that is not running, from its saved context. */
+GORO_HIDDEN void goro__backtrace_saved(struct goro_out *o, const struct goro *g);
+/* "name" or "name+0x12" or the address, for a code address. */
+GORO_HIDDEN void goro__symbolize(const void *ip, char *buf, size_t len);
+
+/* dump.c */
+GORO_HIDDEN void goro__dump_install(void);
+GORO_HIDDEN void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal);
+/* "chan recv 0x...", "io fd=12", "join coroutine 7": what g waits for. */
+GORO_HIDDEN void goro__describe_wait(const struct goro *g, char *buf, size_t len);
+
+#endif

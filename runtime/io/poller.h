@@ -1,0 +1,55 @@
+/* io/: descriptors, the poller, time and signals - everything libevent
+ * lives here: the event bases, the descriptor records (netpoll.h), the
+ * deadline timers (timer.c), the I/O calls (io.c) and goro_signal_notify
+ * (signal.c).
+ *
+ * This header is the poller contract, the only way the scheduler reaches
+ * io/: goro__netpoll looks at a P's base and hands back what became
+ * runnable; the timers arm and disarm a parked coroutine's deadline.
+ * May call: sched/ (park, ready), wait/ (channels, for signals), base/. */
+#ifndef GORO_IO_POLLER_H
+#define GORO_IO_POLLER_H
+
+#include "internal.h"
+
+/* timer.c */
+GORO_HIDDEN int64_t goro__now(void);
+GORO_HIDDEN void goro__timer_arm(struct event *ev, struct goro_p *p, struct goro *g,
+                                 int64_t deadline);
+GORO_HIDDEN void goro__timer_disarm(struct event *ev);
+
+/* netpoll.c: the poller. The scheduler's only way in is goro__netpoll,
+ * which hands back the coroutines a look at one P's event base made
+ * runnable; everything libevent (bases, descriptor records, timers) stays
+ * behind it. */
+/* From an event callback, inside goro__netpoll's loop: g (already
+ * claimed) joins that poll's result. */
+GORO_HIDDEN void goro__ready_polled(struct goro *g);
+GORO_HIDDEN int goro__netpoll_init(struct goro_p *p);
+GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
+/* block: as m's way to sleep; returns at once unless m->note still reads
+ * GORO_NOTE_SLEEPING once the base is m's to loop. room: at most this many
+ * coroutines are made runnable (at least one); the base keeps the rest. */
+#define GORO_NOTE_SLEEPING 2
+/* Looks at p's base once and puts what became runnable in *out (at most
+ * room; the rest stay for the next look); returns out->n. sleep_note NULL:
+ * never waits. Else it is the caller's note, and the poll sleeps until an
+ * event or goro__netpoll_wake - unless the note no longer reads
+ * GORO_NOTE_SLEEPING once the poll owns the base (a wake already sent is
+ * not lost). */
+GORO_HIDDEN int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
+                              struct goro_polled *out);
+GORO_HIDDEN void goro__netpoll_wake(struct goro_p *p);
+GORO_HIDDEN void goro__netpoll_forget_all(void);
+extern GORO_HIDDEN _Atomic int goro__io_used;
+
+/* netpoll.c, for signal.c: base 0 of the running runtime watches fd for
+ * reading; cb runs on a runtime thread's g0 and must not switch. */
+GORO_HIDDEN int goro__netpoll_watch(struct event *ev, int fd,
+                                    void (*cb)(int, short, void *), void *arg);
+
+/* signal.c: goro_shutdown ends every subscription once the runtime's
+ * threads are gone. */
+GORO_HIDDEN void goro__signal_end_all(void);
+
+#endif

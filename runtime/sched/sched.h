@@ -1,0 +1,124 @@
+/* sched/: the scheduler. Owns the Ps and Ms (struct goro_p, goro_m,
+ * goro__sched in internal.h), their run queues, idle lists and hand-off,
+ * the runtime's threads (thread.c), parking and readying coroutines (the
+ * one way every wait in wait/, io/ and coro/ sleeps and wakes), the
+ * switch, preemption (preempt.c) and the monitor thread (sysmon.c), and
+ * the refusal of a forked child (fork.c).
+ *
+ * May call: base/, and three named contracts upward - the poller
+ * (io/poller.h: goro__netpoll and the deadline timers), the coroutine's
+ * life (coro/coro.h: goro__release at its end, the stack cache, the C++
+ * switch hooks) and the reports (debug/debug.h). Nothing else above. */
+#ifndef GORO_SCHED_SCHED_H
+#define GORO_SCHED_SCHED_H
+
+#include "internal.h"
+
+/* sched.c */
+GORO_HIDDEN struct goro_m *goro__m(void);
+GORO_HIDDEN struct goro *goro__current(void);
+GORO_HIDDEN void goro__ready(struct goro *g);
+GORO_HIDDEN void goro__ready_list(struct goro *list);
+/* How a wait is set up: why (for debuggers), the object, the lock to drop
+ * once parked (unlock) or the publishing step (commit: parks unless it
+ * returns false, for waits published by one atomic step), a deadline
+ * (GORO_FOREVER for none) and whether it is firm (not cancellable). */
+struct goro_park {
+    enum goro_wait why;
+    const void *obj;
+    void (*unlock)(void *);
+    bool (*commit)(void *, struct goro *);
+    void *arg;
+    int64_t deadline;
+    bool firm;
+};
+/* Parks the running coroutine (or blocks this thread if it is not one)
+ * until a claim ends the wait; returns the winning enum goro_wake. */
+GORO_HIDDEN int goro__park(const struct goro_park *how);
+/* Claims g's wait with outcome; true if it won (the caller then wakes g). */
+GORO_HIDDEN bool goro__claim(struct goro *g, uint32_t outcome);
+/* Claims with GORO_WAKE_DONE and makes g runnable; false if it lost. */
+GORO_HIDDEN bool goro__wake(struct goro *g);
+/* Before waiting: -ECANCELED, -ETIMEDOUT (deadline passed) or 0. */
+GORO_HIDDEN int goro__wait_check(int64_t deadline);
+/* Returns err from a call that ended without parking (wait_check said no),
+ * after the preemption check such a return owes (call it with no lock
+ * held): a loop on an expired or cancelled wait must still give way. */
+GORO_HIDDEN int goro__wait_refused(int err);
+/* The error for a park result other than GORO_WAKE_DONE. */
+GORO_HIDDEN int goro__wake_error(int outcome);
+GORO_HIDDEN struct goro_p *goro__current_p(void);
+/* Around code that uses the calling M's P from a coroutine: enter returns
+ * the P (NULL on a thread without one), which is the M's until leave.
+ * A coroutine whose M lost its P (handed off while it blocked) moves to
+ * another worker in enter. */
+GORO_HIDDEN struct goro_p *goro__p_enter(void);
+GORO_HIDDEN void goro__p_leave(void);
+GORO_HIDDEN __attribute__((noreturn)) void goro__exit_current(long result);
+GORO_HIDDEN void goro__schedule_new(struct goro *g);
+GORO_HIDDEN int goro__sched_start(int nprocs);
+/* goro_shutdown: waits for every coroutine to end (0, or -ETIMEDOUT at
+ * deadline: then nothing is stopped), then stops. */
+GORO_HIDDEN int goro__sched_drain(int64_t deadline);
+GORO_HIDDEN void goro__sched_stop(void);
+/* Around a spawn from a thread without a P: -ESHUTDOWN while shutting down. */
+GORO_HIDDEN int goro__spawn_gate_enter(void);
+GORO_HIDDEN void goro__spawn_gate_leave(void);
+GORO_HIDDEN void goro__spawn_gate_open(void);
+GORO_HIDDEN uint64_t goro__next_id(void);
+/* A new coroutine's first steps on its own stack, and its last. */
+GORO_HIDDEN void goro__coro_start(struct goro *g);
+GORO_HIDDEN void goro__coroutine_ended(void);
+
+/* fork.c: in a child forked while the runtime ran, goro is refused. */
+extern GORO_HIDDEN _Atomic int goro__fork_child;
+static inline bool goro__forked(void)
+{
+    return unlikely(atomic_load_explicit(&goro__fork_child, memory_order_relaxed));
+}
+GORO_HIDDEN int goro__fork_install(void);      /* at start, under its lock */
+GORO_HIDDEN int goro__forked_error(void);      /* -ENOTRECOVERABLE; says why once */
+/* goro__park in such a child: releases how's lock, returns
+ * GORO_WAKE_CANCELED without parking. */
+GORO_HIDDEN int goro__forked_park(const struct goro_park *how);
+
+/* preempt.c */
+GORO_HIDDEN int goro__preempt_install(void);
+GORO_HIDDEN void goro__preempt_signal(struct goro_m *m);
+GORO_HIDDEN bool goro__preempt_async(void);
+/* sched.c: is a preemption asked for p's current slice? Yield if so. */
+GORO_HIDDEN bool goro__preempt_requested(struct goro_p *p);
+GORO_HIDDEN void goro__preempt_check(void);
+/* uc: the copied signal frame's ucontext, which rt_sigreturn restores. */
+GORO_HIDDEN void goro__preempt_park(void *uc);
+
+/* sysmon.c */
+GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
+GORO_HIDDEN void goro__sysmon_stop(void);
+GORO_HIDDEN void goro__sysmon_kick(void);
+/* sched.c, for sysmon */
+#define GORO_P_RETAKING ((struct goro_m *)1)
+GORO_HIDDEN bool goro__handoff(struct goro_p *p, struct goro_m *m);
+GORO_HIDDEN bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
+                                      struct goro_m **m);
+GORO_HIDDEN void goro__sysmon_attach(struct goro_m *m);
+GORO_HIDDEN void goro__inject_global(struct goro_polled *list);
+/* Moves the coroutines pinned to Ms that lost their P at least `after` ns
+ * ago and are still outside the runtime to the global queue; true if it
+ * moved any. *pending: some are pinned to an M without a P (watch them). */
+GORO_HIDDEN bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending);
+
+/* thread.c: every thread of the runtime is made here (stack_size 0: the
+ * default; returns pthread_create's result, a positive errno), with the
+ * notifiable signals blocked and the runtime's own (SIGURG, the faults)
+ * unblocked. */
+GORO_HIDDEN int goro__thread_create(pthread_t *thread, size_t stack_size,
+                                    void *(*fn)(void *), void *arg);
+/* The stack of the workers, spares and sysmon: they run only the
+ * scheduler (coroutines have their own stacks). */
+#define GORO_THREAD_STACK (256 * 1024)
+/* A signal the runtime's threads block, so that it reaches the program
+ * (and goro_signal_notify may take it). */
+GORO_HIDDEN bool goro__signal_notifiable(int sig);
+
+#endif

@@ -163,7 +163,7 @@ struct goro {
     _Atomic uint8_t saved;         /* its context is saved: it may be resumed */
 #endif
     struct goro__cxx_escaped *cxx_escaped;  /* until joined (coro.c) */
-    _Atomic uint32_t ext_wake;     /* futex word for GORO_F_EXTERNAL parking */
+    _Atomic uint32_t ext_word;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
     _Atomic uintptr_t exit_word;   /* GORO_EXIT_* or the joiner's record */
     void (*fn)(void);              /* entry function */
@@ -229,7 +229,7 @@ struct goro_p {
     _Atomic uint64_t spawned;      /* coroutines spawned here (owner writes) */
     _Atomic uint64_t exited;       /* coroutines ended here (owner writes) */
     _Atomic int running;           /* owner: a worker is executing on it */
-    struct goro_m *m;              /* the worker that owns it (under goro__sched.lock when it changes) */
+    struct goro_m *m;              /* its worker (changes under goro__sched.lock) */
     _Atomic(struct goro_m *) owner;  /* m, or GORO_P_RETAKING while sysmon takes it */
     struct goro_p *idle_next;      /* sched.pidle list, under sched.lock */
     bool idle;                     /* on the idle list, under sched.lock */
@@ -238,7 +238,7 @@ struct goro_p {
     struct goro *free_slabs;       /* stack cache (owner; stop drains it) */
     int nfree;                     /* its length (owner) */
     struct event_base *base;       /* I/O and timers of coroutines run here (start, stop) */
-    struct event *wake_ev;         /* activated to wake an M asleep in base (start, stop) */
+    struct event *break_ev;         /* activated to wake an M asleep in base (start, stop) */
     _Atomic int poll_lock;         /* whoever holds it may loop base */
     uint32_t poll_tick;            /* schedtick at the last poll (owner) */
     _Atomic uint32_t npolls;       /* polls of base, by anyone (sysmon watches) */

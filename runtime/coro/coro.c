@@ -98,33 +98,41 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
     return 0;
 }
 
-/* A thread the runtime does not own spawns through the gate (sched.c), so
- * that goro_shutdown either waits for its coroutine or refuses it. */
-static int spawn_outside_enter(bool outside)
+/* The two ends of every spawn. A thread the runtime does not own spawns
+ * through the gate (sched.c), so that goro_shutdown either waits for its
+ * coroutine or refuses it: begin enters it and makes the coroutine (*g),
+ * the caller says how it starts, end schedules it and leaves the gate. */
+static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct goro **g,
+                       bool *outside)
 {
-    return outside ? goro__spawn_gate_enter() : 0;
-}
-
-static int spawn_outside_leave(bool outside, int err)
-{
-    if (outside)
-        goro__spawn_gate_leave();
-    return err;
-}
-
-int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), int ret)
-{
-    struct goro_callregs *captured_here = capture_area();
-    bool outside = !goro__m();
-    int err = spawn_outside_enter(outside);
+    *outside = !goro__m();
+    int err = *outside ? goro__spawn_gate_enter() : 0;
     if (err) {
         if (h)
             *h = NULL;
         return err;
     }
+    if ((err = spawn(h, attr, fn, g)) && *outside)
+        goro__spawn_gate_leave();
+    return err;
+}
+
+static int spawn_end(struct goro *g, bool outside)
+{
+    goro__schedule_new(g);
+    if (outside)
+        goro__spawn_gate_leave();
+    return 0;
+}
+
+int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), int ret)
+{
+    struct goro_callregs *captured_here = capture_area();
     struct goro *g;
-    if ((err = spawn(h, attr, fn, &g)))
-        return spawn_outside_leave(outside, err);
+    bool outside;
+    int err = spawn_begin(h, attr, fn, &g, &outside);
+    if (err)
+        return err;
     g->entry_kind = GORO_ENTRY_CAPTURED;
     g->ret_kind = (uint8_t)(ret & 0xff);
     /* Nothing since the capture ran go(). Only scalars in registers: the
@@ -132,27 +140,19 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), 
     g->stack_args = (ret & GORO__STACK_ARGS) != 0;
     memcpy(&g->call, captured_here, g->stack_args ? sizeof *captured_here
                                                   : offsetof(struct goro_callregs, stack));
-    goro__schedule_new(g);
-    return spawn_outside_leave(outside, 0);
+    return spawn_end(g, outside);
 }
 
 int goro_spawn(goro_t **h, const goro_attr_t *attr, long (*fn)(void *), void *arg)
 {
-    bool outside = !goro__m();
-    int err = spawn_outside_enter(outside);
-    if (err) {
-        if (h)
-            *h = NULL;
-        return err;
-    }
     struct goro *g;
-    if ((err = spawn(h, attr, (void (*)(void))fn, &g)))
-        return spawn_outside_leave(outside, err);
+    bool outside;
+    int err = spawn_begin(h, attr, (void (*)(void))fn, &g, &outside);
+    if (err)
+        return err;
     g->entry_kind = GORO_ENTRY_PLAIN;
     g->arg = arg;
-    goro__schedule_new(g);
-    spawn_outside_leave(outside, 0);
-    return 0;
+    return spawn_end(g, outside);
 }
 
 goro_t *goro__handle_or_errno(int err, goro_t *h)

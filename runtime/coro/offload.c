@@ -54,7 +54,7 @@ static void finish(struct job *j)
 {
     uintptr_t old = atomic_exchange_explicit(&j->state, JOB_DONE, memory_order_acq_rel);
     if (old != JOB_PENDING)
-        goro__wake((struct goro *)old);   /* a firm wait: the claim always wins */
+        goro__claim_ready((struct goro *)old);   /* a firm wait: the claim always wins */
 }
 
 static void *pool_main(void *unused)

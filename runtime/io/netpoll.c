@@ -65,7 +65,7 @@ static void libevent_setup(void)
     evthread_use_pthreads();
 }
 
-static void wake_event(evutil_socket_t fd, short what, void *arg)
+static void break_event(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -179,8 +179,8 @@ static int base_init(struct goro_p *p)
     event_config_free(cfg);
     if (err)
         return err;
-    p->wake_ev = event_new(p->base, -1, 0, wake_event, NULL);
-    if (!p->wake_ev) {
+    p->break_ev = event_new(p->base, -1, 0, break_event, NULL);
+    if (!p->break_ev) {
         event_base_free(p->base);
         p->base = NULL;
         return -ENOMEM;
@@ -201,11 +201,11 @@ int goro__netpoll_init(struct goro_p *p)
 
 void goro__netpoll_fini(struct goro_p *p)
 {
-    if (p->wake_ev)
-        event_free(p->wake_ev);
+    if (p->break_ev)
+        event_free(p->break_ev);
     if (p->base)
         event_base_free(p->base);
-    p->wake_ev = NULL;
+    p->break_ev = NULL;
     p->base = NULL;
 }
 
@@ -231,8 +231,8 @@ int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
             cpu_relax();
     }
     /* A blocking loop is how an M sleeps (sched.c, note_sleep). A waker
-     * sets the note, then activates wake_ev; a non-blocking poller that
-     * held the lock just now may have run wake_ev's callback instead of
+     * sets the note, then activates break_ev; a non-blocking poller that
+     * held the lock just now may have run break_ev's callback instead of
      * us. With the lock held only we can run it from here on, so the note
      * read now decides: already notified, do not block. */
     if (block && atomic_load_explicit(sleep_note, memory_order_acquire) != GORO_NOTE_SLEEPING) {
@@ -243,7 +243,7 @@ int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
     this_poll = &run;
     atomic_fetch_add_explicit(&p->npolls, 1, memory_order_relaxed);
     /* NO_EXIT_ON_EMPTY: a base with nothing registered must still block
-     * (until goro__netpoll_wake), not return at once. */
+     * (until goro__netpoll_break), not return at once. */
     event_base_loop(p->base, block ? EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY : EVLOOP_NONBLOCK);
     this_poll = NULL;
     atomic_store_explicit(&p->poll_lock, 0, memory_order_release);
@@ -251,9 +251,9 @@ int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
 }
 
 /* Ends a blocking goro__netpoll on p (or the next one, if none runs). */
-void goro__netpoll_wake(struct goro_p *p)
+void goro__netpoll_break(struct goro_p *p)
 {
-    event_active(p->wake_ev, EV_READ, 0);
+    event_active(p->break_ev, EV_READ, 0);
 }
 
 /* A descriptor the runtime watches for itself (signal.c), on base 0 for

@@ -34,12 +34,12 @@ GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
 /* Looks at p's base once and puts what became runnable in *out (at most
  * room; the rest stay for the next look); returns out->n. sleep_note NULL:
  * never waits. Else it is the caller's note, and the poll sleeps until an
- * event or goro__netpoll_wake - unless the note no longer reads
+ * event or goro__netpoll_break - unless the note no longer reads
  * GORO_NOTE_SLEEPING once the poll owns the base (a wake already sent is
  * not lost). */
 GORO_HIDDEN int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
                               struct goro_polled *out);
-GORO_HIDDEN void goro__netpoll_wake(struct goro_p *p);
+GORO_HIDDEN void goro__netpoll_break(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 extern GORO_HIDDEN _Atomic int goro__io_used;
 

@@ -35,7 +35,7 @@
  *
  * 5. No lost wake-ups. A producer makes work visible (run queue or global
  *    queue), then - with a full barrier in between - reads nmspinning and
- *    npidle and wakes an idle M if nobody spins (wakep). Producers are
+ *    npidle and wakes an idle M if nobody spins (spinner_start). Producers are
  *    spawn, wake-ups, and an M that moves extras from the global queue onto
  *    its own ring. An M that gives up puts its P on the idle list, stops
  *    spinning if it was, then - full barrier - looks again at every run
@@ -49,7 +49,7 @@
  *    finds work wakes the next one: parallelism ramps up without a herd.
  *
  * 7. An idle M sleeps on its note with its P on the idle list; whoever takes
- *    that P off the list (wakep, or the M itself when it finds work during
+ *    that P off the list (spinner_start, or the M itself when it finds work during
  *    its recheck) is the one who makes it run, so a P is never run twice.
  *
  * 8. Hand-off. An M may use its P only while p->owner is that M. Runtime
@@ -153,7 +153,7 @@ static struct goro_p *rt_enter(struct goro_m *m, bool may_move)
     /* sysmon, retaking, sees in_rt > 0 and backs off */
     if (p && p_owner_settled(p) == m)
         return p;
-    /* Lost for good: forget it, so that nothing here (wake_if_idle, the
+    /* Lost for good: forget it, so that nothing here (spinner_start_if_idle, the
      * preemption check, the poller) goes on believing this M holds it.
      * Only m writes m->p while m runs a coroutine. */
     m->p = NULL;
@@ -449,7 +449,7 @@ static struct goro *globrunq_get_locked(struct goro_p *p, int max)
     return g;
 }
 
-static void wake_if_idle(struct goro_p *held);
+static void spinner_start_if_idle(struct goro_p *held);
 
 /* Takes from the global queue. Extras land on p's ring, where idle Ms may
  * steal them: that is new work, so the producer's check follows (inv. 5). */
@@ -463,7 +463,7 @@ static struct goro *globrunq_get(struct goro_p *p, int max)
     bool extras = atomic_load_explicit(&p->runq_tail, memory_order_relaxed) != tail;
     goro__unlock(&goro__sched.lock);
     if (extras)
-        wake_if_idle(p);
+        spinner_start_if_idle(p);
     return g;
 }
 
@@ -502,11 +502,11 @@ static bool note_sleep(struct goro_m *m)
     }
 }
 
-static void note_wake(struct goro_m *m)
+static void m_notify(struct goro_m *m)
 {
     if (atomic_exchange_explicit(&m->note, NOTE_NOTIFIED, memory_order_release) == NOTE_SLEEPING &&
         m->p)
-        goro__netpoll_wake(m->p);
+        goro__netpoll_break(m->p);
 }
 
 /* A waker took our P off the idle list while events woke us: its notice
@@ -564,7 +564,7 @@ static bool pidle_take_back(struct goro_p *p)
 }
 
 /* Wakes one idle M as a spinner, unless somebody already spins (inv. 6). */
-static void wakep(void)
+static void spinner_start(void)
 {
     int zero = 0;
     if (!atomic_compare_exchange_strong(&goro__sched.nmspinning, &zero, 1))
@@ -578,26 +578,26 @@ static void wakep(void)
         return;
     }
     goro__sysmon_kick();            /* a P is busy again: watch it */
-    note_wake(pm);                  /* it wakes as the spinner we counted */
+    m_notify(pm);                  /* it wakes as the spinner we counted */
 }
 
 /* Producer side of invariant 5: call after making work visible. held: the
  * P the caller holds inside the runtime (rt_enter or g0), else NULL - an
  * M's p field alone proves nothing: sysmon may have handed that P on. */
-static void wake_if_idle(struct goro_p *held)
+static void spinner_start_if_idle(struct goro_p *held)
 {
     if (goro__sched.nprocs == 1 && held)
         return;                     /* the only P is ours, and we are awake */
     full_barrier();
     if (atomic_load(&goro__sched.npidle) != 0 && atomic_load(&goro__sched.nmspinning) == 0)
-        wakep();
+        spinner_start();
 }
 
 static void stop_spinning(struct goro_m *m)
 {
     m->spinning = false;
     if (atomic_fetch_sub(&goro__sched.nmspinning, 1) == 1 && atomic_load(&goro__sched.npidle) > 0)
-        wakep();                    /* chain: the next spinner takes over */
+        spinner_start();                    /* chain: the next spinner takes over */
 }
 
 /* m stops counting as a spinner without handing the role on: it is about
@@ -622,7 +622,7 @@ static struct goro_m *waitp_take_locked(void)
     return w;
 }
 
-/* ---- finding work (on g0) ---- */
+/* ---- stealing (on g0) ---- */
 
 /* Strides coprime with nprocs: start + k*stride (mod n) visits every P. */
 static int coprimes[64];
@@ -791,7 +791,7 @@ static struct goro *inject_polled(struct goro_p *p, struct goro_polled *list)
     }
     gq_batch_flush(&spilled);
     if (n > 1 || !p)
-        wake_if_idle(p);
+        spinner_start_if_idle(p);
     return first;
 }
 
@@ -832,6 +832,8 @@ static struct goro *poll_others(struct goro_m *m)
     return NULL;
 }
 
+/* ---- an M without a P waits to be handed one ---- */
+
 /* Under goro__sched.lock: p goes to M `to` (which sleeps on its handed word). */
 static void give_p_locked(struct goro_p *p, struct goro_m *to)
 {
@@ -841,7 +843,7 @@ static void give_p_locked(struct goro_p *p, struct goro_m *to)
     atomic_store_explicit(&p->owner, to, memory_order_release);
 }
 
-static void hand_wake(struct goro_m *to)
+static void m_notify_handed(struct goro_m *to)
 {
     atomic_store_explicit(&to->handed, 1, memory_order_release);
     goro__futex_wake(&to->handed, 1);
@@ -861,7 +863,7 @@ static bool m_wait_for_p(struct goro_m *m)
     if (pinned)
         atomic_fetch_add_explicit(&goro__sched.nwaitp, 1, memory_order_relaxed);
     /* Waiting for a P while one sleeps idle: wake its M as a spinner (as
-     * wakep does); with nothing to run it hands the P to us when it gives
+     * spinner_start does); with nothing to run it hands the P to us when it gives
      * it up (find_runnable). Busy Ps reach that point on their own. */
     struct goro_p *idle = pinned ? pidle_get() : NULL;
     struct goro_m *idle_m = idle ? idle->m : NULL;
@@ -869,7 +871,7 @@ static bool m_wait_for_p(struct goro_m *m)
     if (idle_m) {
         atomic_fetch_add(&goro__sched.nmspinning, 1);
         goro__sysmon_kick();
-        note_wake(idle_m);
+        m_notify(idle_m);
     }
     while (!atomic_load_explicit(&m->handed, memory_order_acquire)) {
         if (atomic_load(&goro__sched.stopping))
@@ -878,6 +880,8 @@ static bool m_wait_for_p(struct goro_m *m)
     }
     return m->p != NULL && !atomic_load(&goro__sched.stopping);
 }
+
+/* ---- the scheduling loop's search for work ---- */
 
 /* Returns the next coroutine for m, sleeping while there is none; NULL
  * when the runtime stops. *inherit: it came from runnext. */
@@ -911,7 +915,7 @@ top:
             give_p_locked(p, w);
         goro__unlock(&goro__sched.lock);
         if (w) {
-            hand_wake(w);
+            m_notify_handed(w);
             m->p = NULL;
             spinning_drop(m);
             goto top;
@@ -947,7 +951,7 @@ top:
     if (w) {
         give_p_locked(p, w);
         goro__unlock(&goro__sched.lock);
-        hand_wake(w);
+        m_notify_handed(w);
         m->p = NULL;
         spinning_drop(m);
         goto top;
@@ -991,7 +995,7 @@ top:
             return g;
         goto top;
     }
-    /* Only wakep wakes an M while running (stopping aside), and it counted
+    /* Only spinner_start wakes an M while running (stopping aside), and it counted
      * us in nmspinning: m->spinning is written by m alone, never by the
      * waker, so it cannot be lost in a race with the recheck above. */
     m->spinning = !atomic_load(&goro__sched.stopping);
@@ -1036,7 +1040,7 @@ static void post_switch(struct goro_m *m)
     case GORO_POST_MIGRATE:
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
         globrunq_put_batch(&prev, 1);
-        wake_if_idle(NULL);         /* m gave its P up (migrate) */
+        spinner_start_if_idle(NULL);         /* m gave its P up (migrate) */
         break;
     case GORO_POST_PREEMPT:
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
@@ -1139,7 +1143,7 @@ static void execute(struct goro_m *m, struct goro *g, bool inherit)
     post_switch(m);                 /* g0 never migrates */
 }
 
-/* ---- the API the rest of the runtime uses ---- */
+/* ---- making coroutines runnable ---- */
 
 /* Inside the runtime (p: the entry's P, NULL without one): g runs next on
  * p, or goes to the global queue. */
@@ -1150,14 +1154,14 @@ static void ready_on(struct goro_p *p, struct goro *g)
         runq_put(p, g, true);
     else
         globrunq_put_batch(&g, 1);
-    wake_if_idle(p);
+    spinner_start_if_idle(p);
 }
 
 void goro__ready(struct goro *g)
 {
     if (g->flags & GORO_F_EXTERNAL) {
-        atomic_store_explicit(&g->ext_wake, 1, memory_order_release);
-        goro__futex_wake(&g->ext_wake, 1);
+        atomic_store_explicit(&g->ext_word, 1, memory_order_release);
+        goro__futex_wake(&g->ext_word, 1);
         return;
     }
     struct goro_m *m = goro__m();
@@ -1190,7 +1194,7 @@ void goro__ready_list(struct goro *list)
         gq_batch_add(&global, g);
     }
     gq_batch_flush(&global);
-    wake_if_idle(p);
+    spinner_start_if_idle(p);
     if (m)
         rt_leave(goro__m());
 }
@@ -1231,7 +1235,7 @@ bool goro__claim(struct goro *g, uint32_t outcome)
     return false;
 }
 
-bool goro__wake(struct goro *g)
+bool goro__claim_ready(struct goro *g)
 {
     if (!goro__claim(g, GORO_WAKE_DONE))
         return false;
@@ -1279,22 +1283,22 @@ int goro__wake_error(int outcome)
  * nothing to claim, so the deadline is looked at once more after it. */
 static void park_commit(struct goro_m *m, struct goro *g)
 {
-    bool wake_now = false;
+    bool ready_now = false;
     if (m->post_timer)
         goro__timer_arm(m->post_timer, m->p, g, m->post_deadline);
     atomic_store(&g->wake, m->post_armed);
     if (m->post_timer && goro__now() >= m->post_deadline &&
         goro__claim(g, GORO_WAKE_TIMEDOUT))
-        wake_now = true;
+        ready_now = true;
     if (m->post_armed == GORO_WAKE_ARMED && atomic_load(&g->cancelled) &&
         goro__claim(g, GORO_WAKE_CANCELED))
-        wake_now = true;
+        ready_now = true;
     if (m->post_unlock)
         m->post_unlock(m->post_arg);
     else if (m->post_commit && !m->post_commit(m->post_arg, g) &&
              goro__claim(g, GORO_WAKE_DONE))
-        wake_now = true;            /* the wait was over before it began */
-    if (wake_now)
+        ready_now = true;            /* the wait was over before it began */
+    if (ready_now)
         goro__ready(g);
 }
 
@@ -1308,21 +1312,21 @@ static int park_external(const struct goro_park *how)
     if (how->unlock)
         how->unlock(how->arg);
     if (how->commit && !how->commit(how->arg, ext) && goro__claim(ext, GORO_WAKE_DONE))
-        atomic_store_explicit(&ext->ext_wake, 1, memory_order_relaxed);
+        atomic_store_explicit(&ext->ext_word, 1, memory_order_relaxed);
     for (;;) {
-        if (atomic_exchange_explicit(&ext->ext_wake, 0, memory_order_acquire))
+        if (atomic_exchange_explicit(&ext->ext_word, 0, memory_order_acquire))
             break;
         if (how->deadline < 0) {
-            goro__futex_wait(&ext->ext_wake, 0);
+            goro__futex_wait(&ext->ext_word, 0);
             continue;
         }
         int64_t left = how->deadline - goro__now();
         if (left <= 0 && goro__claim(ext, GORO_WAKE_TIMEDOUT))
             break;                  /* nobody will wake us: done */
         if (left > 0) {
-            goro__futex_wait_ns(&ext->ext_wake, 0, left);
+            goro__futex_wait_ns(&ext->ext_word, 0, left);
         } else {
-            goro__futex_wait(&ext->ext_wake, 0);  /* a claim won: its wake comes */
+            goro__futex_wait(&ext->ext_word, 0);  /* a claim won: its wake comes */
         }
     }
     int outcome = (int)atomic_load(&ext->wake);
@@ -1446,6 +1450,8 @@ void goro__preempt_park(void *uc)
     rt_leave(now);
 }
 
+/* ---- the hand-off: sysmon gives a P away from a blocked M ---- */
+
 /* m lost its P: self goes to the global queue by way of m's g0, which
  * then finds itself without a P (find_runnable) and becomes a spare. */
 static void migrate(struct goro_m *m, struct goro *self)
@@ -1553,7 +1559,7 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
     atomic_store_explicit(&m->lost_p_at, goro__now(), memory_order_relaxed);
     goro__unlock(&goro__sched.lock);
     if (!fresh)
-        hand_wake(to);
+        m_notify_handed(to);
     return true;
 }
 
@@ -1588,9 +1594,11 @@ bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending)
     if (!moved)
         return false;
     gq_batch_flush(&global);
-    wake_if_idle(NULL);
+    spinner_start_if_idle(NULL);
     return true;
 }
+
+/* ---- for sysmon ---- */
 
 void goro__sysmon_attach(struct goro_m *m)
 {
@@ -1602,6 +1610,8 @@ void goro__inject_global(struct goro_polled *list)
 {
     inject_polled(NULL, list);
 }
+
+/* ---- a coroutine's end ---- */
 
 void goro__exit_current(long result)
 {
@@ -1643,7 +1653,7 @@ void goro__coroutine_ended(void)
     }
 }
 
-/* ---- threads ---- */
+/* ---- worker threads; start and stop ---- */
 
 static void *m_main(void *arg)
 {
@@ -1736,7 +1746,7 @@ int goro__sched_start(int nprocs)
     if (err) {
         atomic_store(&goro__sched.stopping, 1);
         for (int i = 0; i < started; i++) {
-            note_wake(&goro__sched.ms[i]);
+            m_notify(&goro__sched.ms[i]);
             pthread_join(goro__sched.ms[i].thread, NULL);
         }
         sched_tables_free();
@@ -1842,8 +1852,8 @@ void goro__sched_stop(void)
     atomic_store(&goro__sched.stopping, 1);
     int nms = atomic_load(&goro__sched.nms);
     for (int i = 0; i < nms; i++) {
-        note_wake(&goro__sched.ms[i]);
-        hand_wake(&goro__sched.ms[i]);        /* spares sleep on this one */
+        m_notify(&goro__sched.ms[i]);
+        m_notify_handed(&goro__sched.ms[i]);        /* spares sleep on this one */
     }
     for (int i = 0; i < nms; i++)
         pthread_join(goro__sched.ms[i].thread, NULL);

@@ -38,7 +38,7 @@ GORO_HIDDEN int goro__park(const struct goro_park *how);
 /* Claims g's wait with outcome; true if it won (the caller then wakes g). */
 GORO_HIDDEN bool goro__claim(struct goro *g, uint32_t outcome);
 /* Claims with GORO_WAKE_DONE and makes g runnable; false if it lost. */
-GORO_HIDDEN bool goro__wake(struct goro *g);
+GORO_HIDDEN bool goro__claim_ready(struct goro *g);
 /* Before waiting: -ECANCELED, -ETIMEDOUT (deadline passed) or 0. */
 GORO_HIDDEN int goro__wait_check(int64_t deadline);
 /* Returns err from a call that ended without parking (wait_check said no),

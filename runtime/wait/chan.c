@@ -158,34 +158,15 @@ static int chan_wait(struct goro_chan *ch, struct goro_waitq *q, struct goro_wai
     return goro__waitq_wait(q, w, &ch->lock, why, ch, deadline, false);
 }
 
-static int chan_send(struct goro_chan *ch, const void *elem, bool block, int64_t deadline)
+/* A send (elem is read) or a receive (elem is written): at once if a
+ * partner or the buffer allows, else - if block - waits until deadline. */
+static int chan_op(struct goro_chan *ch, void *elem, bool send, bool block, int64_t deadline)
 {
-    if (!ch || (!elem && ch->elem_size))
+    if (!ch || (send && !elem && ch->elem_size))
         return -EINVAL;
     struct goro *wake;
     goro__lock(&ch->lock);
-    int r = try_send_locked(ch, elem, &wake);
-    if (r != -EAGAIN || !block) {
-        goro__unlock(&ch->lock);
-        if (wake)
-            goro__ready(wake);
-        goro__preempt_check();
-        return r;
-    }
-    struct goro_waiter w = { .g = goro__waiter_self(), .elem = (void *)elem };
-    int err = chan_wait(ch, &ch->sendq, &w, GORO_W_CHAN_SEND, deadline);
-    if (err)
-        return err;
-    return w.success ? 0 : -EPIPE;
-}
-
-static int chan_recv(struct goro_chan *ch, void *elem, bool block, int64_t deadline)
-{
-    if (!ch)
-        return -EINVAL;
-    struct goro *wake;
-    goro__lock(&ch->lock);
-    int r = try_recv_locked(ch, elem, &wake);
+    int r = send ? try_send_locked(ch, elem, &wake) : try_recv_locked(ch, elem, &wake);
     if (r != -EAGAIN || !block) {
         goro__unlock(&ch->lock);
         if (wake)
@@ -194,11 +175,22 @@ static int chan_recv(struct goro_chan *ch, void *elem, bool block, int64_t deadl
         return r;
     }
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = elem };
-    int err = chan_wait(ch, &ch->recvq, &w, GORO_W_CHAN_RECV, deadline);
+    int err = chan_wait(ch, send ? &ch->sendq : &ch->recvq, &w,
+                        send ? GORO_W_CHAN_SEND : GORO_W_CHAN_RECV, deadline);
     if (err)
         return err;
-    /* A closing channel zeroed elem already. */
-    return w.success ? 1 : 0;
+    /* Not a success: closed (a closing channel zeroed a receiver's elem). */
+    return send ? (w.success ? 0 : -EPIPE) : (w.success ? 1 : 0);
+}
+
+static int chan_send(struct goro_chan *ch, const void *elem, bool block, int64_t deadline)
+{
+    return chan_op(ch, (void *)elem, true, block, deadline);
+}
+
+static int chan_recv(struct goro_chan *ch, void *elem, bool block, int64_t deadline)
+{
+    return chan_op(ch, elem, false, block, deadline);
 }
 
 int goro_chan_send(goro_chan_t *ch, const void *elem)

@@ -90,7 +90,7 @@ static struct goro *take_all(struct goro_waitq *q)
  * wakes nobody, so it skips the scheduler's wake-up check altogether: the
  * common case (nobody waited), and after goro_shutdown the scheduler has
  * no workers to check. */
-static void wake_list(struct goro *list)
+static void ready_all(struct goro *list)
 {
     if (list)
         goro__ready_list(list);
@@ -231,7 +231,7 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
         goro__lock(&r->lk);
         struct goro *wake = grant_locked(r);
         goro__unlock(&r->lk);
-        wake_list(wake);
+        ready_all(wake);
     }
     return err;
 }
@@ -267,7 +267,7 @@ int goro_rwlock_unlock(goro_rwlock_t *rw)
     }
     struct goro *wake = grant_locked(r);
     goro__unlock(&r->lk);
-    wake_list(wake);
+    ready_all(wake);
     return 0;
 }
 
@@ -338,7 +338,7 @@ int goro_cond_broadcast(goro_cond_t *cv)
     goro__lock(&c->lk);
     struct goro *list = take_all(&c->q);
     goro__unlock(&c->lk);
-    wake_list(list);
+    ready_all(list);
     return 0;
 }
 
@@ -440,7 +440,7 @@ int goro_waitgroup_add(goro_waitgroup_t *wg, long n)
     w->count += n;
     struct goro *list = w->count == 0 ? take_all(&w->q) : NULL;
     goro__unlock(&w->lk);
-    wake_list(list);
+    ready_all(list);
     return 0;
 }
 
@@ -512,6 +512,6 @@ int goro_once(goro_once_t *once, void (*fn)(void))
     atomic_store_explicit(&o->state, ONCE_DONE, memory_order_release);
     struct goro *list = take_all(&o->q);
     goro__unlock(&o->lk);
-    wake_list(list);
+    ready_all(list);
     return 0;
 }

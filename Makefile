@@ -246,7 +246,13 @@ $(BUILD)/bench/cxx_spawn: bench/cxx_spawn.cc include/goro.h $(STATIC_LIB)
 	$(call say,LINK,$@)
 	$(Q)$(CXX_GCC) $(CXX_TEST_FLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 
-test: $(TEST_BIN) $(CXX_TEST_BINS)
+# runtime/'s calls go down its layers, or through a named contract
+# (tools/check-layers.py, docs/architecture.md).
+.PHONY: check-layers
+check-layers:
+	python3 tools/check-layers.py
+
+test: $(TEST_BIN) $(CXX_TEST_BINS) check-layers
 	$(RUNNER) $(TEST_BIN)
 	$(MAKE) --no-print-directory test-cxx
 	$(MAKE) --no-print-directory test-echod

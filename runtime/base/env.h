@@ -19,6 +19,9 @@ GORO_HIDDEN bool goro__env_size(const char *name, size_t min, size_t max, size_t
 GORO_HIDDEN bool goro__env_is(const char *name, const char *word);
 GORO_HIDDEN bool goro__env_flag(const char *name, bool dflt);
 
+/* clock.c: CLOCK_MONOTONIC in ns (goro_now). */
+GORO_HIDDEN int64_t goro__now(void);
+
 /* warn.c */
 /* Prints "goro: <message>\n" to stderr once per call site key. */
 GORO_HIDDEN void goro__warn_once(_Atomic int *once, const char *fmt, ...)

@@ -369,12 +369,4 @@ int goro_set_name(const char *name)
     return 0;
 }
 
-/* A thread the runtime does not own gets a stand-in coroutine record the
- * first time it waits, so waiter lists hold one kind of thing. */
-static __thread struct goro external;
 
-struct goro *goro__external_self(void)
-{
-    external.flags = GORO_F_EXTERNAL;
-    return &external;
-}

@@ -4,8 +4,11 @@
  * pool for blocking calls (offload.c) and C++ support (cxx.c).
  *
  * May call: sched/ (park, ready, the spawn gate), base/, debug/'s
- * registry. Called from sched/ only through the functions marked
- * "for sched" below. */
+ * registry, and runtime.c's goro__ensure_started (the first spawn starts
+ * the runtime). sched/ calls up into it only through the contract of a
+ * coroutine's life, marked "for sched/" below: the end of a coroutine
+ * (goro__release), the stack cache (slab put, trimming) and the C++
+ * switch hooks (cxx_eh.h). */
 #ifndef GORO_CORO_CORO_H
 #define GORO_CORO_CORO_H
 
@@ -17,10 +20,10 @@
 
 /* stack.c */
 GORO_HIDDEN struct goro *goro__slab_get(size_t stack_size, int *err);
-GORO_HIDDEN void goro__slab_put(struct goro *g);
+GORO_HIDDEN void goro__slab_put(struct goro *g);              /* for sched/ too */
 GORO_HIDDEN void goro__slab_free_all(void);
-GORO_HIDDEN bool goro__slab_trim_idle(void);
-/* The monitor thread, every round: unmaps pooled stacks unused for 1 s.
+GORO_HIDDEN bool goro__slab_trim_idle(void);                   /* for sched/ */
+/* For sched/ (sysmon), every round: unmaps pooled stacks unused for 1 s.
  * Pending: the pool is not empty, so later ticks may have work. */
 GORO_HIDDEN void goro__slab_trim_tick(int64_t now);
 GORO_HIDDEN bool goro__slab_trim_pending(void);
@@ -31,9 +34,10 @@ GORO_HIDDEN int goro__stack_size_check(size_t size, size_t *rounded);
 GORO_HIDDEN void goro__offload_stop(void);
 
 /* coro.c */
-GORO_HIDDEN struct goro *goro__external_self(void);
 GORO_HIDDEN void goro__coro_main(void *g);
 GORO_HIDDEN void goro__capture_store(const struct goro_callregs *regs);
+/* For sched/: runs on the context after a coroutine's last switch, hands
+ * it to its joiner or frees it. */
 GORO_HIDDEN void goro__release(struct goro *g);
 
 /* cxx.c: C++ support (docs/cxx.md); the switch path's part is in

@@ -13,7 +13,6 @@
 #include "internal.h"
 
 /* timer.c */
-GORO_HIDDEN int64_t goro__now(void);
 GORO_HIDDEN void goro__timer_arm(struct event *ev, struct goro_p *p, struct goro *g,
                                  int64_t deadline);
 GORO_HIDDEN void goro__timer_disarm(struct event *ev);

@@ -17,13 +17,6 @@
 
 #include "internal.h"
 
-int64_t goro__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * GORO_SEC + ts.tv_nsec;
-}
-
 int64_t goro_now(void)
 {
     return goro__now();

@@ -1143,6 +1143,19 @@ static void execute(struct goro_m *m, struct goro *g, bool inherit)
     post_switch(m);                 /* g0 never migrates */
 }
 
+/* ---- threads the runtime does not own ---- */
+
+/* Such a thread gets a stand-in coroutine record the first time it waits,
+ * so waiter lists hold one kind of thing; goro__park blocks the thread on
+ * the record's futex word instead of switching. */
+static __thread struct goro external;
+
+struct goro *goro__external_self(void)
+{
+    external.flags = GORO_F_EXTERNAL;
+    return &external;
+}
+
 /* ---- making coroutines runnable ---- */
 
 /* Inside the runtime (p: the entry's P, NULL without one): g runs next on

@@ -17,6 +17,14 @@
 /* sched.c */
 GORO_HIDDEN struct goro_m *goro__m(void);
 GORO_HIDDEN struct goro *goro__current(void);
+/* The record a thread the runtime does not own waits with. */
+GORO_HIDDEN struct goro *goro__external_self(void);
+/* The waiting party: the running coroutine, or this thread's stand-in. */
+static inline struct goro *goro__waiter_self(void)
+{
+    struct goro *g = goro__current();
+    return g ? g : goro__external_self();
+}
 GORO_HIDDEN void goro__ready(struct goro *g);
 GORO_HIDDEN void goro__ready_list(struct goro *list);
 /* How a wait is set up: why (for debuggers), the object, the lock to drop

@@ -123,12 +123,6 @@ static inline struct goro *goro__waitq_take_all(struct goro_waitq *q, bool succe
     return list;
 }
 
-/* The waiting party: the running coroutine, or this thread's stand-in. */
-static inline struct goro *goro__waiter_self(void)
-{
-    struct goro *g = goro__current();
-    return g ? g : goro__external_self();
-}
 
 /* Called with lk held and nothing ready: queues w (filled in by the
  * caller: g, and elem or kind) on q and parks until a partner takes it

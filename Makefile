@@ -271,8 +271,11 @@ test-debug:
 
 # --fair-sched=yes: valgrind runs one thread at a time, and its default
 # lock lets a spinning thread starve the others (tests spin on purpose).
+# One process runs every test (no fork under valgrind), so Check's per-test
+# timeouts do not apply: the whole run has one instead.
 test-valgrind: $(TEST_BIN)
-	CK_FORK=no GORO_TEST_VALGRIND=1 valgrind --fair-sched=yes --error-exitcode=9 --quiet \
+	CK_FORK=no GORO_TEST_VALGRIND=1 timeout --kill-after=10 1200 \
+	  valgrind --fair-sched=yes --error-exitcode=9 --quiet \
 	  --suppressions=tests/valgrind.supp $(TEST_BIN)
 
 # The host packages first (deps.sh and the sysroot script both use apt,

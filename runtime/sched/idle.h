@@ -1,0 +1,164 @@
+/* Ms that sleep and wake (each M's note), the list of idle Ps, and the
+ * spinners that look for work (invariants 5-7 in sched.c). Static
+ * functions for sched.c alone, which includes this once. */
+#ifndef GORO_SCHED_IDLE_H
+#define GORO_SCHED_IDLE_H
+
+#include "internal.h"
+
+/* ---- sleeping and waking Ms ---- */
+
+/* An M's note: EMPTY, NOTIFIED, or SLEEPING (in its P's event base). A
+ * sleeper spins a little first: work often comes back within microseconds,
+ * and a waker that finds it still spinning needs no system call, nor does
+ * it. Asleep, the M waits in its event base, so that I/O and timers of the
+ * coroutines that parked here wake it too; a waker ends that wait through
+ * libevent's cross-thread notification. */
+enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING = GORO_NOTE_SLEEPING };
+#define NOTE_SPINS 100
+
+/* Returns true when woken through the note, false when events made
+ * coroutines runnable (in m->slept; the note then still reads SLEEPING). */
+static bool note_sleep(struct goro_m *m)
+{
+    for (int i = 0; i < NOTE_SPINS; i++) {
+        if (atomic_load_explicit(&m->note, memory_order_relaxed) == NOTE_NOTIFIED)
+            break;
+        cpu_relax();
+    }
+    for (;;) {
+        uint32_t n = NOTE_EMPTY;
+        if (atomic_compare_exchange_strong_explicit(&m->note, &n, NOTE_SLEEPING,
+                memory_order_acquire, memory_order_acquire) || n == NOTE_SLEEPING) {
+            if (goro__netpoll(m->p, &m->note, runq_room(m->p), &m->slept) > 0)
+                return false;
+            continue;
+        }
+        /* NOTIFIED (read with acquire above): consume it. A second notice
+         * meanwhile is only ever `stopping`, which the caller checks. */
+        atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
+        return true;
+    }
+}
+
+static void m_notify(struct goro_m *m)
+{
+    if (atomic_exchange_explicit(&m->note, NOTE_NOTIFIED, memory_order_release) == NOTE_SLEEPING &&
+        m->p)
+        goro__netpoll_break(m->p);
+}
+
+/* A waker took our P off the idle list while events woke us: its notice
+ * is a few instructions away. Wait for it, so the note is consistent. */
+static void note_absorb(struct goro_m *m)
+{
+    for (int spins = 0;
+         atomic_load_explicit(&m->note, memory_order_acquire) != NOTE_NOTIFIED; spins++) {
+        if (spins > 1000)
+            sched_yield();
+        else
+            cpu_relax();
+    }
+    atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
+}
+
+/* Under goro__sched.lock. */
+static struct goro_p *pidle_get(void)
+{
+    struct goro_p *p = goro__sched.pidle;
+    if (p) {
+        goro__sched.pidle = p->idle_next;
+        p->idle = false;
+        atomic_fetch_sub(&goro__sched.npidle, 1);
+    }
+    return p;
+}
+
+static void pidle_put(struct goro_p *p)
+{
+    p->idle = true;
+    p->idle_next = goro__sched.pidle;
+    goro__sched.pidle = p;
+    atomic_fetch_add(&goro__sched.npidle, 1);
+}
+
+/* p's own M takes p off the idle list again, unless a waker took it first
+ * (and is waking the M: invariant 7). True if it was still there. */
+static bool pidle_take_back(struct goro_p *p)
+{
+    goro__lock(&goro__sched.lock);
+    bool still_idle = p->idle;
+    if (still_idle) {
+        struct goro_p **pp = &goro__sched.pidle;
+        while (*pp != p)
+            pp = &(*pp)->idle_next;
+        *pp = p->idle_next;
+        p->idle = false;
+        atomic_fetch_sub(&goro__sched.npidle, 1);
+    }
+    goro__unlock(&goro__sched.lock);
+    if (still_idle)
+        goro__sysmon_kick();        /* a P is busy again: watch it */
+    return still_idle;
+}
+
+/* Wakes one idle M as a spinner, unless somebody already spins (inv. 6). */
+static void spinner_start(void)
+{
+    int zero = 0;
+    if (!atomic_compare_exchange_strong(&goro__sched.nmspinning, &zero, 1))
+        return;
+    goro__lock(&goro__sched.lock);
+    struct goro_p *p = pidle_get();
+    struct goro_m *pm = p ? p->m : NULL;
+    goro__unlock(&goro__sched.lock);
+    if (!p) {
+        atomic_fetch_sub(&goro__sched.nmspinning, 1);
+        return;
+    }
+    goro__sysmon_kick();            /* a P is busy again: watch it */
+    m_notify(pm);                  /* it wakes as the spinner we counted */
+}
+
+/* Producer side of invariant 5: call after making work visible. held: the
+ * P the caller holds inside the runtime (rt_enter or g0), else NULL - an
+ * M's p field alone proves nothing: sysmon may have handed that P on. */
+static void spinner_start_if_idle(struct goro_p *held)
+{
+    if (goro__sched.nprocs == 1 && held)
+        return;                     /* the only P is ours, and we are awake */
+    full_barrier();
+    if (atomic_load(&goro__sched.npidle) != 0 && atomic_load(&goro__sched.nmspinning) == 0)
+        spinner_start();
+}
+
+static void stop_spinning(struct goro_m *m)
+{
+    m->spinning = false;
+    if (atomic_fetch_sub(&goro__sched.nmspinning, 1) == 1 && atomic_load(&goro__sched.npidle) > 0)
+        spinner_start();                    /* chain: the next spinner takes over */
+}
+
+/* m stops counting as a spinner without handing the role on: it is about
+ * to sleep, or has just given its P away. */
+static void spinning_drop(struct goro_m *m)
+{
+    if (m->spinning) {
+        m->spinning = false;
+        atomic_fetch_sub(&goro__sched.nmspinning, 1);
+    }
+}
+
+/* Under goro__sched.lock: the first M waiting for a P for its pinned coroutines,
+ * taken off the list, or NULL. */
+static struct goro_m *waitp_take_locked(void)
+{
+    struct goro_m *w = goro__sched.waitp;
+    if (w) {
+        goro__sched.waitp = w->next_free;
+        atomic_fetch_sub_explicit(&goro__sched.nwaitp, 1, memory_order_relaxed);
+    }
+    return w;
+}
+
+#endif

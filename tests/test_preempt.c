@@ -206,6 +206,26 @@ static void check_preempted_in_place(const struct spinner *s, int n, const char 
     }
 }
 
+/* As check_preempted_in_place, while the program floods the worker with
+ * signals of its own: its SIGURGs merge with the runtime's still pending,
+ * so a preemption request is now and then lost, and when that happens
+ * three slices running the monitor hands the worker over (rarely: once in
+ * some dozens of runs). Preemption must still have done nearly all of the
+ * work: at most one turn in four found a spinner on another thread (with
+ * preemption broken every turn would). */
+static void check_taking_turns_mostly_in_place(const struct spinner *s, int n, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(atomic_load(&s[i].chunks) > 0 && s[i].switches >= 3, "%s: spinner %d "
+                      "made %ld chunks and was switched %ld times: spinners on one worker "
+                      "do not take turns", what, i + 1, atomic_load(&s[i].chunks),
+                      s[i].switches);
+        ck_assert_msg(4 * s[i].moved <= s[i].switches, "%s: spinner %d was found on another "
+                      "thread %ld times in %ld turns: the worker was handed over, not "
+                      "preempted", what, i + 1, s[i].moved, s[i].switches);
+    }
+}
+
 /* ---- the ticker: sleeps `period` in a loop, measures how late it wakes ---- */
 
 struct ticker {
@@ -1453,7 +1473,7 @@ static void signal_phase(const char *phase, int rounds, bool runtime_urg_expecte
                   "put its own handler in front of it", phase, atomic_load(&as.urg_other));
     ck_assert_msg(as.resent <= 4 * rounds / 10 + 1, "%s: %ld of %d own SIGURGs had to be "
                   "sent again", phase, as.resent, 2 * rounds);
-    check_preempted_in_place(sp, NS, phase);
+    check_taking_turns_mostly_in_place(sp, NS, phase);
     check_lateness(&tk, SLICE, phase);
 }
 

@@ -2136,8 +2136,10 @@ START_TEST(cancel_token_races_slab_reuse)
     ck_assert_int_eq(ok + gone, tr.rounds);
     ck_assert_msg(atomic_load(&tr.victims_cancelled) <= ok, "%ld victims saw a cancel, %ld "
                   "cancels reached one", atomic_load(&tr.victims_cancelled), ok);
-    ck_assert_msg(ok > 0 && gone > 0, "cancels that reached a victim %ld, too late %ld",
-                  ok, gone);
+    /* Both outcomes, so that the race was run; valgrind runs one thread at
+     * a time, and there every cancel may come first. */
+    ck_assert_msg(ok > 0 && (gone > 0 || t_valgrind()), "cancels that reached a victim %ld, "
+                  "too late %ld", ok, gone);
     /* every victim has ended: its token says so, whatever its slab does now */
     for (long i = 0; i < tr.rounds; i++)
         T_CHECK(cancel_until_gone(tr.toks[i], t_timeout(10)) == -ESRCH, "token %ld", i);

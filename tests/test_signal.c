@@ -71,6 +71,10 @@ static bool read_task_line(pid_t tid, const char *key, char *out, size_t len)
  * calling thread, whose mask we know. */
 static bool proc_masks_visible(void)
 {
+    /* valgrind keeps signals of its own that no thread may block, and
+     * /proc shows its masks */
+    if (t_valgrind())
+        return false;
     sigset_t now;
     char blk[64];
     pthread_sigmask(SIG_BLOCK, NULL, &now);
@@ -794,6 +798,12 @@ START_TEST(sigquit_dump_still_works)
     t_skip("sigquit_dump_still_works", "under TSan only the masks are checked: it may hold "
            "the dump's handler back for ever");
 #endif
+    if (!t_forking()) {
+        /* the child inherits this process's runtime set-up, and the dump's
+         * setting is read when a process first starts the runtime */
+        t_skip("sigquit_dump_still_works", "one process runs every test here");
+        return;
+    }
     char out[4096];
     int st = t_run_child(sigquit_child, NULL, t_timeout(30), out, sizeof out);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);

@@ -514,8 +514,10 @@ int goro_close(int fd)
 {
     if (fd < 0)
         return -EBADF;
-    goro__fd_forget(fd);
+    goro__fd_close_begin(fd);
     /* Linux frees the descriptor even when close reports an error: never
      * retry (the number may already belong to someone else). */
-    return close(fd) < 0 ? -errno_now() : 0;
+    int err = close(fd) < 0 ? -errno_now() : 0;
+    goro__fd_closed(fd);
+    return err;
 }

@@ -578,7 +578,11 @@ void goro__fd_pass(struct goro_pollfd *pd, int dir)
         goro__ready(w->g);
 }
 
-int goro__fd_forget(int fd)
+/* closing: goro_close's first half, which leaves the record CLOSING until
+ * close(2) has run (goro__fd_closed): a call that came in meanwhile would
+ * otherwise prepare and register the still-open descriptor, and park on a
+ * registration that close(2) then removes - for ever. */
+static int forget(int fd, bool closing)
 {
     struct goro_pollfd *pd = goro__pollfd(fd, false);
     /* After a fork, event_del would drop the parent's registration from
@@ -600,15 +604,38 @@ int goro__fd_forget(int fd)
      * and that callback takes pd->lock. */
     if (registered)
         event_del(&pd->ev);
-    goro__lock(&pd->lock);
-    new_life_locked(pd, PD_UNKNOWN, false);
-    goro__unlock(&pd->lock);
+    if (!closing) {
+        goro__lock(&pd->lock);
+        new_life_locked(pd, PD_UNKNOWN, false);
+        goro__unlock(&pd->lock);
+    }
     while (list) {
         struct goro *next = list->next;
         goro__ready(list);
         list = next;
     }
     return known ? 0 : -EBADF;
+}
+
+int goro__fd_forget(int fd)
+{
+    return forget(fd, false);
+}
+
+int goro__fd_close_begin(int fd)
+{
+    return forget(fd, true);
+}
+
+void goro__fd_closed(int fd)
+{
+    struct goro_pollfd *pd = goro__pollfd(fd, false);
+    if (!pd || goro__forked())
+        return;
+    goro__lock(&pd->lock);
+    if (pd->state == PD_CLOSING)    /* else the number has a new life already */
+        new_life_locked(pd, PD_UNKNOWN, false);
+    goro__unlock(&pd->lock);
 }
 
 /* At shutdown, before the bases go: every registration is dropped (no

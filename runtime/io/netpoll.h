@@ -70,6 +70,10 @@ GORO_HIDDEN void goro__fd_pass(struct goro_pollfd *pd, int dir);
 /* Deregisters fd and wakes its waiters with EBADF (0, or -EBADF if the
  * runtime never saw it). */
 GORO_HIDDEN int goro__fd_forget(int fd);
+/* goro_close's two halves around close(2): as goro__fd_forget, but the
+ * record stays CLOSING (new calls get -EBADF) until goro__fd_closed. */
+GORO_HIDDEN int goro__fd_close_begin(int fd);
+GORO_HIDDEN void goro__fd_closed(int fd);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 
 #endif

@@ -86,7 +86,7 @@ TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o) $(TEST_ASM:%.S=$(BUILD)/obj/%.o)
 # without those tests.
 TEST_SQLITE := $(if $(SYSROOT),,1)
 TEST_CFLAGS := $(if $(TEST_SQLITE),-DGORO_TEST_SQLITE)
-TEST_LIBS := $(if $(TEST_SQLITE),-lsqlite3)
+TEST_LIBS := $(if $(TEST_SQLITE),-lsqlite3) -Wl,--wrap=close
 TEST_BIN := $(BUILD)/tests/goro_tests
 
 SAMPLE_BIN := $(BUILD)/samples/hello

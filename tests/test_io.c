@@ -1428,6 +1428,64 @@ static void fresh_pair_works(void)
     ck_assert_int_eq(goro_close(p[1]), 0);
 }
 
+/* ---- a call that comes while goro_close closes its descriptor ----
+ * The test binary is linked with -Wl,--wrap=close: every close(2) of the
+ * runtime passes here, and one can be held up on purpose, which opens the
+ * window between goro_close's release of the record and close(2) wide. */
+int __real_close(int fd);
+int __wrap_close(int fd);
+static atomic_int slow_close_fd = -1;
+static atomic_long in_slow_close;
+
+int __wrap_close(int fd)
+{
+    if (fd >= 0 && atomic_load(&slow_close_fd) == fd) {
+        atomic_store(&in_slow_close, 1);
+        t_nap(0.05);
+    }
+    return __real_close(fd);
+}
+
+static void *close_slowly(void *fd)
+{
+    return (void *)(intptr_t)goro_close((int)(intptr_t)fd);
+}
+
+static long read_once(int fd)
+{
+    char c;
+    return goro_read(fd, &c, 1);
+}
+
+/* The read must be refused (-EBADF): it used to make the closing
+ * descriptor non-blocking, register it and park on that registration,
+ * which close(2) then removed - for ever. */
+START_TEST(call_while_goro_close_closes_is_refused)
+{
+    int s[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s), 0);
+    char c;
+    ck_assert_int_eq(goro_read_until(s[0], &c, 1, goro_now() + GORO_MSEC), -ETIMEDOUT);
+    atomic_store(&in_slow_close, 0);
+    atomic_store(&slow_close_fd, s[0]);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, close_slowly, (void *)(intptr_t)s[0]), 0);
+    ck_assert_int_eq(t_wait_at_least(&in_slow_close, 1, t_timeout(5)), 1);
+    goro_t *h = go(read_once, s[0]);
+    ck_assert_ptr_nonnull(h);
+    long r = 0;
+    int j = goro_join_until(h, &r, goro_now() + (int64_t)(t_timeout(2) * GORO_SEC));
+    void *closed;
+    ck_assert_int_eq(pthread_join(th, &closed), 0);
+    atomic_store(&slow_close_fd, -1);
+    ck_assert_msg(j == 0, "a read begun while goro_close was closing its descriptor was "
+                  "still waiting after %.0f s", t_timeout(2));
+    ck_assert_int_eq(r, -EBADF);
+    ck_assert_int_eq((int)(intptr_t)closed, 0);
+    ck_assert_int_eq(goro_close(s[1]), 0);
+}
+END_TEST
+
 START_TEST(close_wakes_waiters)
 {
     int p[2];
@@ -2174,6 +2232,7 @@ Suite *io_suite(void)
     tcase_add_test(tc, several_readers_one_fd);
     tcase_add_test(tc, connect_refused_and_accepted);
     tcase_add_test(tc, close_wakes_waiters);
+    tcase_add_test(tc, call_while_goro_close_closes_is_refused);
     tcase_add_test(tc, release_keeps_fd_open);
     tcase_add_test(tc, bad_descriptors);
     tcase_add_test(tc, bad_arguments);

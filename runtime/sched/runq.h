@@ -58,7 +58,7 @@ static bool runq_put_slow(struct goro_p *p, struct goro *g, uint32_t h, uint32_t
 /* Owner only. next: put g in runnext and demote its previous occupant. */
 static void runq_put(struct goro_p *p, struct goro *g, bool next)
 {
-    GORO_ASSERT(atomic_load_explicit(&p->owner, memory_order_relaxed) == goro__m());
+    GORO_ASSERT(p_owner_settled(p) == goro__m());   /* a retake under way backs off */
     if (next) {
         struct goro *old;
         if (goro__sched.nprocs == 1) {        /* no thieves: see runq_get */

@@ -640,7 +640,8 @@ static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
 #ifdef GORO_DEBUG
     GORO_ASSERT(atomic_exchange_explicit(&g->saved, 0, memory_order_acq_rel) == 1);
 #endif
-    GORO_ASSERT(atomic_load_explicit(&m->p->owner, memory_order_relaxed) == m);
+    /* (sysmon may be trying a retake, which it abandons: m is inside) */
+    GORO_ASSERT(p_owner_settled(m->p) == m);
     m->curg = g;
     g->m = m;
     atomic_store_explicit(&g->state, GORO_S_RUNNING, memory_order_relaxed);

@@ -160,11 +160,8 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
                     goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,
                                             goro__preempt_resume, frame_copy);
         /* sysmon hands the P off after a few of these (not merely because
-         * this thread was slow to get the CPU and the signal). Only our own
-         * count: the program's SIGURGs may come in floods, and one landing
-         * in code that cannot be preempted (a vDSO clock read) says
-         * nothing about whether the thread resists us. */
-        if (!done && ours)
+         * this thread was slow to get the CPU and the signal). */
+        if (!done)
             atomic_fetch_add_explicit(&p->preempt_declines, 1, memory_order_relaxed);
     }
     errno = saved_errno;

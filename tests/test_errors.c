@@ -280,7 +280,15 @@ static void check_env_case(const struct env_case *c, char *report, size_t len)
     }
     snprintf(seen, sizeof seen, "seen=%ld\n", expect);
     bool message_ok = c->want ? strstr(out, line) != NULL : strstr(out, "goro:") == NULL;
-    if (!message_ok || !strstr(out, seen))
+    bool seen_ok = strstr(out, seen) != NULL;
+    /* 64 KiB units of a mapping whose ends need not fall on them: under
+     * qemu one or two more are seen now and then */
+    for (long more = 1; !seen_ok && strcmp(c->name, "GORO_STACK_SIZE") == 0 &&
+                        more <= (t_slow() ? 2 : 1); more++) {
+        snprintf(seen, sizeof seen, "seen=%ld\n", expect + more);
+        seen_ok = strstr(out, seen) != NULL;
+    }
+    if (!message_ok || !seen_ok)
         snprintf(report + used, len - used, "\n%s=%s: want %s and seen=%ld; output: %s",
                  c->name, c->value, c->want ? "the message" : "no message", expect, out);
 }

@@ -2203,8 +2203,8 @@ START_TEST(cancel_token_races_slab_reuse)
     ck_assert_msg(atomic_load(&tr.victims_cancelled) <= ok, "%ld victims saw a cancel, %ld "
                   "cancels reached one", atomic_load(&tr.victims_cancelled), ok);
     /* Both outcomes, so that the race was run; valgrind runs one thread at
-     * a time, and there every cancel may come first. */
-    ck_assert_msg(ok > 0 && (gone > 0 || t_valgrind()), "cancels that reached a victim %ld, "
+     * a time, and qemu nearly so: there every cancel may come first. */
+    ck_assert_msg(ok > 0 && (gone > 0 || t_slow()), "cancels that reached a victim %ld, "
                   "too late %ld", ok, gone);
     /* every victim has ended: its token says so, whatever its slab does now */
     for (long i = 0; i < tr.rounds; i++)

@@ -527,6 +527,12 @@ int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t dead
 
 int goro__fd_arm(struct goro_pollfd *pd, uint32_t gen)
 {
+    /* Registered already (the common case): nothing to do. Should it be
+     * closing meanwhile, goro__fd_check_locked sees that under the lock. */
+    int hint = atomic_load_explicit(&pd->state_hint, memory_order_acquire);
+    if ((hint == PD_REGISTERED || hint == PD_UNPOLLABLE) &&
+        atomic_load_explicit(&pd->gen, memory_order_relaxed) == gen)
+        return 0;
     goro__lock(&pd->lock);
     int err = 0;
     if (atomic_load_explicit(&pd->gen, memory_order_relaxed) != gen ||

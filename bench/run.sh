@@ -147,6 +147,22 @@ fi
 run GOMAXPROCS="$ncpu" "$P/go/sleep"
 run GORO_WORKERS="$ncpu" "$B/sleep"
 
+# ---- the timer heaps: lateness with 10^2..10^5 pending timers (all CPUs;
+# 10^5 coroutines need the raised vm.max_map_count), a 1 ms ticker among 4
+# yielders (1 and 2 workers: figures ticker_*, ticker_2w_*), reset cost ----
+run GOMAXPROCS="$ncpu" "$P/go/timers" heap
+if ((maps_ok)); then
+    run GORO_WORKERS="$ncpu" "$B/timers" heap
+else
+    echo "# skip: timers heap (goro): needs vm.max_map_count >= $MAPS_WANT"
+fi
+run GOMAXPROCS=1 "$P/go/timers" ticker
+run GORO_WORKERS=1 "$B/timers" ticker
+run --as ticker:ticker_2w GOMAXPROCS=2 "$P/go/timers" ticker
+run --as ticker:ticker_2w GORO_WORKERS=2 "$B/timers" ticker
+run GOMAXPROCS="$ncpu" "$P/go/timers" reset
+run GORO_WORKERS="$ncpu" "$B/timers" reset
+
 # ---- preemption: 4 spinners per worker, 10 ms slice or none; a 1 ms ticker
 # among them. 1 worker, then all CPUs (figures preempt_nw_*) ----
 run GOMAXPROCS=1 "$P/go/preempt"
@@ -178,7 +194,17 @@ target_val forkjoin_speedup goro ">=" 1.8
 ratio forkjoin_2w_vs_go goro forkjoin_2w goro forkjoin_2w go
 target_val parked_mem goro "<=" 4608
 ratio parked_mem_vs_go goro parked_mem goro parked_mem go
-ratio sleep_p99_late_vs_go goro sleep_p99_late goro sleep_p99_late go
+ratio sleep_p50_late_vs_go goro sleep_p50_late goro sleep_p50_late go "<=" 2
+ratio sleep_p99_late_vs_go goro sleep_p99_late goro sleep_p99_late go "<=" 1
+for n in 100 1000 10000 100000; do
+    ratio "timers_${n}_p50_late_vs_go" goro "timers_${n}_p50_late" goro "timers_${n}_p50_late" go
+    ratio "timers_${n}_p99_late_vs_go" goro "timers_${n}_p99_late" goro "timers_${n}_p99_late" go
+done
+target_val ticker_p99_late goro "<=" 1500
+target_val ticker_2w_p99_late goro "<=" 1500
+ratio ticker_p99_late_vs_go goro ticker_p99_late goro ticker_p99_late go
+ratio ticker_2w_p99_late_vs_go goro ticker_2w_p99_late goro ticker_2w_p99_late go
+ratio timer_reset_vs_go goro timer_reset goro timer_reset go
 # preemption: time with a 10 ms slice over time without (< 1% loss), the
 # ticker's p99 lateness (<= 2 slices), and both against Go
 ratio preempt_loss goro preempt_work_on goro preempt_work_off goro "<=" 1.01

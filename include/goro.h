@@ -368,6 +368,43 @@ int64_t goro_now(void);
 int goro_sleep(int64_t ns);
 int goro_sleep_until(int64_t deadline);
 
+/* Tickers. A ticker delivers the time on a channel every period ns: the
+ * scheduled time of each tick (start + k * period on goro_now()'s clock,
+ * so ticks never drift by their own lateness). The channel holds one
+ * tick; a tick that finds the previous one unread is dropped, and ticks
+ * missed while the program could not run are skipped, not delivered in a
+ * burst (Go's time.Ticker behaves the same). Receive with
+ * goro_ticker_wait, or put goro_ticker_chan(t) in a select with
+ * GORO_RECV and an int64_t to receive into.
+ * Lifetime: goro_ticker_new() -> waits/selects from any coroutine or
+ * thread -> goro_ticker_free() once nobody waits on it. */
+typedef struct goro_ticker goro_ticker_t;
+
+/* Starts a ticker whose first tick is due period ns from now. Returns 0,
+ * -EINVAL (NULL t, period <= 0), -ENOMEM, or what starting the runtime
+ * returned. */
+int goro_ticker_new(goro_ticker_t **t, int64_t period);
+
+/* The ticker's channel of int64_t tick times (capacity 1), for select.
+ * Owned by the ticker: do not close or free it. NULL for a NULL t. */
+goro_chan_t *goro_ticker_chan(goro_ticker_t *t);
+
+/* Waits for the next tick (may switch); *tick (may be NULL) gets its
+ * scheduled time. Returns 0, -ECANCELED, -EINVAL. */
+int goro_ticker_wait(goro_ticker_t *t, int64_t *tick);
+
+/* Restarts the schedule: the next tick is due period ns from now (a tick
+ * already delivered stays in the channel). Returns 0 or -EINVAL. */
+int goro_ticker_reset(goro_ticker_t *t, int64_t period);
+
+/* Ticks dropped or skipped so far because the reader was behind. */
+uint64_t goro_ticker_dropped(const goro_ticker_t *t);
+
+/* Stops and frees t; no tick is delivered once it returns. Returns 0,
+ * -EINVAL, or -EBUSY (a coroutine waits on its channel: t keeps ticking,
+ * untouched). */
+int goro_ticker_free(goro_ticker_t *t);
+
 /* Asks h to stop: see above. Cancelling twice, or a coroutine that has
  * finished but is not joined yet, is harmless. Returns 0 or -EINVAL. */
 int goro_cancel(goro_t *h);

@@ -212,6 +212,45 @@ struct goro_polled {
     int n;
 };
 
+/* A timer (sched/timer.c): an entry in one P's heap, kept in its owner's
+ * memory - the parking frame of a coroutine with a deadline, a ticker -
+ * never allocated by the runtime. */
+struct goro_timer {
+    int64_t when;                  /* CLOCK_MONOTONIC ns, under the heap's lock */
+    struct goro_p *p;              /* the heap it belongs to (set when started) */
+    _Atomic int32_t idx;           /* heap index, or GORO_TIMER_OFF / _SPILLED */
+    uint8_t kind;                  /* GORO_TIMER_WAKE or GORO_TIMER_FUNC */
+    bool running;                  /* FUNC: fire runs now (under the heap's lock) */
+    bool stopped;                  /* FUNC: stopped meanwhile: not put back */
+    struct goro *g;                /* WAKE: the parked coroutine whose wait it claims */
+    /* FUNC: runs without the heap's lock on a runtime thread's g0 (must not
+     * switch); returns when to fire next, or -1 for never. */
+    int64_t (*fire)(struct goro_timer *t, int64_t now);
+    struct goro_timer *spill_next; /* the spill list (heap could not grow) */
+};
+#define GORO_TIMER_OFF (-1)        /* in no heap: never started, fired, or stopped */
+#define GORO_TIMER_SPILLED (-2)    /* on its P's spill list */
+enum { GORO_TIMER_WAKE, GORO_TIMER_FUNC };
+
+/* A heap slot: the deadline beside the pointer, so that sifting reads no
+ * timer. */
+struct goro_timer_slot {
+    int64_t when;
+    struct goro_timer *t;
+};
+
+/* One P's timers: a 4-ary min-heap by `when` (shallower than a binary heap:
+ * fewer cache lines per sift), and a list for the rare timer added when
+ * the heap could not grow. Anyone may add, stop or run them, under lock;
+ * `first` is readable without it. */
+struct goro_timers {
+    goro_lock_t lock;
+    struct goro_timer_slot *heap;
+    uint32_t n, cap;
+    struct goro_timer *spill;
+    _Atomic int64_t first;         /* earliest when, INT64_MAX: none */
+};
+
 /* A processor: the right to run coroutines, with its local run queue.
  * Owned by one worker thread at a time (see runtime/sched/sched.c).
  * Who writes what: "owner" is the M that holds the P (p->owner == m, and
@@ -237,8 +276,14 @@ struct goro_p {
     uint64_t id_next, id_end;      /* block of coroutine ids handed to this P (owner) */
     struct goro *free_slabs;       /* stack cache (owner; stop drains it) */
     int nfree;                     /* its length (owner) */
-    struct event_base *base;       /* I/O and timers of coroutines run here (start, stop) */
-    struct event *break_ev;         /* activated to wake an M asleep in base (start, stop) */
+    struct goro_timers timers;     /* deadlines, sleeps and tickers started here */
+    struct goro_polled timed;      /* woken by its own timers, run before the ring (owner) */
+    _Atomic int64_t timers_seen;   /* owner: when it last looked at its timers (sysmon reads) */
+    struct event_base *base;       /* I/O of coroutines run here (start, stop) */
+    struct event *break_ev;        /* activated to wake an M asleep in base (start, stop) */
+    struct event *alarm_ev;        /* alarm_fd's event in base (start, stop) */
+    int alarm_fd;                  /* timerfd: wakes a sleeping poll for `timers` */
+    int64_t alarm_at;              /* when alarm_fd is set to go off (poll_lock holder) */
     _Atomic int poll_lock;         /* whoever holds it may loop base */
     uint32_t poll_tick;            /* schedtick at the last poll (owner) */
     _Atomic uint32_t npolls;       /* polls of base, by anyone (sysmon watches) */
@@ -271,7 +316,7 @@ struct goro_m {
     bool (*post_commit)(void *, struct goro *);
     void *post_arg;
     uint32_t post_armed;           /* GORO_WAKE_ARMED[_FIRM] for POST_PARK */
-    struct event *post_timer;      /* deadline timer to arm, or NULL */
+    struct goro_timer *post_timer; /* deadline timer to start, or NULL */
     int64_t post_deadline;
     struct goro_polled slept;      /* what woke its sleeping poll (m) */
     /* Preempted here: resume here (FIFO), unless this thread stays outside

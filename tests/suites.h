@@ -21,6 +21,7 @@ Suite *sched_suite(void);       /* test_sched.c: stress, lost wake-ups, fairness
 Suite *offload_suite(void);     /* test_offload.c: blocking work on the pool */
 Suite *io_suite(void);          /* test_io.c: sockets, pipes, files; errors; leaks */
 Suite *time_suite(void);        /* test_time.c: clock, sleep, deadlines of every wait */
+Suite *timer_suite(void);       /* test_timer.c: the timer heaps, tickers */
 Suite *cancel_suite(void);      /* test_cancel.c: goro_cancel of every wait */
 Suite *preempt_suite(void);     /* test_preempt.c: preemption, register state, signals */
 Suite *handoff_suite(void);     /* test_handoff.c: blocked workers handed over, under stress */
@@ -31,7 +32,7 @@ Suite *dump_suite(void);        /* test_dump.c: goro_dump's workers, crash repor
     spawn_suite, args_suite, context_suite, stack_suite, errors_suite, \
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
     signal_suite, \
-    offload_suite, io_suite, time_suite, cancel_suite, preempt_suite, handoff_suite, \
+    offload_suite, io_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
     dump_suite
 
 #endif

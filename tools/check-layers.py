@@ -17,10 +17,9 @@ ORDER = ["base", "sched", "coro", "wait", "io", "top"]
 # The contracts by which a lower layer may call up (each named in the
 # header of the layer that provides it).
 CONTRACTS = {
-    # io/poller.h: the poller and the deadline timers, for sched/.
+    # io/poller.h: the poller, for sched/.
     ("sched", "io"): {"goro__netpoll", "goro__netpoll_break", "goro__netpoll_init",
-                      "goro__netpoll_fini", "goro__netpoll_forget_all",
-                      "goro__timer_arm", "goro__timer_disarm"},
+                      "goro__netpoll_fini", "goro__netpoll_forget_all"},
     # coro/coro.h: a coroutine's life, for sched/.
     ("sched", "coro"): {"goro__release", "goro__slab_put", "goro__slab_trim_idle",
                         "goro__slab_trim_tick", "goro__slab_trim_pending",

@@ -53,12 +53,14 @@ __attribute__((noreturn, cold)) static void taken_again(void)
 static const char *const rank_names[] = {
     [GORO_RANK_OBJECT] = "an object lock", [GORO_RANK_START] = "the start lock",
     [GORO_RANK_SIGNAL] = "the signal lock", [GORO_RANK_RECORD] = "a descriptor record",
-    [GORO_RANK_SCHED] = "the scheduler lock", [GORO_RANK_LEAF] = "a leaf lock",
+    [GORO_RANK_SCHED] = "the scheduler lock", [GORO_RANK_TIMERS] = "a timer heap",
+    [GORO_RANK_LEAF] = "a leaf lock",
 };
 /* Where each rank stands in the order (lock.h): lower first. */
 static const int rank_order[] = {
     [GORO_RANK_START] = 1, [GORO_RANK_SIGNAL] = 2, [GORO_RANK_OBJECT] = 3,
-    [GORO_RANK_RECORD] = 4, [GORO_RANK_SCHED] = 5, [GORO_RANK_LEAF] = 6,
+    [GORO_RANK_RECORD] = 4, [GORO_RANK_SCHED] = 5, [GORO_RANK_TIMERS] = 6,
+    [GORO_RANK_LEAF] = 7,
 };
 
 #define HELD_MAX 64

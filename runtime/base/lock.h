@@ -36,6 +36,7 @@ enum goro_lock_rank {
     GORO_RANK_SIGNAL,              /* io/signal.c: subscriptions */
     GORO_RANK_RECORD,              /* a descriptor record's */
     GORO_RANK_SCHED,               /* goro__sched.lock */
+    GORO_RANK_TIMERS,              /* a P's timer heap */
     GORO_RANK_LEAF,                /* nothing is taken under it */
 };
 

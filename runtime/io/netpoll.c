@@ -10,6 +10,11 @@
  * A woken waiter that then succeeds passes the turn to the next (io.c),
  * because one edge may stand for more than one waiter's worth of data.
  *
+ * Timers are not libevent's (sched/timer.c): a base has one timerfd, the
+ * P's alarm, set only when an M is about to sleep in it until a deadline
+ * earlier than the one it is set for - not on every loop, as libevent's
+ * precise timers would.
+ *
  * Bases are looped only by whoever holds the P's poll_lock: the P's own M
  * (non-blocking every POLL_INTERVAL slices and when it runs out of work;
  * blocking when it goes to sleep), or an idle M looking for work. Event
@@ -31,6 +36,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -83,8 +89,8 @@ static void break_event(evutil_socket_t fd, short what, void *arg)
  * libevent on this thread. libevent has no getter for the callback: the
  * default (none) is what is restored. */
 
-/* Descriptors a base takes: the epoll fd, its timerfd (PRECISE_TIMER),
- * the signal pipe (two) and the eventfd that wakes it. */
+/* Descriptors a base takes: the epoll fd, the signal pipe (two), the
+ * eventfd that wakes it, and the P's alarm (a timerfd). */
 #define BASE_FDS 5
 /* libevent's code for a failed internal assertion: that still aborts. */
 #define LIBEVENT_ERR_ABORT ((int)0xdeaddead)
@@ -120,7 +126,7 @@ static int fds_available(int n)
 }
 
 /* event_base_new_with_config, or NULL and *err. A base abandoned by the
- * jump leaks its epoll fd, its timerfd and some memory: only when another
+ * jump leaks its epoll fd, its eventfd and some memory: only when another
  * thread took the last descriptors after fds_available looked. */
 static struct event_base *base_new(struct event_config *cfg, int *err)
 {
@@ -161,17 +167,54 @@ static void report_start_failure(int id, int err)
                 strerror(-err), id);
 }
 
+/* The alarm went off: the poll that runs this returns (EVLOOP_ONCE), and
+ * its M looks at the timers. Read, so that the descriptor is quiet. */
+static void alarm_rang(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct goro_p *p = arg;
+    uint64_t expirations;
+    while (read(fd, &expirations, sizeof expirations) < 0 && errno == EINTR)
+        ;
+    p->alarm_at = INT64_MAX;
+}
+
+static int alarm_init(struct goro_p *p)
+{
+    p->alarm_at = INT64_MAX;
+    p->alarm_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (p->alarm_fd < 0)
+        return -errno;
+    p->alarm_ev = event_new(p->base, p->alarm_fd, EV_READ | EV_PERSIST, alarm_rang, p);
+    if (!p->alarm_ev || event_add(p->alarm_ev, NULL) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* Sets the alarm for until, unless it goes off no later already (one that
+ * rings early only makes a sleeper look and sleep again). Under poll_lock. */
+static void alarm_set(struct goro_p *p, int64_t until)
+{
+    if (until >= p->alarm_at)
+        return;
+    struct itimerspec when = { .it_value = { (time_t)(until / GORO_SEC),
+                                             (long)(until % GORO_SEC) } };
+    if (timerfd_settime(p->alarm_fd, TFD_TIMER_ABSTIME, &when, NULL) == 0)
+        p->alarm_at = until;
+}
+
 static int base_init(struct goro_p *p)
 {
+    p->alarm_fd = -1;
     struct event_config *cfg = event_config_new();
     if (!cfg)
         return -ENOMEM;
-    /* Timers to the microsecond (timerfd, CLOCK_MONOTONIC) rather than
-     * epoll's milliseconds; no cached time, because timers are added from
-     * threads other than the one looping the base, whose cache is stale;
-     * ignore EVENT_* environment settings meant for other programs. */
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_IGNORE_ENV |
-                               EVENT_BASE_FLAG_NO_CACHE_TIME);
+    /* No cached time, because events are added from threads other than
+     * the one looping the base, whose cache is stale; ignore EVENT_*
+     * environment settings meant for other programs. Not PRECISE_TIMER:
+     * the base has no timers (the alarm is ours), and that flag costs a
+     * timerfd_settime on every loop. */
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_IGNORE_ENV | EVENT_BASE_FLAG_NO_CACHE_TIME);
     event_config_require_features(cfg, EV_FEATURE_ET);
     int err = fds_available(BASE_FDS);
     if (!err)
@@ -180,12 +223,10 @@ static int base_init(struct goro_p *p)
     if (err)
         return err;
     p->break_ev = event_new(p->base, -1, 0, break_event, NULL);
-    if (!p->break_ev) {
-        event_base_free(p->base);
-        p->base = NULL;
-        return -ENOMEM;
-    }
-    return 0;
+    err = p->break_ev ? alarm_init(p) : -ENOMEM;
+    if (err)
+        goro__netpoll_fini(p);
+    return err;
 }
 
 /* Runs on the thread calling goro_start, before any worker exists. */
@@ -201,11 +242,16 @@ int goro__netpoll_init(struct goro_p *p)
 
 void goro__netpoll_fini(struct goro_p *p)
 {
+    if (p->alarm_ev)
+        event_free(p->alarm_ev);
+    if (p->alarm_fd >= 0)
+        close(p->alarm_fd);
     if (p->break_ev)
         event_free(p->break_ev);
     if (p->base)
         event_base_free(p->base);
-    p->break_ev = NULL;
+    p->alarm_ev = p->break_ev = NULL;
+    p->alarm_fd = -1;
     p->base = NULL;
 }
 
@@ -238,6 +284,17 @@ int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
     if (block && atomic_load_explicit(sleep_note, memory_order_acquire) != GORO_NOTE_SLEEPING) {
         atomic_store_explicit(&p->poll_lock, 0, memory_order_release);
         return 0;
+    }
+    /* The sleep ends by the P's first timer: read now that we own the base,
+     * so that a timer started meanwhile breaks this very poll. */
+    if (block) {
+        int64_t until = goro__timers_first(p);
+        if (until != INT64_MAX) {
+            if (until <= goro__now())
+                block = false;      /* due already: the caller runs it */
+            else
+                alarm_set(p, until);
+        }
     }
     struct poll_run run = { out, room > 0 ? room : 1, p->base };
     this_poll = &run;

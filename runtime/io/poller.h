@@ -1,21 +1,17 @@
-/* io/: descriptors, the poller, time and signals - everything libevent
- * lives here: the event bases, the descriptor records (netpoll.h), the
- * deadline timers (timer.c), the I/O calls (io.c) and goro_signal_notify
- * (signal.c).
+/* io/: descriptors, the poller and signals - everything libevent lives
+ * here: the event bases, the descriptor records (netpoll.h), the I/O
+ * calls (io.c) and goro_signal_notify (signal.c). Timers are the
+ * scheduler's (sched/timer.c); libevent watches descriptors only.
  *
  * This header is the poller contract, the only way the scheduler reaches
  * io/: goro__netpoll looks at a P's base and hands back what became
- * runnable; the timers arm and disarm a parked coroutine's deadline.
- * May call: sched/ (park, ready), wait/ (channels, for signals), base/. */
+ * runnable, sleeping - when asked - no later than the P's first timer.
+ * May call: sched/ (park, ready, timers), wait/ (channels, for signals),
+ * base/. */
 #ifndef GORO_IO_POLLER_H
 #define GORO_IO_POLLER_H
 
 #include "internal.h"
-
-/* timer.c */
-GORO_HIDDEN void goro__timer_arm(struct event *ev, struct goro_p *p, struct goro *g,
-                                 int64_t deadline);
-GORO_HIDDEN void goro__timer_disarm(struct event *ev);
 
 /* netpoll.c: the poller. The scheduler's only way in is goro__netpoll,
  * which hands back the coroutines a look at one P's event base made
@@ -33,9 +29,9 @@ GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
 /* Looks at p's base once and puts what became runnable in *out (at most
  * room; the rest stay for the next look); returns out->n. sleep_note NULL:
  * never waits. Else it is the caller's note, and the poll sleeps until an
- * event or goro__netpoll_break - unless the note no longer reads
- * GORO_NOTE_SLEEPING once the poll owns the base (a wake already sent is
- * not lost). */
+ * event, goro__netpoll_break or p's first timer (goro__timers_first, read
+ * once the poll owns the base) - unless the note no longer reads
+ * GORO_NOTE_SLEEPING by then (a wake already sent is not lost). */
 GORO_HIDDEN int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
                               struct goro_polled *out);
 GORO_HIDDEN void goro__netpoll_break(struct goro_p *p);

@@ -11,14 +11,15 @@
 /* An M's note: EMPTY, NOTIFIED, or SLEEPING (in its P's event base). A
  * sleeper spins a little first: work often comes back within microseconds,
  * and a waker that finds it still spinning needs no system call, nor does
- * it. Asleep, the M waits in its event base, so that I/O and timers of the
- * coroutines that parked here wake it too; a waker ends that wait through
+ * it. Asleep, the M waits in its event base, so that I/O of the coroutines
+ * that parked here wakes it too, and no later than its P's first timer; a waker ends that wait through
  * libevent's cross-thread notification. */
 enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING = GORO_NOTE_SLEEPING };
 #define NOTE_SPINS 100
 
 /* Returns true when woken through the note, false when events made
- * coroutines runnable (in m->slept; the note then still reads SLEEPING). */
+ * coroutines runnable (in m->slept) or a timer of m's P is due (the
+ * poll slept until then); the note then still reads SLEEPING. */
 static bool note_sleep(struct goro_m *m)
 {
     for (int i = 0; i < NOTE_SPINS; i++) {
@@ -32,6 +33,8 @@ static bool note_sleep(struct goro_m *m)
                 memory_order_acquire, memory_order_acquire) || n == NOTE_SLEEPING) {
             if (goro__netpoll(m->p, &m->note, runq_room(m->p), &m->slept) > 0)
                 return false;
+            if (timers_due(m->p))
+                return false;       /* the alarm: m->slept is empty */
             continue;
         }
         /* NOTIFIED (read with acquire above): consume it. A second notice

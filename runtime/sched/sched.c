@@ -81,8 +81,6 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include <event2/event_struct.h>
-
 #include "internal.h"
 #include "base/sanitizer.h"
 #include "coro/cxx_eh.h"                 /* C++: exception state per coroutine */
@@ -190,6 +188,8 @@ void goro__p_leave(void)
 
 #include "sched/runq.h"               /* the run queues */
 
+static bool timers_due(struct goro_p *p);
+
 #include "sched/idle.h"               /* Ms that sleep and wake, idle Ps, spinners */
 
 /* ---- stealing (on g0) ---- */
@@ -292,6 +292,33 @@ static struct goro *pinned_take_all(struct goro_m *m)
     return list;
 }
 
+/* Coroutines p's own timers woke, in deadline order: they run before the
+ * ring (a timer's lateness is what it is for), after the global queue's
+ * and the pinned coroutines' turns. Owner only. */
+static struct goro *timed_pop(struct goro_p *p)
+{
+    struct goro *g = p->timed.head;
+    if (g) {
+        if (!(p->timed.head = g->next))
+            p->timed.tail = NULL;
+        p->timed.n--;
+    }
+    return g;
+}
+
+static void timed_append(struct goro_p *p, struct goro_polled *list)
+{
+    if (!list->head)
+        return;
+    if (p->timed.tail)
+        p->timed.tail->next = list->head;
+    else
+        p->timed.head = list->head;
+    p->timed.tail = list->tail;
+    p->timed.n += list->n;
+    *list = (struct goro_polled){ NULL, NULL, 0 };
+}
+
 /* Picks the next coroutine from local work and the global queue, as a
  * coroutine leaving and g0 both do first (stealing is g0's job). */
 
@@ -313,7 +340,7 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
      * which they would otherwise starve, but get a turn every 61 slices. */
     if (t % 61 == 1 && pinned_any(m))
         return pinned_pop(m);
-    if ((g = runq_get(p, inherit)) || (g = globrunq_get(p, 0)))
+    if ((g = timed_pop(p)) || (g = runq_get(p, inherit)) || (g = globrunq_get(p, 0)))
         return g;
     return pinned_pop(m);
 }
@@ -329,9 +356,9 @@ struct goro_p *goro__current_p(void)
     return m ? m->p : NULL;
 }
 
-/* The one drain of a poll's result. Queues it on p in the order the loop
- * found it (timers by deadline) and behind what was already queued;
- * returns one to run now only when nothing was. What does not fit the
+/* The one drain of a poll's result (or another P's timers'). Queues it on
+ * p in the order found (timers by deadline) and behind what was already
+ * queued; returns one to run now only when nothing was. What does not fit the
  * ring goes to the global queue in order - not runq_put's overflow, which
  * would move the oldest there and let the newest overtake them. With p
  * NULL (sysmon has none) all of it goes there. Several: new work for idle
@@ -398,6 +425,55 @@ static struct goro *poll_others(struct goro_m *m)
         struct goro_polled got;
         if (q != m->p && goro__netpoll(q, NULL, runq_room(m->p), &got) > 0)
             return inject_polled(m->p, &got);
+    }
+    return NULL;
+}
+
+/* ---- timers in the scheduling loop (sched/timer.c) ---- */
+
+/* One of p's timers is due (asked by p's owner). Reads the clock only
+ * when p has timers, and notes when it looked: sysmon runs the timers of
+ * an owner that has not looked for a while (it is in a long slice). */
+static bool timers_due(struct goro_p *p)
+{
+    int64_t first = goro__timers_first(p);
+    if (first == INT64_MAX)
+        return false;
+    int64_t now = goro__now();
+    atomic_store_explicit(&p->timers_seen, now, memory_order_relaxed);
+    return now >= first;
+}
+
+/* Runs the due timers of `of`: m's own P's, whose coroutines then run
+ * before its ring (timed_pop), or those of a busy P whose owner has not
+ * got to them, which m's P queues as a poll's (and runs the first). */
+static struct goro *run_timers(struct goro_m *m, struct goro_p *of)
+{
+    int64_t first = goro__timers_first(of);
+    if (first == INT64_MAX)
+        return NULL;
+    int64_t now = goro__now();
+    if (of == m->p)
+        atomic_store_explicit(&of->timers_seen, now, memory_order_relaxed);
+    struct goro_polled woke = { NULL, NULL, 0 };
+    if (now < first || goro__timers_run(of, now, &woke) == 0)
+        return NULL;
+    if (of == m->p) {
+        timed_append(of, &woke);
+        return timed_pop(of);
+    }
+    return inject_polled(m->p, &woke);
+}
+
+/* An idle M runs the due timers of other Ps (Go's timer stealing): their
+ * owners may be in a long slice. */
+static struct goro *run_others_timers(struct goro_m *m)
+{
+    for (int i = 0; i < goro__sched.nprocs; i++) {
+        struct goro_p *q = &goro__sched.procs[i];
+        struct goro *g;
+        if (q != m->p && (g = run_timers(m, q)))
+            return g;
     }
     return NULL;
 }
@@ -491,6 +567,8 @@ top:
             goto top;
         }
     }
+    if ((g = run_timers(m, p)))
+        return g;
     if ((cut || poll_due(p)) && (g = poll_own(m)))
         return g;
     if (cut && (g = globrunq_get(p, 1)))
@@ -506,7 +584,7 @@ top:
             m->spinning = true;
             atomic_fetch_add(&goro__sched.nmspinning, 1);
         }
-        if ((g = steal_work(p)) || (g = poll_others(m)))
+        if ((g = steal_work(p)) || (g = poll_others(m)) || (g = run_others_timers(m)))
             return g;
     }
 
@@ -686,9 +764,9 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
 static void switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
 {
     bool inherit = false;
-    /* A poll is due: g0 does it (libevent's loop does not belong on a
-     * coroutine's stack), then picks the next coroutine. */
-    bool via_g0 = poll_due(m->p) || goro__preempt_requested(m->p);
+    /* A poll or a timer is due: g0 does it (libevent's loop and timer
+     * callbacks do not belong on a coroutine's stack), then picks. */
+    bool via_g0 = poll_due(m->p) || goro__preempt_requested(m->p) || timers_due(m->p);
     struct goro *next = via_g0 ? NULL : pick_local(m, &inherit);
     switch_to(m, self, what, next, inherit);
 }
@@ -868,8 +946,12 @@ int goro__wake_error(int outcome)
 static void park_commit(struct goro_m *m, struct goro *g)
 {
     bool ready_now = false;
-    if (m->post_timer)
-        goro__timer_arm(m->post_timer, m->p, g, m->post_deadline);
+    if (m->post_timer) {
+        /* On an M that lost its P (goro__park), any heap serves: whoever
+         * runs it makes g runnable. */
+        struct goro_p *p = m->p ? m->p : &goro__sched.procs[0];
+        goro__timer_start(m->post_timer, p, m->post_deadline);
+    }
     atomic_store(&g->wake, m->post_armed);
     if (m->post_timer && goro__now() >= m->post_deadline &&
         goro__claim(g, GORO_WAKE_TIMEDOUT))
@@ -934,8 +1016,13 @@ int goro__park(const struct goro_park *how)
      * g0, which then finds itself without a P. */
     bool own = rt_enter(m, false) != NULL;
     /* The deadline timer lives in this frame, which stays put while parked. */
-    struct event timer;
     bool timed = how->deadline >= 0;
+    struct goro_timer timer;
+    if (timed) {
+        timer.kind = GORO_TIMER_WAKE;
+        timer.g = self;
+        atomic_init(&timer.idx, GORO_TIMER_OFF);
+    }
     self->wait = (uint8_t)how->why;
     self->wait_obj = how->obj;
     atomic_store_explicit(&self->state, GORO_S_PARKED, memory_order_relaxed);
@@ -953,7 +1040,7 @@ int goro__park(const struct goro_park *how)
     /* The timer must be gone before this frame is, and before the next
      * wait is armed (a stale timer would claim it). */
     if (timed)
-        goro__timer_disarm(&timer);
+        goro__timer_stop(&timer);
     self->wait = GORO_W_NONE;
     self->wait_obj = NULL;
     int outcome = (int)atomic_load_explicit(&self->wake, memory_order_acquire);
@@ -972,8 +1059,9 @@ void goro_yield(void)
     rt_enter(m, true);
     m = goro__m();
     bool inherit = false;
-    /* via g0, which polls, when due or when this slice was cut short */
-    bool poll = poll_due(m->p) || goro__preempt_requested(m->p);
+    /* via g0, which polls and runs timers, when due or when this slice
+     * was cut short */
+    bool poll = poll_due(m->p) || goro__preempt_requested(m->p) || timers_due(m->p);
     struct goro *next = poll ? NULL : pick_local(m, &inherit);
     if (!next && !poll)
         tick(m->p);                 /* nobody to yield to */
@@ -1268,13 +1356,15 @@ static void *m_main(void *arg)
     return NULL;
 }
 
-/* Frees the tables goro__sched_start made, and the event bases of the Ps
- * (netpoll_fini leaves a P without one alone). */
+/* Frees the tables goro__sched_start made, the event bases of the Ps
+ * (netpoll_fini leaves a P without one alone) and their timer heaps. */
 static void sched_tables_free(void)
 {
     goro__registry_set_ms(NULL, 0);
-    for (int i = 0; goro__sched.procs && i < goro__sched.nprocs; i++)
+    for (int i = 0; goro__sched.procs && i < goro__sched.nprocs; i++) {
         goro__netpoll_fini(&goro__sched.procs[i]);
+        goro__timers_fini(&goro__sched.procs[i].timers);
+    }
     free(goro__sched.procs);
     free(goro__sched.ms);
     goro__sched.procs = NULL;
@@ -1304,6 +1394,8 @@ int goro__sched_start(int nprocs)
         goro__sched.procs[i].id = i;
         goro__sched.procs[i].m = &goro__sched.ms[i];
         goro__sched.procs[i].rand = 0x9e3779b9u * (uint32_t)(i + 1);
+        goro__sched.procs[i].alarm_fd = -1;
+        goro__timers_init(&goro__sched.procs[i].timers);
         goro__sched.ms[i].id = i;
         goro__lock_rank(&goro__sched.ms[i].pin_lock, GORO_RANK_LEAF);
         goro__sched.ms[i].p = &goro__sched.procs[i];

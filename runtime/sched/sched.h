@@ -78,6 +78,20 @@ GORO_HIDDEN uint64_t goro__next_id(void);
 GORO_HIDDEN void goro__coro_start(struct goro *g);
 GORO_HIDDEN void goro__coroutine_ended(void);
 
+/* timer.c: the P timer heaps (struct goro_timers). start: t's kind and g
+ * or fire are set; it fires at `when` on p's heap. stop: once it returns,
+ * t fires no more and may be freed (a fire under way has ended). */
+GORO_HIDDEN void goro__timers_init(struct goro_timers *ts);
+GORO_HIDDEN void goro__timers_fini(struct goro_timers *ts);
+GORO_HIDDEN void goro__timer_start(struct goro_timer *t, struct goro_p *p, int64_t when);
+GORO_HIDDEN void goro__timer_stop(struct goro_timer *t);
+/* p's earliest deadline, INT64_MAX if none. */
+GORO_HIDDEN int64_t goro__timers_first(struct goro_p *p);
+/* Runs p's timers due at now: FUNC timers fire, WAKE timers claim their
+ * coroutines, which join *out (RUNNABLE, in deadline order); returns how
+ * many joined. */
+GORO_HIDDEN int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out);
+
 /* fork.c: in a child forked while the runtime ran, goro is refused. */
 extern GORO_HIDDEN _Atomic int goro__fork_child;
 static inline bool goro__forked(void)

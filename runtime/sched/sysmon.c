@@ -8,8 +8,11 @@
  *   - coroutines waiting in the global queue for GQ_WAIT: make every P
  *     look there at its next switch;
  *   - a busy P whose event base nobody polled for POLL_STARVED: poll it
- *     here, so that its I/O and timers are not held up by a long runner
- *     (what it finds runs at the next slice: lateness <= slice + 2 ms);
+ *     here, so that its I/O is not held up by a long runner (what it
+ *     finds runs at the next slice: lateness <= slice + 2 ms); and a busy
+ *     P with a timer overdue by TIMERS_STARVED whose owner has not looked
+ *     at its timers for as long (it does at every switch, so it is in a
+ *     long slice): run its due timers here;
  *   - coroutines pinned to a thread that lost its P UNPIN_SLICES ago and
  *     is still away: to the global queue (sched.c, goro__unpin_stuck);
  *   - pooled stacks idle for a second or two: back to the kernel (stack.c);
@@ -37,6 +40,7 @@
 #define DELAY_MAX (10 * GORO_MSEC)
 #define PREEMPT_RETRY GORO_MSEC
 #define POLL_STARVED (2 * GORO_MSEC)
+#define TIMERS_STARVED GORO_MSEC
 #define UNPIN_SLICES 2
 #define QUIET_ROUNDS 50                /* rounds without action before backing off */
 
@@ -125,6 +129,21 @@ static bool check_poll(struct goro_p *p, int64_t now)
     return true;
 }
 
+static bool check_timers(struct goro_p *p, int64_t now)
+{
+    /* Only when the owner has not looked for a while: one that looks at
+     * every switch and is merely behind runs them in deadline order. */
+    int64_t first = goro__timers_first(p);
+    if (first == INT64_MAX || now - first < TIMERS_STARVED || !p_busy(p) ||
+        now - atomic_load_explicit(&p->timers_seen, memory_order_relaxed) < TIMERS_STARVED)
+        return false;
+    struct goro_polled woke = { NULL, NULL, 0 };
+    if (goro__timers_run(p, now, &woke) == 0)
+        return false;
+    goro__inject_global(&woke);
+    return true;
+}
+
 /* Coroutines that wait in the global queue while every P is busy get a
  * P's attention within GQ_WAIT (pick_local reads want_global). */
 #define GQ_WAIT GORO_MSEC
@@ -187,6 +206,7 @@ static void *sysmon_main(void *arg)
         for (int i = 0; i < goro__sched.nprocs; i++) {
             acted |= check_slice(&goro__sched.procs[i], now);
             acted |= check_poll(&goro__sched.procs[i], now);
+            acted |= check_timers(&goro__sched.procs[i], now);
         }
         acted |= check_global(now);
         if (slice > 0)

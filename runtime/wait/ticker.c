@@ -1,0 +1,123 @@
+/*
+ * Tickers: a channel that receives the time every period, on the
+ * scheduler's timers (sched/timer.c).
+ *
+ * A ticker is one FUNC timer and a channel of capacity one. The timer
+ * fires at start + k * period for k = 1, 2, ... (drift-free: the schedule
+ * never slides by the lateness of a tick) and offers that scheduled time
+ * to the channel without waiting; a tick that finds the previous one
+ * still unread is dropped, and ticks missed while the runtime was busy are
+ * skipped, like Go's time.Ticker - a slow reader sees fewer ticks, never a
+ * burst of stale ones.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+struct goro_ticker {
+    struct goro_timer timer;       /* first: fire gets the ticker from it */
+    goro_chan_t *ch;
+    int64_t period;
+    _Atomic uint64_t dropped;      /* ticks not delivered (reader behind) */
+};
+
+/* On a runtime thread's g0 or sysmon, without the heap's lock. */
+static int64_t tick_fire(struct goro_timer *timer, int64_t now)
+{
+    struct goro_ticker *t = (struct goro_ticker *)timer;
+    int64_t tick = timer->when;
+    if (goro_chan_try_send(t->ch, &tick) != 0)
+        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+    /* The next time on the schedule that is still ahead: missed ones are
+     * skipped, not delivered late in a burst. */
+    int64_t missed = (now - tick) / t->period;
+    atomic_fetch_add_explicit(&t->dropped, (uint64_t)missed, memory_order_relaxed);
+    return tick + (missed + 1) * t->period;
+}
+
+/* The heap of the caller's P (any, for a thread without one: whoever runs
+ * it delivers). */
+static struct goro_p *home_p(void)
+{
+    struct goro_p *p = goro__current_p();
+    return p ? p : &goro__sched.procs[0];
+}
+
+static void ticker_start(struct goro_ticker *t)
+{
+    goro__timer_start(&t->timer, home_p(), goro__now() + t->period);
+}
+
+int goro_ticker_new(goro_ticker_t **out, int64_t period)
+{
+    if (!out || period <= 0)
+        return -EINVAL;
+    int err = goro__ensure_started();
+    if (err)
+        return err;
+    struct goro_ticker *t = calloc(1, sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    err = goro_chan_new(&t->ch, sizeof(int64_t), 1);
+    if (err) {
+        free(t);
+        return err;
+    }
+    t->period = period;
+    t->timer.kind = GORO_TIMER_FUNC;
+    t->timer.fire = tick_fire;
+    atomic_init(&t->timer.idx, GORO_TIMER_OFF);
+    ticker_start(t);
+    *out = t;
+    return 0;
+}
+
+goro_chan_t *goro_ticker_chan(goro_ticker_t *t)
+{
+    return t ? t->ch : NULL;
+}
+
+int goro_ticker_wait(goro_ticker_t *t, int64_t *tick)
+{
+    if (!t)
+        return -EINVAL;
+    int64_t when;
+    int got = goro_chan_recv(t->ch, &when);
+    if (got < 0)
+        return got;
+    if (tick)
+        *tick = when;
+    return 0;
+}
+
+int goro_ticker_reset(goro_ticker_t *t, int64_t period)
+{
+    if (!t || period <= 0)
+        return -EINVAL;
+    goro__timer_stop(&t->timer);    /* no fire runs from here on */
+    t->period = period;
+    ticker_start(t);
+    return 0;
+}
+
+uint64_t goro_ticker_dropped(const goro_ticker_t *t)
+{
+    return t ? atomic_load_explicit(&t->dropped, memory_order_relaxed) : 0;
+}
+
+int goro_ticker_free(goro_ticker_t *t)
+{
+    if (!t)
+        return -EINVAL;
+    goro__timer_stop(&t->timer);
+    int err = goro_chan_free(t->ch);
+    if (err) {
+        /* A coroutine waits on it: leave it ticking, as it was. */
+        if (t->timer.p)
+            ticker_start(t);
+        return err;
+    }
+    free(t);
+    return 0;
+}

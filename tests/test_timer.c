@@ -1,0 +1,426 @@
+/* Timers in the scheduler: sleepers wake in deadline order and never
+ * early, a deadline among coroutines that only yield is honoured at the
+ * next switch (not after dozens of slices), a timer started from a thread
+ * reaches a worker asleep until a later one, heaps survive waits that end
+ * by other means (stop under load), and tickers: drift-free schedule,
+ * dropped ticks, select, reset, free.
+ *
+ * Coroutines never call ck_assert (see helpers.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "suites.h"
+
+static int64_t late_bound(void)
+{
+    if (t_slow())
+        return 150 * GORO_MSEC;
+    return t_sanitized() ? 40 * GORO_MSEC : 15 * GORO_MSEC;
+}
+
+static void restart_with(int workers)
+{
+    if (goro_workers() > 0)
+        ck_assert_int_eq(goro_shutdown(), 0);
+    goro_config_t cfg = { .workers = workers };
+    ck_assert_int_eq(goro_start(&cfg), 0);
+    t_fail_reset();
+}
+
+/* ---- order ---- */
+
+#define NORDER 2000
+static int64_t order_due[NORDER];
+static atomic_long order_seq;
+static long order_rank[NORDER];     /* position in the wake-up sequence */
+
+static atomic_long order_late_starts;
+
+static goro_chan_t *order_gate;     /* closed once every deadline is set */
+static atomic_long order_at_gate;
+
+static void order_sleeper(long i)
+{
+    atomic_fetch_add(&order_at_gate, 1);
+    goro_chan_recv(order_gate, NULL);
+    if (goro_now() >= order_due[i])
+        atomic_fetch_add(&order_late_starts, 1);   /* would not park at all */
+    if (goro_sleep_until(order_due[i]) != 0)
+        t_fail("sleeper %ld: sleep failed", i);
+    int64_t now = goro_now();
+    if (now < order_due[i])
+        t_fail("sleeper %ld woke %ld ns early", i, (long)(order_due[i] - now));
+    order_rank[i] = atomic_fetch_add(&order_seq, 1);
+}
+
+/* One worker, random distinct deadlines: the heap hands them out in
+ * deadline order, whatever the order they were started in. */
+START_TEST(sleepers_wake_in_deadline_order)
+{
+    restart_with(1);
+    long n = t_scale(NORDER);
+    uint32_t rnd = 12345;
+    atomic_store(&order_late_starts, 0);
+    atomic_store(&order_seq, 0);
+    atomic_store(&order_at_gate, 0);
+    order_gate = t_chan_new(0, 0);
+    static goro_t *h[NORDER];
+    for (long i = 0; i < n; i++)
+        ck_assert_ptr_nonnull(h[i] = go(order_sleeper, i));
+    ck_assert_int_eq(t_wait_at_least(&order_at_gate, n, t_timeout(20)), n);
+    /* time for all of them to pass the gate before the first is due */
+    int64_t base = goro_now() + (t_slow() || t_sanitized() ? GORO_SEC : 50 * GORO_MSEC);
+    /* distinct deadlines 20 us apart, shuffled */
+    for (long i = 0; i < n; i++)
+        order_due[i] = base + i * 20 * GORO_USEC;
+    for (long i = n - 1; i > 0; i--) {
+        long j = (long)(t_rnd(&rnd) % (uint32_t)(i + 1));
+        int64_t x = order_due[i];
+        order_due[i] = order_due[j];
+        order_due[j] = x;
+    }
+    ck_assert_int_eq(goro_chan_close(order_gate), 0);
+    for (long i = 0; i < n; i++)
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(goro_chan_free(order_gate), 0);
+    ck_assert_msg(atomic_load(&order_late_starts) == 0,
+                  "%ld sleepers started after their deadline (the machine is too slow)",
+                  atomic_load(&order_late_starts));
+    /* rank must grow with the deadline */
+    long inversions = 0;
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++)
+            if (order_due[i] < order_due[j] && order_rank[i] > order_rank[j])
+                inversions++;
+    ck_assert_msg(inversions == 0, "%ld pairs of sleepers woke out of deadline order", inversions);
+}
+END_TEST
+
+/* ---- among yielders ---- */
+
+static atomic_int yield_stop;
+
+static void busy_yielder(void)
+{
+    while (!atomic_load(&yield_stop)) {
+        int64_t until = goro_now() + 500 * GORO_USEC;
+        while (goro_now() < until)
+            ;
+        goro_yield();
+    }
+}
+
+static atomic_long worst_late;
+
+static void timed_sleeper(long rounds)
+{
+    for (long r = 0; r < rounds; r++) {
+        int64_t due = goro_now() + GORO_MSEC;
+        goro_sleep_until(due);
+        t_max_update(&worst_late, (long)(goro_now() - due));
+    }
+}
+
+/* A 1 ms sleeper among four coroutines that yield every 0.5 ms on one
+ * worker: the timer is looked at on every switch, so it is late by at
+ * most about one 0.5 ms turn - not by several, as when the poller held
+ * the timers (looked at every 61 slices, or by sysmon after 2 ms). */
+START_TEST(timer_due_at_the_next_switch)
+{
+    if (t_slow()) {
+        t_skip("timer_due_at_the_next_switch", "needs real time");
+        return;
+    }
+    restart_with(1);
+    atomic_store(&yield_stop, 0);
+    atomic_store(&worst_late, 0);
+    goro_t *y[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_ptr_nonnull(y[i] = go(busy_yielder));
+    goro_t *s = go(timed_sleeper, 200L);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(goro_join(s, NULL), 0);
+    atomic_store(&yield_stop, 1);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(goro_join(y[i], NULL), 0);
+    /* One turn is 0.5 ms; the bound leaves room for a noisy machine but
+     * not for 61 turns (30 ms). */
+    long worst = atomic_load(&worst_late);
+    printf("timer among 4 yielders (0.5 ms turns, 1 worker): worst lateness %.3f ms\n",
+           t_ms(worst));
+    int64_t bound = t_sanitized() ? 10 * GORO_MSEC : 2 * GORO_MSEC;
+    ck_assert_msg(worst < bound, "worst lateness %.3f ms among yielders", t_ms(worst));
+}
+END_TEST
+
+/* ---- a worker asleep until later ---- */
+
+static void long_sleeper(void)
+{
+    goro_sleep(10 * GORO_SEC);       /* cancelled by the test */
+}
+
+/* Every worker sleeps until a 10 s deadline; a timer that this thread
+ * (which has no P) starts for 20 ms must wake one of them by then. */
+START_TEST(earlier_timer_from_a_thread_wakes_a_sleeping_worker)
+{
+    restart_with(2);
+    goro_t *a = go(long_sleeper), *b = go(long_sleeper);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    t_settle();                     /* both parked, the workers asleep */
+    goro_ticker_t *t;
+    int64_t t0 = goro_now();
+    ck_assert_int_eq(goro_ticker_new(&t, 20 * GORO_MSEC), 0);
+    int64_t tick = 0;
+    ck_assert_int_eq(goro_ticker_wait(t, &tick), 0);
+    int64_t late = goro_now() - (t0 + 20 * GORO_MSEC);
+    ck_assert_msg(late < late_bound(), "first tick %.3f ms late", t_ms(late));
+    ck_assert_int_eq(goro_ticker_free(t), 0);
+    goro_cancel(a);
+    goro_cancel(b);
+    ck_assert_int_eq(goro_join(a, NULL), 0);
+    ck_assert_int_eq(goro_join(b, NULL), 0);
+}
+END_TEST
+
+/* ---- stop under load ---- */
+
+static goro_chan_t *race_ch;
+static atomic_long race_got, race_timedout;
+
+static void race_receiver(long n)
+{
+    uint32_t rnd = (uint32_t)n * 2654435761u + 1;
+    for (long i = 0; i < n; i++) {
+        long v;
+        int64_t deadline = goro_now() + (int64_t)(t_rnd(&rnd) % 200) * GORO_USEC;
+        int r = goro_chan_recv_until(race_ch, &v, deadline);
+        if (r == 1)
+            atomic_fetch_add(&race_got, 1);
+        else if (r == -ETIMEDOUT)
+            atomic_fetch_add(&race_timedout, 1);
+        else
+            t_fail("recv_until: %d", r);
+    }
+}
+
+static void race_sender(long n)
+{
+    for (long i = 0; i < n; i++) {
+        long v = i;
+        if (goro_chan_send(race_ch, &v) != 0) {
+            t_fail("send failed");
+            return;
+        }
+    }
+}
+
+/* Waits with random deadlines that mostly end by a send: every one of
+ * their timers is stopped out of the middle of a heap while others fire.
+ * Nothing is lost (every value sent is received once the senders end),
+ * and the heaps end empty: a later sleep is on time. */
+START_TEST(timers_stopped_in_the_middle_of_busy_heaps)
+{
+    enum { R = 8 };
+    long n = t_scale(20000);
+    race_ch = t_chan_new(sizeof(long), 0);
+    atomic_store(&race_got, 0);
+    atomic_store(&race_timedout, 0);
+    goro_t *rx[R], *tx[R];
+    for (int i = 0; i < R; i++) {
+        ck_assert_ptr_nonnull(rx[i] = go(race_receiver, n));
+        ck_assert_ptr_nonnull(tx[i] = go(race_sender, n / 2));
+    }
+    for (int i = 0; i < R; i++)
+        ck_assert_int_eq(goro_join(tx[i], NULL), 0);
+    for (int i = 0; i < R; i++)
+        ck_assert_int_eq(goro_join(rx[i], NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(atomic_load(&race_got), R * (n / 2));
+    ck_assert_int_eq(atomic_load(&race_got) + atomic_load(&race_timedout), R * n);
+    ck_assert_int_eq(goro_chan_free(race_ch), 0);
+}
+END_TEST
+
+/* ---- tickers ---- */
+
+#define TICKS 20
+
+static void ticker_reader(goro_ticker_t *t)
+{
+    int64_t first = 0, prev = 0;
+    for (int i = 0; i < TICKS; i++) {
+        int64_t tick;
+        if (goro_ticker_wait(t, &tick) != 0) {
+            t_fail("ticker_wait failed");
+            return;
+        }
+        int64_t now = goro_now();
+        if (now < tick)
+            t_fail("tick %d delivered %ld ns before its time", i, (long)(tick - now));
+        if (i == 0)
+            first = tick;
+        else if (tick - prev != 5 * GORO_MSEC)
+            t_fail("tick %d is %ld ns after the one before (want 5 ms exactly)", i,
+                   (long)(tick - prev));
+        prev = tick;
+    }
+    (void)first;
+}
+
+/* Ticks carry their scheduled times: exactly one period apart, whatever
+ * their lateness (drift-free), never delivered early. */
+START_TEST(ticker_is_drift_free)
+{
+    goro_ticker_t *t;
+    ck_assert_int_eq(goro_ticker_new(&t, 5 * GORO_MSEC), 0);
+    goro_t *h = go(ticker_reader, t);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(goro_join(h, NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    /* and from this thread too */
+    ticker_reader(t);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(goro_ticker_free(t), 0);
+}
+END_TEST
+
+/* A reader that is away for ten periods finds one tick waiting, not ten;
+ * the rest are counted as dropped; the next one is on the schedule. */
+START_TEST(ticker_drops_ticks_for_a_slow_reader)
+{
+    goro_ticker_t *t;
+    int64_t t0 = goro_now();
+    ck_assert_int_eq(goro_ticker_new(&t, 2 * GORO_MSEC), 0);
+    t_nap(0.021);                   /* ten periods and a half */
+    int64_t a, b;
+    ck_assert_int_eq(goro_ticker_wait(t, &a), 0);
+    ck_assert_int_eq(goro_ticker_wait(t, &b), 0);
+    ck_assert_msg(a < t0 + 4 * GORO_MSEC, "the waiting tick is the first one (%.3f ms)",
+                  t_ms(a - t0));
+    ck_assert_msg(b >= t0 + 20 * GORO_MSEC && (b - t0) % (2 * GORO_MSEC) < GORO_MSEC,
+                  "the next tick is on the schedule after the nap (%.3f ms)", t_ms(b - t0));
+    ck_assert_msg(goro_ticker_dropped(t) >= 8, "%lu ticks dropped",
+                  (unsigned long)goro_ticker_dropped(t));
+    ck_assert_int_eq(goro_ticker_free(t), 0);
+}
+END_TEST
+
+static void select_ticker(goro_ticker_t *t)
+{
+    goro_chan_t *never = t_chan_new(sizeof(long), 0);
+    int ticks = 0;
+    for (int i = 0; i < 10; i++) {
+        long v;
+        int64_t tick;
+        goro_case_t cases[] = {
+            { .ch = never, .op = GORO_RECV, .elem = &v },
+            { .ch = goro_ticker_chan(t), .op = GORO_RECV, .elem = &tick },
+        };
+        int r = goro_select(cases, 2, 0);
+        if (r == 1)
+            ticks++;
+        else
+            t_fail("select returned %d", r);
+    }
+    if (ticks != 10)
+        t_fail("%d ticks of 10", ticks);
+    goro_chan_free(never);
+}
+
+START_TEST(ticker_in_a_select)
+{
+    goro_ticker_t *t;
+    ck_assert_int_eq(goro_ticker_new(&t, GORO_MSEC), 0);
+    goro_t *h = go(select_ticker, t);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(goro_join(h, NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(goro_ticker_free(t), 0);
+}
+END_TEST
+
+static void ticker_waiter(goro_ticker_t *t)
+{
+    int r = goro_ticker_wait(t, NULL);
+    if (r != -ECANCELED)
+        t_fail("waiter: %d", r);
+}
+
+/* reset moves the schedule; free refuses while a coroutine waits, and
+ * once it succeeds no tick comes any more (the channel is gone); errors. */
+START_TEST(ticker_reset_free_and_errors)
+{
+    goro_ticker_t *t;
+    ck_assert_int_eq(goro_ticker_new(NULL, GORO_MSEC), -EINVAL);
+    ck_assert_int_eq(goro_ticker_new(&t, 0), -EINVAL);
+    ck_assert_int_eq(goro_ticker_new(&t, -5), -EINVAL);
+    ck_assert_int_eq(goro_ticker_wait(NULL, NULL), -EINVAL);
+    ck_assert_int_eq(goro_ticker_reset(NULL, 1), -EINVAL);
+    ck_assert_int_eq(goro_ticker_free(NULL), -EINVAL);
+    ck_assert_ptr_null(goro_ticker_chan(NULL));
+
+    ck_assert_int_eq(goro_ticker_new(&t, 10 * GORO_SEC), 0);
+    ck_assert_int_eq(goro_ticker_reset(t, 0), -EINVAL);
+    int64_t t0 = goro_now();
+    ck_assert_int_eq(goro_ticker_reset(t, 5 * GORO_MSEC), 0);
+    int64_t tick;
+    ck_assert_int_eq(goro_ticker_wait(t, &tick), 0);
+    ck_assert_msg(tick >= t0 + 5 * GORO_MSEC && tick < t0 + 5 * GORO_MSEC + late_bound(),
+                  "first tick after reset at %.3f ms", t_ms(tick - t0));
+
+    goro_t *h = go(ticker_waiter, t);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(goro_ticker_reset(t, 10 * GORO_SEC), 0);
+    t_settle();
+    ck_assert_int_eq(goro_ticker_free(t), -EBUSY);
+    goro_cancel(h);
+    ck_assert_int_eq(goro_join(h, NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(goro_ticker_free(t), 0);
+
+    /* Many tickers started and freed at once, firing meanwhile: free
+     * waits for a tick under way (run under ASan, a late tick would use
+     * freed memory). */
+    for (int round = 0; round < t_scale(200); round++) {
+        goro_ticker_t *many[8];
+        for (int i = 0; i < 8; i++)
+            ck_assert_int_eq(goro_ticker_new(&many[i], 50 * GORO_USEC), 0);
+        t_nap(0.0002);
+        for (int i = 0; i < 8; i++)
+            ck_assert_int_eq(goro_ticker_free(many[i]), 0);
+    }
+}
+END_TEST
+
+/* A ticker that outlives the runtime does no harm: free still works. */
+START_TEST(ticker_outliving_the_runtime)
+{
+    goro_ticker_t *t;
+    ck_assert_int_eq(goro_ticker_new(&t, GORO_MSEC), 0);
+    ck_assert_int_eq(goro_shutdown(), 0);
+    ck_assert_int_eq(goro_ticker_free(t), 0);
+}
+END_TEST
+
+Suite *timer_suite(void)
+{
+    Suite *s = suite_create("timer");
+    TCase *tc = t_runtime_tcase(s, "timer", 60);
+    tcase_add_test(tc, sleepers_wake_in_deadline_order);
+    tcase_add_test(tc, timer_due_at_the_next_switch);
+    tcase_add_test(tc, earlier_timer_from_a_thread_wakes_a_sleeping_worker);
+    tcase_add_test(tc, timers_stopped_in_the_middle_of_busy_heaps);
+    tcase_add_test(tc, ticker_is_drift_free);
+    tcase_add_test(tc, ticker_drops_ticks_for_a_slow_reader);
+    tcase_add_test(tc, ticker_in_a_select);
+    tcase_add_test(tc, ticker_reset_free_and_errors);
+    tcase_add_test(tc, ticker_outliving_the_runtime);
+    return s;
+}

@@ -938,11 +938,12 @@ int goro__wake_error(int outcome)
  * store and the cancelled load are both seq_cst, as are goro_cancel's
  * store and its claim: one of the two sides sees the other.
  *
- * The deadline timer is armed before the wait becomes claimable: once it
- * is, a lock-free claim (goro_cancel, the timer itself) may resume the
- * coroutine on another M, which deletes the timer and leaves the frame
- * the timer lives in. A timer that fires before the armed store finds
- * nothing to claim, so the deadline is looked at once more after it. */
+ * The deadline timer is started before the wait becomes claimable: once
+ * it is, a lock-free claim (goro_cancel, the timer itself) may resume the
+ * coroutine on another M, which stops the timer and leaves the frame the
+ * timer lives in. A timer that fires before the wait is armed moves
+ * `wake` from IDLE to TIMEDOUT (sched/timer.c, invariant 4), so arming is
+ * a CAS from IDLE, and its failure means: timed out already. */
 static void park_commit(struct goro_m *m, struct goro *g)
 {
     bool ready_now = false;
@@ -951,11 +952,12 @@ static void park_commit(struct goro_m *m, struct goro *g)
          * runs it makes g runnable. */
         struct goro_p *p = m->p ? m->p : &goro__sched.procs[0];
         goro__timer_start(m->post_timer, p, m->post_deadline);
+        uint32_t idle = GORO_WAKE_IDLE;
+        if (!atomic_compare_exchange_strong(&g->wake, &idle, m->post_armed))
+            ready_now = true;       /* TIMEDOUT: the timer was first */
+    } else {
+        atomic_store(&g->wake, m->post_armed);
     }
-    atomic_store(&g->wake, m->post_armed);
-    if (m->post_timer && goro__now() >= m->post_deadline &&
-        goro__claim(g, GORO_WAKE_TIMEDOUT))
-        ready_now = true;
     if (m->post_armed == GORO_WAKE_ARMED && atomic_load(&g->cancelled) &&
         goro__claim(g, GORO_WAKE_CANCELED))
         ready_now = true;
@@ -1015,8 +1017,9 @@ int goro__park(const struct goro_park *how)
      * the one that would run it). If the P is gone, park anyway, through
      * g0, which then finds itself without a P. */
     bool own = rt_enter(m, false) != NULL;
-    /* The deadline timer lives in this frame, which stays put while parked. */
-    bool timed = how->deadline >= 0;
+    /* The deadline timer lives in this frame, which stays put while parked.
+     * A firm wait has none: only its partner may end it. */
+    bool timed = how->deadline >= 0 && !how->firm;
     struct goro_timer timer;
     if (timed) {
         timer.kind = GORO_TIMER_WAKE;

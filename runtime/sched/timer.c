@@ -26,6 +26,13 @@
  *    wake coroutines), marked running meanwhile; goro__timer_stop waits
  *    until it is done. Only the runner puts it back, at the time fire
  *    returned, unless it was stopped meanwhile.
+ * 4. A WAKE timer is started before its wait is armed (sched.c,
+ *    park_commit): a frame must not be claimable before its timer exists.
+ *    A timer that fires in between finds `wake` IDLE - a coroutine resets
+ *    it to IDLE only after it has stopped its timer, so IDLE here means
+ *    "being parked" - and moves it to TIMEDOUT; the park's own CAS from
+ *    IDLE to ARMED then fails, and the park makes the coroutine runnable.
+ *    No timeout is lost, none is taken twice, and no clock is read.
  * 3. A timer that becomes the earliest of a P other than the caller's
  *    breaks that P's poll: its M may be asleep until a later deadline
  *    (the poller reads `first` under its poll_lock, so the break cannot
@@ -274,9 +281,15 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
         }
         struct goro *g = t->g;
         bool won = goro__claim(g, GORO_WAKE_TIMEDOUT);
+        if (!won) {
+            /* Not armed yet (invariant 4): the park under way finds the
+             * outcome and makes g runnable itself. */
+            uint32_t idle = GORO_WAKE_IDLE;
+            atomic_compare_exchange_strong(&g->wake, &idle, GORO_WAKE_TIMEDOUT);
+        }
         atomic_store_explicit(&t->idx, GORO_TIMER_OFF, memory_order_release);  /* inv. 1 */
         if (!won)
-            continue;               /* its waker makes it runnable */
+            continue;               /* its waker, or its park, makes it runnable */
         if (g->flags & GORO_F_EXTERNAL) {
             goro__ready(g);         /* never here today: threads wait on futexes */
             continue;

@@ -10,9 +10,9 @@
  *   - a busy P whose event base nobody polled for POLL_STARVED: poll it
  *     here, so that its I/O is not held up by a long runner (what it
  *     finds runs at the next slice: lateness <= slice + 2 ms); and a busy
- *     P with a timer overdue by TIMERS_STARVED whose owner has not looked
- *     at its timers for as long (it does at every switch, so it is in a
- *     long slice): run its due timers here;
+ *     P with a timer overdue by TIMERS_STARVED whose owner has been in one
+ *     slice and not looked at its timers for as long (it does at every
+ *     switch): run its due timers here;
  *   - coroutines pinned to a thread that lost its P UNPIN_SLICES ago and
  *     is still away: to the global queue (sched.c, goro__unpin_stuck);
  *   - pooled stacks idle for a second or two: back to the kernel (stack.c);
@@ -131,10 +131,12 @@ static bool check_poll(struct goro_p *p, int64_t now)
 
 static bool check_timers(struct goro_p *p, int64_t now)
 {
-    /* Only when the owner has not looked for a while: one that looks at
-     * every switch and is merely behind runs them in deadline order. */
+    /* Only when the owner is inside one slice (check_slice saw schedtick
+     * unchanged) and has not looked for a while: an owner that switches
+     * and is merely behind runs them itself, in deadline order. */
     int64_t first = goro__timers_first(p);
     if (first == INT64_MAX || now - first < TIMERS_STARVED || !p_busy(p) ||
+        now - p->sm_since < TIMERS_STARVED ||
         now - atomic_load_explicit(&p->timers_seen, memory_order_relaxed) < TIMERS_STARVED)
         return false;
     struct goro_polled woke = { NULL, NULL, 0 };

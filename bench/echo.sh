@@ -27,6 +27,15 @@
 #   ECHO_WORKERS    threads of goro, Go and epoll2 (default 2)
 #   ECHO_REPS       runs per server and point, best reported (default 1)
 #   ECHO_QUICK=1    default matrix 100 and 1000 connections x 64 bytes
+#   ECHO_PERF=0     no CPU accounting (below)
+#
+# CPU per round trip: with perf(1) at hand, each run also counts, over the
+# measured seconds, the CPU time (task-clock) and system calls of the
+# server and of the load generator, and prints them per round trip:
+#   name=echo_c<conns>_s<size>_srv_ns impl=<who> value=<ns> unit=ns  (and _cli_ns)
+#   name=echo_c<conns>_s<size>_srv_sys impl=<who> value=<calls> unit=calls  (and _cli_sys)
+# plus a note when the load generator used most of a CPU: then the client,
+# not the server, may be what limits the round trips.
 # Exit status: 1 if a run failed (server died, no RESULT line), else 0.
 set -u
 source "$(dirname "$0")/results.sh"
@@ -51,11 +60,18 @@ REPS=${ECHO_REPS:-1}
 LIMIT=$((DURATION + WARMUP + 120))  # seconds per load run, hard limit
 FD_SPARE=100                        # descriptors beyond one per connection
 
+perf_ok=0
+if [[ ${ECHO_PERF:-1} != 0 ]] && command -v perf >/dev/null &&
+   perf stat -x, -e task-clock,raw_syscalls:sys_enter true >/dev/null 2>&1; then
+    perf_ok=1
+fi
+
 results=$(mktemp)   # figure lines
 runs=$(mktemp)      # one line per run: conns size impl rtps p99
 errf=$(mktemp)
 serr=$(mktemp)
 server_pid=
+perf_pid=
 cleanup() {
     [[ -n $server_pid ]] && stop_server
     rm -f "$results" "$runs" "$errf" "$serr"
@@ -184,9 +200,17 @@ run_point() {
         stop_server
         return
     fi
-    out=$(timeout -k 5 "$LIMIT" "$LOAD" --port "$port" --conns "$c" --size "$s" \
-          --duration "$DURATION" --warmup "$WARMUP" --workers 1 --quiet 2>"$errf")
+    local outf srvf clif load_pid
+    outf=$(mktemp) srvf=$(mktemp) clif=$(mktemp)
+    timeout -k 5 "$LIMIT" "$LOAD" --port "$port" --conns "$c" --size "$s" \
+          --duration "$DURATION" --warmup "$WARMUP" --workers 1 --quiet >"$outf" 2>"$errf" &
+    load_pid=$!
+    perf_pid=
+    ((perf_ok)) && count_cpu "$server_pid" "$load_pid" "$srvf" "$clif"
+    wait "$load_pid"
     rc=$?
+    [[ -n $perf_pid ]] && wait "$perf_pid"
+    out=$(cat "$outf")
     res=$(tail -n 1 <<<"$out")
     if ! kill -0 "$server_pid" 2>/dev/null; then
         echo "# FAILED: $label: the server died during the run"
@@ -201,6 +225,7 @@ run_point() {
         bad=1
     else
         record "$impl" "$c" "$s" "$res" || bad=1
+        ((perf_ok)) && cpu_figures "$impl" "$c" "$s" "$(field rtps "$res")" "$srvf" "$clif"
         # echoload fails when a connection failed or an echo came back
         # wrong: the figures stand, the run counts as failed.
         if ((rc != 0)); then
@@ -208,11 +233,58 @@ run_point() {
             bad=1
         fi
     fi
+    rm -f "$outf" "$srvf" "$clif"
     if ((bad)); then
         failed=1
         show_server_stderr "$impl"
         head -n 10 "$errf" | sed "s/^/#   stderr (echoload): /"
     fi
+}
+
+# count_cpu SERVER_PID TIMEOUT_PID SRV_OUT CLI_OUT: in the background,
+# perf stat of the server and of echoload's load processes (children of
+# timeout's child) over the measured seconds, after the warm-up.
+count_cpu() {
+    local srv=$1 tpid=$2 i cli=
+    for ((i = 0; i < 50; i++)); do
+        [[ -n $cli ]] && break
+        cli=$(pgrep -P "$tpid" -n 2>/dev/null)
+        [[ -z $cli ]] && sleep 0.02
+    done
+    [[ -z $cli ]] && return
+    (sleep "$WARMUP"
+     # echoload runs its connections in processes of its own
+     local kids
+     kids=$(pgrep -P "$cli" 2>/dev/null | paste -sd, -)
+     perf stat -x, -e task-clock,raw_syscalls:sys_enter -p "$srv" -o "$3" -- sleep "$DURATION" &
+     perf stat -x, -e task-clock,raw_syscalls:sys_enter -p "${kids:-$cli}" -o "$4" -- sleep "$DURATION"
+     wait) >/dev/null 2>&1 &
+    perf_pid=$!
+}
+
+# perf_value FILE EVENT: the count perf stat -x, wrote for EVENT.
+perf_value() {
+    awk -F, -v e="$2" '$3 == e { print $1 }' "$1" 2>/dev/null | head -n 1
+}
+
+# cpu_figures IMPL CONNS SIZE RTPS SRV_OUT CLI_OUT
+cpu_figures() {
+    local impl=$1 n="echo_c$2_s$3" rt side f ms sys cpu_pct
+    rt=$(awk -v r="$4" -v d="$DURATION" 'BEGIN { printf "%.0f", r * d }')
+    [[ -z $rt || $rt == 0 ]] && return
+    for side in srv cli; do
+        f=$5
+        [[ $side == cli ]] && f=$6
+        ms=$(perf_value "$f" task-clock) sys=$(perf_value "$f" raw_syscalls:sys_enter)
+        [[ -z $ms || -z $sys || $ms == "<not"* ]] && continue
+        figure "${n}_${side}_ns" "$impl" "$(awk -v m="$ms" -v r="$rt" 'BEGIN { printf "%.0f", m * 1e6 / r }')" ns
+        figure "${n}_${side}_sys" "$impl" "$(awk -v c="$sys" -v r="$rt" 'BEGIN { printf "%.2f", c / r }')" calls
+        if [[ $side == cli ]]; then
+            cpu_pct=$(awk -v m="$ms" -v d="$DURATION" 'BEGIN { printf "%.0f", m / (d * 10) }')
+            ((cpu_pct >= 90)) &&
+                echo "# note: $n ($impl): the load generator used ${cpu_pct}% of a CPU; it may be what limits this server"
+        fi
+    done
 }
 
 # record IMPL CONNS SIZE RESULT_LINE: notes, CSV row, the run for figures.

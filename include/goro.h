@@ -394,7 +394,9 @@ goro_chan_t *goro_ticker_chan(goro_ticker_t *t);
 int goro_ticker_wait(goro_ticker_t *t, int64_t *tick);
 
 /* Restarts the schedule: the next tick is due period ns from now (a tick
- * already delivered stays in the channel). Returns 0 or -EINVAL. */
+ * already delivered stays in the channel). After goro_shutdown it starts
+ * the runtime again, as go() does. Returns 0, -EINVAL, or what starting
+ * the runtime returned. */
 int goro_ticker_reset(goro_ticker_t *t, int64_t period);
 
 /* Ticks dropped or skipped so far because the reader was behind. */

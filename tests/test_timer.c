@@ -420,6 +420,12 @@ START_TEST(ticker_outliving_the_runtime)
     ck_assert_int_eq(goro_ticker_new(&t, GORO_MSEC), 0);
     ck_assert_int_eq(goro_shutdown(), 0);
     ck_assert_int_eq(goro_ticker_free(t), 0);
+    /* and one reset after the shutdown ticks on the next runtime */
+    ck_assert_int_eq(goro_ticker_new(&t, GORO_MSEC), 0);
+    ck_assert_int_eq(goro_shutdown(), 0);
+    ck_assert_int_eq(goro_ticker_reset(t, GORO_MSEC), 0);
+    ck_assert_int_eq(goro_ticker_wait(t, NULL), 0);
+    ck_assert_int_eq(goro_ticker_free(t), 0);
 }
 END_TEST
 

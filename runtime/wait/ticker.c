@@ -95,6 +95,9 @@ int goro_ticker_reset(goro_ticker_t *t, int64_t period)
 {
     if (!t || period <= 0)
         return -EINVAL;
+    int err = goro__ensure_started();   /* after goro_shutdown, as go() would */
+    if (err)
+        return err;
     goro__timer_stop(&t->timer);    /* no fire runs from here on */
     t->period = period;
     ticker_start(t);

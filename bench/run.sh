@@ -162,6 +162,8 @@ run --as ticker:ticker_2w GOMAXPROCS=2 "$P/go/timers" ticker
 run --as ticker:ticker_2w GORO_WORKERS=2 "$B/timers" ticker
 run GOMAXPROCS="$ncpu" "$P/go/timers" reset
 run GORO_WORKERS="$ncpu" "$B/timers" reset
+run GOMAXPROCS="$ncpu" "$P/go/timers" idle
+run GORO_WORKERS="$ncpu" "$B/timers" idle
 
 # ---- preemption: 4 spinners per worker, 10 ms slice or none; a 1 ms ticker
 # among them. 1 worker, then all CPUs (figures preempt_nw_*) ----
@@ -205,6 +207,7 @@ target_val ticker_2w_p99_late goro "<=" 1500
 ratio ticker_p99_late_vs_go goro ticker_p99_late goro ticker_p99_late go
 ratio ticker_2w_p99_late_vs_go goro ticker_2w_p99_late goro ticker_2w_p99_late go
 ratio timer_reset_vs_go goro timer_reset goro timer_reset go
+target_val timers_idle_cpu goro "<=" 0.1
 # preemption: time with a 10 ms slice over time without (< 1% loss), the
 # ticker's p99 lateness (<= 2 slices), and both against Go
 ratio preempt_loss goro preempt_work_on goro preempt_work_off goro "<=" 1.01

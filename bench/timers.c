@@ -14,17 +14,22 @@
  *    is received) - (its scheduled time). Run with 1 and with 2 workers.
  *  - timer_reset: ns per goro_ticker_reset (stop a timer, start it again)
  *    with 10^4 other timers pending, as Go's time.Timer.Reset.
+ *  - timers_idle_cpu: the process's CPU time over IDLE_SECONDS while 10^4
+ *    coroutines sleep with their timers an hour away, in % of one CPU
+ *    (target < 0.1).
  * As bench/peers/go/timers.go. Workers: GORO_WORKERS from the env.
  *
  * Output:
  *   name=timers_<N>_p50_late impl=goro value=<us> unit=us  (and _p99_late)
  *   name=ticker_p50_late impl=goro value=<us> unit=us  (and _p99, _max)
  *   name=timer_reset impl=goro value=<ns> unit=ns
+ *   name=timers_idle_cpu impl=goro value=<percent> unit=%
  */
 #include "bench.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #include <goro.h>
 
@@ -34,6 +39,8 @@
 #define TICK_SECONDS 2
 #define RESETS 1000000L
 #define PENDING 10000L
+#define IDLE_N 10000L
+#define IDLE_SECONDS 5
 
 /* ---- lateness by heap size ---- */
 
@@ -147,9 +154,48 @@ static void reset_run(void)
     free(pending);
 }
 
+/* ---- idle cost ---- */
+
+static void long_sleeper(void)
+{
+    goro_sleep(3600 * GORO_SEC);    /* cancelled at the end */
+}
+
+/* CPU the whole process uses while IDLE_N coroutines sleep with IDLE_N
+ * timers pending an hour away: the workers must sleep, not poll. */
+static void idle_run(void)
+{
+    goro_t **h = calloc(IDLE_N, sizeof *h);
+    if (!h)
+        bench_die("timers: out of memory");
+    for (long i = 0; i < IDLE_N; i++)
+        BENCH_CHECK(goro_go(&h[i], NULL, long_sleeper));
+    goro_sleep(GORO_SEC);           /* let every one park and sysmon settle */
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    double t0 = bench_now_ns();
+    goro_sleep(IDLE_SECONDS * GORO_SEC);
+    getrusage(RUSAGE_SELF, &b);
+    double wall = bench_now_ns() - t0;
+    double cpu = (double)(b.ru_utime.tv_sec - a.ru_utime.tv_sec) * 1e9 +
+                 (double)(b.ru_utime.tv_usec - a.ru_utime.tv_usec) * 1e3 +
+                 (double)(b.ru_stime.tv_sec - a.ru_stime.tv_sec) * 1e9 +
+                 (double)(b.ru_stime.tv_usec - a.ru_stime.tv_usec) * 1e3;
+    /* four decimals: the target is below 0.1 % */
+    printf("name=timers_idle_cpu impl=goro value=%.4f unit=%%\n", 100.0 * cpu / wall);
+    fflush(stdout);
+    for (long i = 0; i < IDLE_N; i++)
+        BENCH_CHECK(goro_cancel(h[i]));
+    for (long i = 0; i < IDLE_N; i++)
+        BENCH_CHECK(goro_join(h[i], NULL));
+    free(h);
+}
+
 static void driver(const char *what)
 {
-    if (what[0] == 'h') {
+    if (what[0] == 'i') {
+        idle_run();
+    } else if (what[0] == 'h') {
         for (long n = 100; n <= 100000; n *= 10)
             heap_size_run(n);
     } else if (what[0] == 't') {
@@ -159,12 +205,12 @@ static void driver(const char *what)
     }
 }
 
-/* argv[1]: "heap", "ticker" or "reset" (run.sh runs each with its worker
- * count); none: all three. */
+/* argv[1]: "heap", "ticker", "reset" or "idle" (run.sh runs each with its
+ * worker count); none: all four. */
 int main(int argc, char **argv)
 {
-    const char *parts[] = { "heap", "ticker", "reset" };
-    for (int i = 0; i < 3; i++) {
+    const char *parts[] = { "heap", "ticker", "reset", "idle" };
+    for (int i = 0; i < 4; i++) {
         if (argc > 1 && strcmp(argv[1], parts[i]) != 0)
             continue;
         goro_t *d;

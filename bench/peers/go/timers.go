@@ -10,9 +10,10 @@
 //     one goroutine among 4 that work ~0.5 ms between runtime.Gosched calls,
 //     for 2 s; lateness is (time received) - (the time the tick was due).
 //   - timer_reset: ns per time.Timer.Reset with 10^4 other timers pending.
+//   - timers_idle_cpu: CPU over 5 s with 10^4 goroutines asleep for an hour.
 //
-// argv[1]: heap, ticker or reset (run.sh runs each with its GOMAXPROCS);
-// none: all three.
+// argv[1]: heap, ticker, reset or idle (run.sh runs each with its
+// GOMAXPROCS); none: all four.
 //
 // Output:
 //
@@ -28,6 +29,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -141,6 +143,23 @@ func reset() {
 	}
 }
 
+// idle: the process's CPU time over 5 s while 10^4 goroutines sleep an
+// hour, in % of one CPU.
+func idle() {
+	for i := 0; i < 10000; i++ {
+		go time.Sleep(time.Hour)
+	}
+	time.Sleep(time.Second)
+	var a, b syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &a)
+	t0 := time.Now()
+	time.Sleep(5 * time.Second)
+	syscall.Getrusage(syscall.RUSAGE_SELF, &b)
+	wall := time.Since(t0)
+	cpu := time.Duration(b.Utime.Nano() - a.Utime.Nano() + b.Stime.Nano() - a.Stime.Nano())
+	fmt.Printf("name=timers_idle_cpu impl=go value=%.4f unit=%%\n", 100*float64(cpu)/float64(wall))
+}
+
 func main() {
 	part := ""
 	if len(os.Args) > 1 {
@@ -156,5 +175,8 @@ func main() {
 	}
 	if part == "" || part == "reset" {
 		reset()
+	}
+	if part == "" || part == "idle" {
+		idle()
 	}
 }

@@ -290,10 +290,9 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
         atomic_store_explicit(&t->idx, GORO_TIMER_OFF, memory_order_release);  /* inv. 1 */
         if (!won)
             continue;               /* its waker, or its park, makes it runnable */
-        if (g->flags & GORO_F_EXTERNAL) {
-            goro__ready(g);         /* never here today: threads wait on futexes */
-            continue;
-        }
+        /* Threads the runtime does not own time their waits on their
+         * futex (sched.c, park_external): a timer is a coroutine's. */
+        GORO_ASSERT(!(g->flags & GORO_F_EXTERNAL));
         atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
         g->next = NULL;             /* in deadline order */
         if (out->tail)

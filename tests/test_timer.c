@@ -123,15 +123,22 @@ static void busy_yielder(void)
     }
 }
 
-static atomic_long worst_late;
+#define SLEEP_ROUNDS 200
+static int64_t sleep_late[SLEEP_ROUNDS];
 
-static void timed_sleeper(long rounds)
+static void timed_sleeper(void)
 {
-    for (long r = 0; r < rounds; r++) {
+    for (long r = 0; r < SLEEP_ROUNDS; r++) {
         int64_t due = goro_now() + GORO_MSEC;
         goro_sleep_until(due);
-        t_max_update(&worst_late, (long)(goro_now() - due));
+        sleep_late[r] = goro_now() - due;
     }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
 }
 
 /* A 1 ms sleeper among four coroutines that yield every 0.5 ms on one
@@ -146,23 +153,25 @@ START_TEST(timer_due_at_the_next_switch)
     }
     restart_with(1);
     atomic_store(&yield_stop, 0);
-    atomic_store(&worst_late, 0);
     goro_t *y[4];
     for (int i = 0; i < 4; i++)
         ck_assert_ptr_nonnull(y[i] = go(busy_yielder));
-    goro_t *s = go(timed_sleeper, 200L);
+    goro_t *s = go(timed_sleeper);
     ck_assert_ptr_nonnull(s);
     ck_assert_int_eq(goro_join(s, NULL), 0);
     atomic_store(&yield_stop, 1);
     for (int i = 0; i < 4; i++)
         ck_assert_int_eq(goro_join(y[i], NULL), 0);
-    /* One turn is 0.5 ms; the bound leaves room for a noisy machine but
-     * not for 61 turns (30 ms). */
-    long worst = atomic_load(&worst_late);
-    printf("timer among 4 yielders (0.5 ms turns, 1 worker): worst lateness %.3f ms\n",
-           t_ms(worst));
-    int64_t bound = t_sanitized() ? 10 * GORO_MSEC : 2 * GORO_MSEC;
-    ck_assert_msg(worst < bound, "worst lateness %.3f ms among yielders", t_ms(worst));
+    /* One turn is 0.5 ms, so nine sleeps in ten end within it; the bound
+     * leaves room for a machine that takes the CPU away now and then (the
+     * worst case is printed, not checked) but not for waiting several
+     * turns, as the poller that held the timers did. */
+    qsort(sleep_late, SLEEP_ROUNDS, sizeof sleep_late[0], cmp_i64);
+    int64_t p90 = sleep_late[SLEEP_ROUNDS * 9 / 10], worst = sleep_late[SLEEP_ROUNDS - 1];
+    printf("timer among 4 yielders (0.5 ms turns, 1 worker): lateness p90 %.3f ms, "
+           "worst %.3f ms\n", t_ms(p90), t_ms(worst));
+    int64_t bound = t_sanitized() ? 5 * GORO_MSEC : GORO_MSEC;
+    ck_assert_msg(p90 < bound, "lateness p90 %.3f ms among yielders", t_ms(p90));
 }
 END_TEST
 

@@ -202,6 +202,17 @@ void t_max_update(atomic_long *max, long v)
         ;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void t_sort_i64(int64_t *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_i64);
+}
+
 goro_chan_t *t_chan_new(size_t elem, size_t cap)
 {
     goro_chan_t *ch = NULL;

@@ -105,6 +105,8 @@ void t_settle(void);
 uint32_t t_rnd(uint32_t *state);
 /* Raises *max to v if v is larger (from any thread). */
 void t_max_update(atomic_long *max, long v);
+/* Sorts v[n] ascending (lateness samples, nanoseconds). */
+void t_sort_i64(int64_t *v, size_t n);
 
 /* A new channel (goro_chan_new); fails the test if it cannot be made. */
 goro_chan_t *t_chan_new(size_t elem, size_t cap);

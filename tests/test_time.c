@@ -87,12 +87,6 @@ END_TEST
 
 enum { SAMPLES = 7 };
 
-static int cmp64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Sleeps SAMPLES times for ns; out[] gets how long each took. A negative
  * entry records a non-zero result. */
 static void sleep_samples(int64_t ns, int64_t *out)
@@ -115,7 +109,7 @@ static void check_samples(const char *where, int64_t ns, int64_t *s)
                       where, t_ms(ns), t_ms(s[i]));
     }
     /* the typical one (a busy machine may delay a few): within a few ms */
-    qsort(s, SAMPLES, sizeof *s, cmp64);
+    t_sort_i64(s, SAMPLES);
     ck_assert_msg(s[SAMPLES / 2] < ns + late_bound(), "%s: sleep %.1f ms: median %.2f ms",
                   where, t_ms(ns), t_ms(s[SAMPLES / 2]));
 }
@@ -204,7 +198,7 @@ static int64_t median_wake(long n, int64_t lo, int64_t hi, int64_t *tmp)
             tmp[m++] = sl.woke[i] - sl.base;
     if (m == 0)
         return -1;
-    qsort(tmp, (size_t)m, sizeof *tmp, cmp64);
+    t_sort_i64(tmp, (size_t)m);
     return tmp[m / 2];
 }
 

@@ -135,11 +135,6 @@ static void timed_sleeper(void)
     }
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
 
 /* A 1 ms sleeper among four coroutines that yield every 0.5 ms on one
  * worker: the timer is looked at on every switch, so it is late by at
@@ -166,7 +161,7 @@ START_TEST(timer_due_at_the_next_switch)
      * leaves room for a machine that takes the CPU away now and then (the
      * worst case is printed, not checked) but not for waiting several
      * turns, as the poller that held the timers did. */
-    qsort(sleep_late, SLEEP_ROUNDS, sizeof sleep_late[0], cmp_i64);
+    t_sort_i64(sleep_late, SLEEP_ROUNDS);
     int64_t p90 = sleep_late[SLEEP_ROUNDS * 9 / 10], worst = sleep_late[SLEEP_ROUNDS - 1];
     printf("timer among 4 yielders (0.5 ms turns, 1 worker): lateness p90 %.3f ms, "
            "worst %.3f ms\n", t_ms(p90), t_ms(worst));

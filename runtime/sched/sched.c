@@ -948,10 +948,7 @@ static void park_commit(struct goro_m *m, struct goro *g)
 {
     bool ready_now = false;
     if (m->post_timer) {
-        /* On an M that lost its P (goro__park), any heap serves: whoever
-         * runs it makes g runnable. */
-        struct goro_p *p = m->p ? m->p : &goro__sched.procs[0];
-        goro__timer_start(m->post_timer, p, m->post_deadline);
+        goro__timer_start(m->post_timer, m->p, m->post_deadline);
         uint32_t idle = GORO_WAKE_IDLE;
         if (!atomic_compare_exchange_strong(&g->wake, &idle, m->post_armed))
             ready_now = true;       /* TIMEDOUT: the timer was first */

@@ -79,8 +79,9 @@ GORO_HIDDEN void goro__coro_start(struct goro *g);
 GORO_HIDDEN void goro__coroutine_ended(void);
 
 /* timer.c: the P timer heaps (struct goro_timers). start: t's kind and g
- * or fire are set; it fires at `when` on p's heap. stop: once it returns,
- * t fires no more and may be freed (a fire under way has ended). */
+ * or fire are set; it fires at `when` on p's heap (p NULL: any P's). stop:
+ * once it returns, t fires no more and may be freed (a fire under way has
+ * ended). */
 GORO_HIDDEN void goro__timers_init(struct goro_timers *ts);
 GORO_HIDDEN void goro__timers_fini(struct goro_timers *ts);
 GORO_HIDDEN void goro__timer_start(struct goro_timer *t, struct goro_p *p, int64_t when);

@@ -187,6 +187,10 @@ void goro__timers_fini(struct goro_timers *ts)
 
 void goro__timer_start(struct goro_timer *t, struct goro_p *p, int64_t when)
 {
+    /* Started where no P is held (an M that lost its P, a thread of the
+     * program's): any heap serves, whoever runs it delivers. */
+    if (!p)
+        p = &goro__sched.procs[0];
     struct goro_timers *ts = &p->timers;
     t->p = p;
     t->when = when;

@@ -36,17 +36,10 @@ static int64_t tick_fire(struct goro_timer *timer, int64_t now)
     return tick + (missed + 1) * t->period;
 }
 
-/* The heap of the caller's P (any, for a thread without one: whoever runs
- * it delivers). */
-static struct goro_p *home_p(void)
-{
-    struct goro_p *p = goro__current_p();
-    return p ? p : &goro__sched.procs[0];
-}
-
+/* On the heap of the caller's P, if it has one. */
 static void ticker_start(struct goro_ticker *t)
 {
-    goro__timer_start(&t->timer, home_p(), goro__now() + t->period);
+    goro__timer_start(&t->timer, goro__current_p(), goro__now() + t->period);
 }
 
 int goro_ticker_new(goro_ticker_t **out, int64_t period)

@@ -12,8 +12,8 @@
  * sleeper spins a little first: work often comes back within microseconds,
  * and a waker that finds it still spinning needs no system call, nor does
  * it. Asleep, the M waits in its event base, so that I/O of the coroutines
- * that parked here wakes it too, and no later than its P's first timer; a waker ends that wait through
- * libevent's cross-thread notification. */
+ * that parked here wakes it too, until its P's first timer at the latest;
+ * a waker ends that wait through libevent's cross-thread notification. */
 enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING = GORO_NOTE_SLEEPING };
 #define NOTE_SPINS 100
 #define TIMER_SPIN (50 * GORO_USEC)

@@ -431,17 +431,25 @@ static struct goro *poll_others(struct goro_m *m)
 
 /* ---- timers in the scheduling loop (sched/timer.c) ---- */
 
-/* One of p's timers is due (asked by p's owner). Reads the clock only
- * when p has timers, and notes when it looked: sysmon runs the timers of
- * an owner that has not looked for a while (it is in a long slice). */
-static bool timers_due(struct goro_p *p)
+/* One of p's timers is due at *now. Reads the clock only when p has
+ * timers. The owner asking notes when it looked: sysmon runs the timers
+ * of an owner that has not looked for a while (it is in a long slice). */
+static bool timers_due_at(struct goro_p *p, bool owner, int64_t *now)
 {
     int64_t first = goro__timers_first(p);
     if (first == INT64_MAX)
         return false;
-    int64_t now = goro__now();
-    atomic_store_explicit(&p->timers_seen, now, memory_order_relaxed);
-    return now >= first;
+    *now = goro__now();
+    if (owner)
+        atomic_store_explicit(&p->timers_seen, *now, memory_order_relaxed);
+    return *now >= first;
+}
+
+/* Asked by p's owner. */
+static bool timers_due(struct goro_p *p)
+{
+    int64_t now;
+    return timers_due_at(p, true, &now);
 }
 
 /* Runs the due timers of `of`: m's own P's, whose coroutines then run
@@ -449,14 +457,9 @@ static bool timers_due(struct goro_p *p)
  * got to them, which m's P queues as a poll's (and runs the first). */
 static struct goro *run_timers(struct goro_m *m, struct goro_p *of)
 {
-    int64_t first = goro__timers_first(of);
-    if (first == INT64_MAX)
-        return NULL;
-    int64_t now = goro__now();
-    if (of == m->p)
-        atomic_store_explicit(&of->timers_seen, now, memory_order_relaxed);
+    int64_t now;
     struct goro_polled woke = { NULL, NULL, 0 };
-    if (now < first || goro__timers_run(of, now, &woke) == 0)
+    if (!timers_due_at(of, of == m->p, &now) || goro__timers_run(of, now, &woke) == 0)
         return NULL;
     if (of == m->p) {
         timed_append(of, &woke);

@@ -47,7 +47,7 @@
 #include "internal.h"
 #include "io/poller.h"
 
-/* ---- the heap (under t->lock) ---- */
+/* ---- the heap (under its lock) ---- */
 
 #define ARITY 4
 #define HEAP_MIN 64

@@ -260,6 +260,50 @@ START_TEST(timers_stopped_in_the_middle_of_busy_heaps)
 }
 END_TEST
 
+/* ---- short sleeps on two workers ---- */
+
+static atomic_long short_sleeps_done;
+
+static void short_sleeper(long seed)
+{
+    uint32_t rnd = (uint32_t)seed * 2654435761u + 7;
+    long n = t_scale(10000);
+    for (long i = 0; i < n; i++) {
+        if (goro_sleep((int64_t)(t_rnd(&rnd) % 20) * GORO_USEC) != 0)
+            return;                 /* cancelled: the test reports it */
+        atomic_fetch_add(&short_sleeps_done, 1);
+    }
+}
+
+/* Sleeps of 0-20 us on two workers: timers come due while their
+ * coroutines are still being parked, and the other worker (stealing
+ * timers) or sysmon fires them then. The timer must time the wait out
+ * whichever way that race goes: a sleeper that never wakes is a lost
+ * timer (found by the token race test under TSan: a firing timer saw the
+ * wait not armed yet, the park armed it, and the timer's second try found
+ * it armed and gave up). */
+START_TEST(short_sleeps_are_never_lost)
+{
+    enum { NS = 32 };
+    restart_with(2);
+    atomic_store(&short_sleeps_done, 0);
+    goro_t *h[NS];
+    for (long i = 0; i < NS; i++)
+        ck_assert_ptr_nonnull(h[i] = go(short_sleeper, i));
+    int64_t deadline = goro_now() + (int64_t)(t_timeout(20) * GORO_SEC);
+    int lost = 0;
+    for (int i = 0; i < NS; i++) {
+        if (goro_join_until(h[i], NULL, deadline) == 0)
+            continue;
+        lost++;
+        goro_cancel(h[i]);
+        ck_assert_int_eq(goro_join(h[i], NULL), 0);
+    }
+    ck_assert_msg(lost == 0, "%d of %d sleepers never woke (%ld sleeps done): a timer was lost",
+                  lost, NS, atomic_load(&short_sleeps_done));
+}
+END_TEST
+
 /* ---- tickers ---- */
 
 #define TICKS 20
@@ -441,6 +485,7 @@ Suite *timer_suite(void)
     tcase_add_test(tc, timer_due_at_the_next_switch);
     tcase_add_test(tc, earlier_timer_from_a_thread_wakes_a_sleeping_worker);
     tcase_add_test(tc, timers_stopped_in_the_middle_of_busy_heaps);
+    tcase_add_test(tc, short_sleeps_are_never_lost);
     tcase_add_test(tc, ticker_is_drift_free);
     tcase_add_test(tc, ticker_drops_ticks_for_a_slow_reader);
     tcase_add_test(tc, ticker_in_a_select);

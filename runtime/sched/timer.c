@@ -30,7 +30,8 @@
  *    park_commit): a frame must not be claimable before its timer exists.
  *    A timer that fires in between finds `wake` IDLE - a coroutine resets
  *    it to IDLE only after it has stopped its timer, so IDLE here means
- *    "being parked" - and moves it to TIMEDOUT; the park's own CAS from
+ *    "being parked" - and moves it to TIMEDOUT (one CAS loop takes ARMED
+ *    or IDLE, whichever it finds: claim_timed_out); the park's own CAS from
  *    IDLE to ARMED then fails, and the park makes the coroutine runnable.
  *    No timeout is lost, none is taken twice, and no clock is read.
  * 3. A timer that becomes the earliest of a P other than the caller's
@@ -265,6 +266,21 @@ static void func_done_locked(struct goro_timers *ts, struct goro_timer *t, int64
     }
 }
 
+/* A WAKE timer's claim (invariant 4): ARMED or IDLE (being parked) ->
+ * TIMEDOUT in one CAS loop - two separate tries would lose the timeout
+ * when the park arms the wait in between. True if the wait was armed:
+ * then the timer makes g runnable; from IDLE the park does. */
+static bool claim_timed_out(struct goro *g)
+{
+    uint32_t w = atomic_load_explicit(&g->wake, memory_order_acquire);
+    while (w == GORO_WAKE_ARMED || w == GORO_WAKE_IDLE) {
+        if (atomic_compare_exchange_weak_explicit(&g->wake, &w, GORO_WAKE_TIMEDOUT,
+                memory_order_acq_rel, memory_order_acquire))
+            return w == GORO_WAKE_ARMED;
+    }
+    return false;
+}
+
 int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
 {
     struct goro_timers *ts = &p->timers;
@@ -284,13 +300,7 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
             continue;
         }
         struct goro *g = t->g;
-        bool won = goro__claim(g, GORO_WAKE_TIMEDOUT);
-        if (!won) {
-            /* Not armed yet (invariant 4): the park under way finds the
-             * outcome and makes g runnable itself. */
-            uint32_t idle = GORO_WAKE_IDLE;
-            atomic_compare_exchange_strong(&g->wake, &idle, GORO_WAKE_TIMEDOUT);
-        }
+        bool won = claim_timed_out(g);
         atomic_store_explicit(&t->idx, GORO_TIMER_OFF, memory_order_release);  /* inv. 1 */
         if (!won)
             continue;               /* its waker, or its park, makes it runnable */

@@ -85,6 +85,21 @@ void t_fail_reset(void);
 int t_errno(void);               /* errno, read through a non-inlinable call */
 void t_set_errno(int e);
 long t_tid(void);                /* gettid(), through a system call */
+/* The calling thread's thread pointer: which thread, without a system call
+ * (a loop that must stay in its own code, to be preemptible, asks this).
+ * An asm volatile, so the compiler reads it again at every call. */
+static inline uintptr_t t_thread(void)
+{
+    uintptr_t tp;
+#if defined(__x86_64__)
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
+#elif defined(__aarch64__)
+    __asm__ volatile("mrs %0, tpidr_el0" : "=r"(tp));
+#else
+#error "t_thread: unknown architecture"
+#endif
+    return tp;
+}
 
 /* Monotonic seconds. */
 double t_now(void);

@@ -130,7 +130,7 @@ struct spinner {
     double end;                 /* if set: stop then (t_now) */
     atomic_long chunks;         /* progress */
     long switches;              /* chunks after which another coroutine had run */
-    long tid;                   /* where it started */
+    uintptr_t tid;              /* where it started (t_thread) */
     long moved;                 /* chunks that found it on another thread */
     uint64_t x;                 /* keeps the work alive */
 };
@@ -156,15 +156,19 @@ static inline __attribute__((always_inline)) bool note_progress(int id)
     return true;
 }
 
+/* It asks which thread it is on through the thread pointer, not gettid():
+ * a system call per chunk gave the preemption signal a place to land in
+ * libc at every chunk (docs/preemption.md), and the worker was handed over
+ * instead of preempted in one run in four under ASan. */
 static GORO_PREEMPTIBLE void spinner(struct spinner *s)
 {
     uint64_t x = (uint64_t)s->id;
     if (s->check_tid)
-        s->tid = t_tid();
+        s->tid = t_thread();
     for (long n = 1; !atomic_load_explicit(&pt.stop, memory_order_relaxed); n++) {
         x = churn(x);
         s->switches += note_progress(s->id);
-        if (s->check_tid && t_tid() != s->tid)
+        if (s->check_tid && t_thread() != s->tid)
             s->moved++;
         atomic_store_explicit(&s->chunks, n, memory_order_relaxed);
         if (n % 16 == 0 && (t_now() > pt.hard_end || (s->end && t_now() > s->end)))
@@ -1947,13 +1951,23 @@ START_TEST(blocking_call_hands_the_worker_over)
 }
 END_TEST
 
+/* Spawns the tickers one at a time and lets each run before the next:
+ * a new coroutine is this worker's runnext, so it usually first sleeps
+ * here. Spawned all at once, an idle worker could steal every one of
+ * them (seen under qemu), and no ticker's timer would be on the worker
+ * that blocks. */
 static void blocker_with_tickers(struct blocker *b)
 {
-    for (int i = 0; i < b->ntk; i++)
+    for (int i = 0; i < b->ntk; i++) {
         if (!(b->h[i] = go(ticker, &b->tk[i]))) {
             t_fail("go failed");
             return;
         }
+        double give_up = t_now() + t_timeout(1);
+        while (atomic_load(&b->tk[i].sleep_tid) == 0 && atomic_load(&b->tk[i].ticks) == 0 &&
+               t_now() < give_up)
+            goro_yield();
+    }
     blocker(b);
 }
 

@@ -1177,9 +1177,11 @@ bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
     *blocked = st == 'S' || st == 'D';
     /* Coroutines pinned to m do not keep the P there: they cannot run
      * before m comes back either way, and the rest of the P's work can
-     * (goro__unpin_stuck frees the pinned ones if m stays away). */
+     * (goro__unpin_stuck frees the pinned ones if m stays away). Timers
+     * pending on p are work too: the sleepers they wake would otherwise
+     * wait for m, or for sysmon to find them overdue. */
     bool work = !runq_empty(p) || atomic_load(&goro__sched.gq_size) > 0 || io_in_use() ||
-                pinned_any(m);
+                pinned_any(m) || goro__timers_first(p) != INT64_MAX;
     return work && (*blocked || long_run);
 }
 

@@ -26,6 +26,10 @@
  *    wake coroutines), marked running meanwhile; goro__timer_stop waits
  *    until it is done. Only the runner puts it back, at the time fire
  *    returned, unless it was stopped meanwhile.
+ * 3. A timer that becomes the earliest of a P other than the caller's
+ *    breaks that P's poll: its M may be asleep until a later deadline
+ *    (the poller reads `first` under its poll_lock, so the break cannot
+ *    fall between that read and its sleep unseen).
  * 4. A WAKE timer is started before its wait is armed (sched.c,
  *    park_commit): a frame must not be claimable before its timer exists.
  *    A timer that fires in between finds `wake` IDLE - a coroutine resets
@@ -34,10 +38,6 @@
  *    or IDLE, whichever it finds: claim_timed_out); the park's own CAS from
  *    IDLE to ARMED then fails, and the park makes the coroutine runnable.
  *    No timeout is lost, none is taken twice, and no clock is read.
- * 3. A timer that becomes the earliest of a P other than the caller's
- *    breaks that P's poll: its M may be asleep until a later deadline
- *    (the poller reads `first` under its poll_lock, so the break cannot
- *    fall between that read and its sleep unseen).
  */
 #define _GNU_SOURCE
 #include <errno.h>

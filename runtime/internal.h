@@ -150,6 +150,7 @@ struct goro {
     _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
     int wake_tag;                  /* the tag of the waiter that was claimed */
     _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
+    _Atomic uint8_t committing;    /* its park's commit is still running (sched.c) */
     _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
     _Atomic int nopreempt;         /* depth of no-preempt sections */
     int saved_errno;

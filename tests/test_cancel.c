@@ -789,6 +789,7 @@ static void race_cleanup(struct race_slot *s, bool released)
 {
     long v;
     char c;
+    int e;
     switch (s->kind) {
     case RK_MUTEX: if (!released) goro_mutex_unlock(&s->mu); break;
     case RK_RWLOCK: if (!released) goro_rwlock_unlock(&s->rw); break;
@@ -797,8 +798,9 @@ static void race_cleanup(struct race_slot *s, bool released)
     case RK_JOIN:
         if (!released)
             goro_chan_send(s->gate, &v);
-        if (s->child && goro_join(s->child, &v) != 0)
-            t_fail("race: the join's child could not be joined");
+        if (s->child && (e = goro_join(s->child, &v)) != 0)
+            t_fail("race: the join's child could not be joined: %s (the waiter's join "
+                   "returned %ld)", strerror(-e), s->result);
         s->child = NULL;
         break;
     case RK_READ: while (read(s->pipe[0], &c, 1) == 1) {} break;
@@ -843,8 +845,9 @@ static void race_round(struct race_slot *s, uint32_t *r)
         released = true;
         rel = race_release(s);
     }
-    if (goro_join(h, &s->result) != 0) {
-        t_fail("race: join failed");
+    int e = goro_join(h, &s->result);
+    if (e != 0) {
+        t_fail("race: joining the %s waiter failed: %s", race_kind_name[s->kind], strerror(-e));
         return;
     }
     long res = s->result;

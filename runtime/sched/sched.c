@@ -950,6 +950,13 @@ int goro__wake_error(int outcome)
 static void park_commit(struct goro_m *m, struct goro *g)
 {
     bool ready_now = false;
+    /* Once the wait is armed, a claim (the timer, goro_cancel) may resume
+     * g on another M before the commit below has run; g then waits for it
+     * in goro__park. Else g could withdraw from what it waits on (a join:
+     * nothing published yet) and the commit publish it afterwards, for
+     * ever. */
+    if (m->post_commit)
+        atomic_store_explicit(&g->committing, 1, memory_order_relaxed);
     if (m->post_timer) {
         goro__timer_start(m->post_timer, m->p, m->post_deadline);
         uint32_t idle = GORO_WAKE_IDLE;
@@ -966,6 +973,8 @@ static void park_commit(struct goro_m *m, struct goro *g)
     else if (m->post_commit && !m->post_commit(m->post_arg, g) &&
              goro__claim(g, GORO_WAKE_DONE))
         ready_now = true;            /* the wait was over before it began */
+    if (m->post_commit)
+        atomic_store_explicit(&g->committing, 0, memory_order_release);
     if (ready_now)
         goro__ready(g);
 }
@@ -1040,6 +1049,15 @@ int goro__park(const struct goro_park *how)
     else
         switch_to(m, self, GORO_POST_PARK, NULL, false);
     rt_leave(goro__m());
+    /* Claimed and resumed while the M we parked on still commits: the
+     * commit's outcome is ours to see (park_commit). A few instructions,
+     * unless that thread lost its CPU. */
+    for (int spins = 0; atomic_load_explicit(&self->committing, memory_order_acquire); spins++) {
+        if (spins < 64)
+            cpu_relax();
+        else
+            sched_yield();
+    }
     /* The timer must be gone before this frame is, and before the next
      * wait is armed (a stale timer would claim it). */
     if (timed)

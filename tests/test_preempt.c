@@ -1905,10 +1905,10 @@ static long sum_ticks(const struct ticker *tk, int n)
  * has gone to sleep on this worker's timers. */
 static void blocker(struct blocker *b)
 {
-    b->tid = t_tid();
     double give_up = t_now() + t_timeout(1);
     while (!b->found && t_now() < give_up) {
-        goro_yield();
+        goro_yield();               /* may move it: look from where it is now */
+        b->tid = t_tid();
         for (int i = 0; i < b->ntk; i++)
             b->found |= atomic_load(&b->tk[i].sleep_tid) == b->tid;
     }

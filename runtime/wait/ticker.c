@@ -26,14 +26,15 @@ struct goro_ticker {
 static int64_t tick_fire(struct goro_timer *timer, int64_t now)
 {
     struct goro_ticker *t = (struct goro_ticker *)timer;
-    int64_t tick = timer->when;
+    /* Fired more than a period late (a busy or slowed machine): the tick
+     * offered is the latest time on the schedule, not a stale one, and
+     * the ones passed over count as dropped. */
+    int64_t missed = now > timer->when ? (now - timer->when) / t->period : 0;
+    int64_t tick = timer->when + missed * t->period;
     if (goro_chan_try_send(t->ch, &tick) != 0)
         atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-    /* The next time on the schedule that is still ahead: missed ones are
-     * skipped, not delivered late in a burst. */
-    int64_t missed = (now - tick) / t->period;
     atomic_fetch_add_explicit(&t->dropped, (uint64_t)missed, memory_order_relaxed);
-    return tick + (missed + 1) * t->period;
+    return tick + t->period;        /* the next time on the schedule, ahead */
 }
 
 /* On the heap of the caller's P, if it has one. */

@@ -6,6 +6,7 @@
 #ifndef GORO_LOCK_H
 #define GORO_LOCK_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -17,6 +18,17 @@
 #else
 #define cpu_relax() do { } while (0)
 #endif
+
+/* One step of waiting for another thread that is a few instructions from
+ * done: a spin hint for the first `spins` steps, then the CPU given away
+ * (that thread may have lost its own). */
+static inline void spin_or_yield(int step, int spins)
+{
+    if (step < spins)
+        cpu_relax();
+    else
+        sched_yield();
+}
 
 /* word: 0 = free, 1 = held, 2 = held and somebody may be sleeping on it.
  * Builds with -DGORO_DEBUG also record the holder's thread id: a thread

@@ -66,13 +66,9 @@ static void m_notify(struct goro_m *m)
  * is a few instructions away. Wait for it, so the note is consistent. */
 static void note_absorb(struct goro_m *m)
 {
-    for (int spins = 0;
-         atomic_load_explicit(&m->note, memory_order_acquire) != NOTE_NOTIFIED; spins++) {
-        if (spins > 1000)
-            sched_yield();
-        else
-            cpu_relax();
-    }
+    for (int step = 0; atomic_load_explicit(&m->note, memory_order_acquire) != NOTE_NOTIFIED;
+         step++)
+        spin_or_yield(step, 1001);
     atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
 }
 

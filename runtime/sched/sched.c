@@ -1052,12 +1052,8 @@ int goro__park(const struct goro_park *how)
     /* Claimed and resumed while the M we parked on still commits: the
      * commit's outcome is ours to see (park_commit). A few instructions,
      * unless that thread lost its CPU. */
-    for (int spins = 0; atomic_load_explicit(&self->committing, memory_order_acquire); spins++) {
-        if (spins < 64)
-            cpu_relax();
-        else
-            sched_yield();
-    }
+    for (int step = 0; atomic_load_explicit(&self->committing, memory_order_acquire); step++)
+        spin_or_yield(step, 64);
     /* The timer must be gone before this frame is, and before the next
      * wait is armed (a stale timer would claim it). */
     if (timed)

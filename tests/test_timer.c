@@ -135,7 +135,6 @@ static void timed_sleeper(void)
     }
 }
 
-
 /* A 1 ms sleeper among four coroutines that yield every 0.5 ms on one
  * worker: the timer is looked at on every switch, so it is late by at
  * most about one 0.5 ms turn - not by several, as when the poller held

@@ -7,8 +7,9 @@
 #
 # For every load point (connections x message size) each server is started
 # on a fresh port and loaded for ECHO_DURATION seconds by samples/echoload
-# (one worker thread; a closed loop per connection: send a message, wait
-# for all of it to come back); the servers take turns per load point, so slow phases of the
+# (a closed loop per connection: send a message, wait for all of it to come
+# back; by default its lean engine, one plain epoll thread, so that the load
+# costs no more per round trip than the cheapest server); the servers take turns per load point, so slow phases of the
 # machine hit all of them alike. Output, as bench/run.sh's:
 #   name=echo_c<conns>_s<size> impl=<who> value=<round trips/s> unit=rt/s
 #   name=echo_c<conns>_s<size>_p99 impl=<who> value=<us> unit=us
@@ -26,6 +27,8 @@
 #   ECHO_IMPLS      servers (default "goro epoll1 epoll2 libevent go")
 #   ECHO_WORKERS    threads of goro, Go and epoll2 (default 2)
 #   ECHO_REPS       runs per server and point, best reported (default 1)
+#   ECHO_CLIENT     echoload's engine: epoll (default) or goro (a coroutine
+#                   per connection on one worker)
 #   ECHO_QUICK=1    default matrix 100 and 1000 connections x 64 bytes
 #   ECHO_PERF=0     no CPU accounting (below)
 #
@@ -57,6 +60,7 @@ read -r -a SIZES <<<"${ECHO_SIZES:-$def_sizes}"
 read -r -a IMPLS <<<"${ECHO_IMPLS:-goro epoll1 epoll2 libevent go}"
 WORKERS=${ECHO_WORKERS:-2}
 REPS=${ECHO_REPS:-1}
+CLIENT=${ECHO_CLIENT:-epoll}
 LIMIT=$((DURATION + WARMUP + 120))  # seconds per load run, hard limit
 FD_SPARE=100                        # descriptors beyond one per connection
 
@@ -203,7 +207,8 @@ run_point() {
     local outf srvf clif load_pid
     outf=$(mktemp) srvf=$(mktemp) clif=$(mktemp)
     timeout -k 5 "$LIMIT" "$LOAD" --port "$port" --conns "$c" --size "$s" \
-          --duration "$DURATION" --warmup "$WARMUP" --workers 1 --quiet >"$outf" 2>"$errf" &
+          --duration "$DURATION" --warmup "$WARMUP" --workers 1 --engine "$CLIENT" \
+          --quiet >"$outf" 2>"$errf" &
     load_pid=$!
     perf_pid=
     ((perf_ok)) && count_cpu "$server_pid" "$load_pid" "$srvf" "$clif"

@@ -2,13 +2,15 @@
  *
  * Each connection is a coroutine running a closed loop, written as plain
  * blocking code: send a message, read until the whole echo is back, check
- * it, note the latency, send the next. The parent process (load_procs.c)
+ * it, note the latency, send the next. (--engine epoll runs the same loops
+ * as state machines on one plain thread instead: load_epoll.c.) The parent process (load_procs.c)
  * forks one or more of these load processes and tells each, through a
  * pipe, when to start counting, when to stop and when to close; each
  * reports counts and latencies back through another pipe. */
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,17 +21,11 @@
 
 #include "echoload.h"
 
-/* Larger messages go out in pieces, each echoed before the next is sent,
- * so neither side's socket buffers need to hold a whole message. */
-#define PIECE (32 * 1024)
 /* Connects in flight at once: beyond the server's accept queue they would
  * be dropped and retried a second later. */
 #define DIALING_MAX 256
 
-enum phase { WARMING, MEASURING, STOPPED };
-
 /* Failures by kind; the first of each kind is described on stderr. */
-enum failure { F_CONNECT, F_IO, F_VERIFY, F_SILENT, F_KINDS };
 static const char *const failure_text[F_KINDS] = {
     [F_CONNECT] = "connect failed",
     [F_IO] = "a connection failed",
@@ -75,7 +71,7 @@ static uint64_t mix(uint64_t x)           /* splitmix64's finaliser */
 
 /* A message no other connection or round sends: a stale or crossed echo
  * cannot pass the check. */
-static void fill(unsigned char *msg, size_t size, long id, uint64_t round)
+void load_fill(unsigned char *msg, size_t size, long id, uint64_t round)
 {
     uint64_t x = mix(((uint64_t)id << 32) ^ round ^ 0x9e3779b97f4a7c15ull);
     for (size_t i = 0; i < size; i += 8) {
@@ -87,7 +83,7 @@ static void fill(unsigned char *msg, size_t size, long id, uint64_t round)
 
 /* ---- failures ---- */
 
-static void failed(enum failure kind, int err)
+void load_failed(enum load_failure kind, int err)
 {
     atomic_fetch_add(&load.failures[kind], 1);
     if (atomic_exchange(&load.failure_said[kind], 1) == 0)
@@ -97,13 +93,28 @@ static void failed(enum failure kind, int err)
 
 /* ---- one connection ---- */
 
+enum load_phase load_phase_now(void)
+{
+    return atomic_load_explicit(&load.phase, memory_order_relaxed);
+}
+
+void load_connected(void)
+{
+    atomic_fetch_add(&load.connected, 1);
+}
+
+struct sockaddr_in load_source(long id)
+{
+    return (struct sockaddr_in){
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)(id % load.opt->sources)),
+    };
+}
+
 static int dial(const struct client *c)
 {
     const struct load_options *opt = load.opt;
-    struct sockaddr_in source = {
-        .sin_family = AF_INET,
-        .sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)(c->id % opt->sources)),
-    };
+    struct sockaddr_in source = load_source(c->id);
     int one = 1;
 
     goro_sem_acquire(&load.dialing);
@@ -123,10 +134,10 @@ static int dial(const struct client *c)
     if (err) {
         if (fd >= 0)
             goro_close(fd);
-        failed(F_CONNECT, -err);
+        load_failed(F_CONNECT, -err);
         return err;
     }
-    atomic_fetch_add(&load.connected, 1);
+    load_connected();
     return fd;
 }
 
@@ -134,8 +145,8 @@ static int dial(const struct client *c)
 static int round_trip(int fd, const unsigned char *out, unsigned char *in, size_t size)
 {
     int64_t deadline = goro_now() + (int64_t)(load.opt->timeout * GORO_SEC);
-    for (size_t off = 0; off < size; off += PIECE) {
-        size_t n = size - off < PIECE ? size - off : PIECE;
+    for (size_t off = 0; off < size; off += LOAD_PIECE) {
+        size_t n = size - off < LOAD_PIECE ? size - off : LOAD_PIECE;
         ssize_t w = goro_write_all_until(fd, out + off, n, NULL, deadline);
         if (w < 0)
             return (int)w;
@@ -148,11 +159,11 @@ static int round_trip(int fd, const unsigned char *out, unsigned char *in, size_
     return 0;
 }
 
-static void note_round(int64_t ns)
+void load_note_round(int64_t ns)
 {
     atomic_fetch_add_explicit(&load.rounds_recent, 1, memory_order_relaxed);
     hist_record(&load.recent, ns);
-    if (atomic_load_explicit(&load.phase, memory_order_relaxed) == MEASURING) {
+    if (load_phase_now() == MEASURING) {
         atomic_fetch_add_explicit(&load.rounds_measured, 1, memory_order_relaxed);
         hist_record(&load.measured, ns);
     }
@@ -162,23 +173,23 @@ static void note_round(int64_t ns)
 static bool echo_loop(int fd, struct client *c, unsigned char *out, unsigned char *in)
 {
     size_t size = load.opt->size;
-    while (atomic_load_explicit(&load.phase, memory_order_relaxed) != STOPPED) {
-        fill(out, size, c->id, c->rounds);
+    while (load_phase_now() != STOPPED) {
+        load_fill(out, size, c->id, c->rounds);
         int64_t t0 = goro_now();
         int r = round_trip(fd, out, in, size);
         if (r == 1) {
-            failed(F_VERIFY, 0);
+            load_failed(F_VERIFY, 0);
             return false;
         }
         if (r < 0) {
-            failed(F_IO, -r);
+            load_failed(F_IO, -r);
             return false;
         }
-        note_round(goro_now() - t0);
+        load_note_round(goro_now() - t0);
         c->rounds++;
     }
     if (c->rounds == 0)
-        failed(F_SILENT, 0);
+        load_failed(F_SILENT, 0);
     return true;
 }
 
@@ -189,7 +200,7 @@ static void client(struct client *c)
     if (buf)
         fd = dial(c);
     else
-        failed(F_CONNECT, ENOMEM);
+        load_failed(F_CONNECT, ENOMEM);
     goro_waitgroup_done(&load.dialed);
     if (fd >= 0 && !echo_loop(fd, c, buf, buf + load.opt->size)) {
         goro_close(fd);                    /* broken: do not hold it */
@@ -263,7 +274,7 @@ static void start_clients(struct client *clients, long first, long count)
             goro_sleep_until(t0 + (int64_t)((double)i * GORO_SEC / ramp));
         clients[i].id = first + i;
         if (goro_go(NULL, &client_attr, client, &clients[i]) != 0) {
-            failed(F_CONNECT, ENOMEM);
+            load_failed(F_CONNECT, ENOMEM);
             goro_waitgroup_done(&load.dialed);
             goro_waitgroup_done(&load.stopped);
             goro_waitgroup_done(&load.finished);
@@ -271,33 +282,99 @@ static void start_clients(struct client *clients, long first, long count)
     }
 }
 
-static void run(long first, long count, int control_fd)
+static void report_final(void)
 {
-    static struct report final;
-    struct client *clients = calloc((size_t)count, sizeof *clients);
-    goro_chan_t *quit;
-    goro_t *control, *progress;
+    static struct report final;   /* 9 KiB: off the stack */
+    memset(&final, 0, sizeof final);
+    final.rounds = (int64_t)atomic_load(&load.rounds_measured);
+    hist_drain(&load.measured, &final.hist);
+    send_report(REPORT_FINAL, &final);
+}
 
-    if (!clients || goro_chan_new(&quit, 0, 0) < 0 ||
-        goro_go(&control, &service_attr, control_loop, control_fd) < 0 ||
-        goro_go(&progress, &service_attr, progress_loop, quit) < 0) {
+static void report_connected(void)
+{
+    static struct report connected;
+    send_report(REPORT_CONNECTED, &connected);
+}
+
+/* --engine goro: a coroutine per connection. */
+static void run_coroutines(long first, long count)
+{
+    struct client *clients = calloc((size_t)count, sizeof *clients);
+    if (!clients) {
         fputs("echoload: out of memory\n", stderr);
         exit(1);
     }
     start_clients(clients, first, count);
     goro_waitgroup_wait(&load.dialed);
-    send_report(REPORT_CONNECTED, &final);
+    report_connected();
     goro_waitgroup_wait(&load.stopped);
-    final.rounds = (int64_t)atomic_load(&load.rounds_measured);
-    hist_drain(&load.measured, &final.hist);
-    send_report(REPORT_FINAL, &final);
+    report_final();
     goro_waitgroup_wait(&load.finished);
+    free(clients);
+}
+
+static long lean_dial_call(void *arg)
+{
+    const long *range = arg;
+    return (long)(intptr_t)lean_dial(load.opt, &load.target, range[0], range[1]);
+}
+
+static long lean_run_call(void *l)
+{
+    lean_run(l);
+    return 0;
+}
+
+/* Runs fn on a plain thread, so that the runtime goes on serving the
+ * parent's pipes meanwhile. */
+static long off_worker(long (*fn)(void *), void *arg)
+{
+    long result = 0;
+    int err = goro_offload(fn, arg, &result);
+    if (err) {
+        fprintf(stderr, "echoload: cannot start the connections' thread: %s\n", strerror(-err));
+        exit(1);
+    }
+    return result;
+}
+
+/* --engine epoll: the connections on one plain thread. */
+static void run_lean(long first, long count)
+{
+    long range[2] = { first, count };
+    struct lean_load *l = (struct lean_load *)(intptr_t)off_worker(lean_dial_call, range);
+    if (!l) {
+        fputs("echoload: out of memory\n", stderr);
+        exit(1);
+    }
+    report_connected();
+    off_worker(lean_run_call, l);
+    report_final();
+    goro_chan_recv(load.released, NULL);   /* hold the connections until then */
+    lean_close(l);
+}
+
+static void run(long first, long count, int control_fd)
+{
+    goro_chan_t *quit;
+    goro_t *control, *progress;
+
+    if (goro_chan_new(&quit, 0, 0) < 0 ||
+        goro_go(&control, &service_attr, control_loop, control_fd) < 0 ||
+        goro_go(&progress, &service_attr, progress_loop, quit) < 0) {
+        fputs("echoload: out of memory\n", stderr);
+        exit(1);
+    }
+    if (load.opt->engine == ENGINE_EPOLL)
+        run_lean(first, count);
+    else
+        run_coroutines(first, count);
     goro_chan_close(quit);
     goro_join(progress, NULL);
     goro_join(control, NULL);
     goro_chan_free(quit);
     goro_close(load.report_fd);
-    free(clients);
 }
 
 /* Each connection takes a descriptor; the limit is per process. */
@@ -326,7 +403,10 @@ static int setup(const struct load_options *opt, int proc, long count, int repor
     load.report_fd = report_fd;
     load.target = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr = opt->host,
                                         .sin_port = htons((uint16_t)opt->port) };
-    goro_config_t config = { .workers = opt->workers, .stack_size = 32 * 1024 };
+    /* The lean engine's connections are not coroutines: one worker serves
+     * the pipes. */
+    int workers = opt->engine == ENGINE_EPOLL ? 1 : opt->workers;
+    goro_config_t config = { .workers = workers, .stack_size = 32 * 1024 };
     int err = goro_start(&config);
     if (!err)
         err = goro_chan_new(&load.released, 0, 0);

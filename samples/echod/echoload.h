@@ -27,6 +27,7 @@ struct load_options {
     int sources;                /* source addresses 127.0.0.1..K */
     int workers;                /* worker threads per process */
     int procs;
+    enum load_engine { ENGINE_GORO, ENGINE_EPOLL } engine;
     bool quiet, verify, allow_errors;
 };
 
@@ -84,6 +85,39 @@ enum {
  * process exit status. */
 int load_process(const struct load_options *opt, int proc, long first, long count,
                  int report_fd, int control_fd);
+
+/* What both engines share with the process around them. */
+enum load_phase { WARMING, MEASURING, STOPPED };
+enum load_failure { F_CONNECT, F_IO, F_VERIFY, F_SILENT, F_KINDS };
+
+enum load_phase load_phase_now(void);
+void load_failed(enum load_failure kind, int err);   /* err: an errno or 0 */
+void load_connected(void);
+void load_note_round(int64_t ns);
+/* A message no other connection or round sends. */
+void load_fill(unsigned char *msg, size_t size, long id, uint64_t round);
+/* The source address of connection id (bound before connecting). */
+struct sockaddr_in load_source(long id);
+
+/* Larger messages go out in pieces, each echoed before the next is sent,
+ * so neither side's socket buffers need to hold a whole message. */
+#define LOAD_PIECE (32 * 1024)
+
+/* ---- load_epoll.c: the lean engine (--engine epoll) ----
+ * All of a process's connections on one plain thread with one epoll set,
+ * no runtime: as cheap per round trip as the cheapest server, so that a
+ * benchmark can tell the server's limit from the load generator's. */
+
+struct lean_load;
+
+/* Connects [first, first + count) one after another (blocking, each within
+ * opt->timeout); NULL without memory. Failures are counted, not fatal. */
+struct lean_load *lean_dial(const struct load_options *opt, const struct sockaddr_in *target,
+                            long first, long count);
+/* Runs the closed loops until the phase is STOPPED and every round in
+ * flight has ended (or timed out). */
+void lean_run(struct lean_load *l);
+void lean_close(struct lean_load *l);
 
 /* ---- load_procs.c ---- */
 

@@ -31,6 +31,9 @@ static const char usage_text[] =
     "                         local port range (default: as many as the\n"
     "                         connections need)\n"
     "  -w, --workers N        worker threads per process (default: CPUs / procs)\n"
+    "      --engine E         goro: a coroutine per connection (the default);\n"
+    "                         epoll: all of a process's connections on one plain\n"
+    "                         epoll thread, the cheapest load per round trip\n"
     "      --procs P          processes, each with conns/P connections, to pass\n"
     "                         the per-process descriptor limit (default 1)\n"
     "      --hold SECS        after measuring, keep the connections open and idle\n"
@@ -61,6 +64,18 @@ static void parse_host(const char *s, struct load_options *opt)
     if ((ntohl(opt->host.s_addr) >> 24) != 127) {
         fprintf(stderr, "echoload: refusing to load %s: echoload only targets this "
                 "machine's loopback addresses (127.0.0.0/8)\n", s);
+        exit(2);
+    }
+}
+
+static void parse_engine(const char *s, struct load_options *opt)
+{
+    if (strcmp(s, "goro") == 0)
+        opt->engine = ENGINE_GORO;
+    else if (strcmp(s, "epoll") == 0)
+        opt->engine = ENGINE_EPOLL;
+    else {
+        fprintf(stderr, "echoload: --engine %s: give goro or epoll\n", s);
         exit(2);
     }
 }
@@ -111,7 +126,7 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
 {
     cli_program = "echoload";
     enum { O_WARMUP = 256, O_RAMP, O_SOURCES, O_PROCS, O_HOLD, O_TIMEOUT, O_VERIFY,
-           O_NO_VERIFY, O_ALLOW_ERRORS };
+           O_NO_VERIFY, O_ALLOW_ERRORS, O_ENGINE };
     static const struct option longs[] = {
         { "host", required_argument, NULL, 'H' },
         { "port", required_argument, NULL, 'p' },
@@ -123,6 +138,7 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
         { "sources", required_argument, NULL, O_SOURCES },
         { "workers", required_argument, NULL, 'w' },
         { "procs", required_argument, NULL, O_PROCS },
+        { "engine", required_argument, NULL, O_ENGINE },
         { "hold", required_argument, NULL, O_HOLD },
         { "timeout", required_argument, NULL, O_TIMEOUT },
         { "verify", no_argument, NULL, O_VERIFY },
@@ -148,6 +164,7 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
             opt->sources = (int)cli_long("--sources", optarg, 1, MAX_SOURCES);
             break;
         case 'w': opt->workers = (int)cli_long("--workers", optarg, 1, 1024); break;
+        case O_ENGINE: parse_engine(optarg, opt); break;
         case O_PROCS: opt->procs = (int)cli_long("--procs", optarg, 1, 1024); break;
         case O_HOLD: opt->hold = cli_seconds("--hold", optarg, 1e7); break;
         case O_TIMEOUT: opt->timeout = cli_seconds("--timeout", optarg, 1e7); break;

@@ -286,10 +286,12 @@ static void summary(double measured, long errors)
     long p99 = us(hist_quantile(&run.measured, 0.99));
     long p999 = us(hist_quantile(&run.measured, 0.999));
 
+    bool lean = opt->engine == ENGINE_EPOLL;
+    int threads = lean ? 1 : opt->workers;
     printf("echoload: %ld of %ld connections to %s port %d from %d source address%s, "
-           "%d process%s x %d worker%s\n", connected, opt->conns, opt->host_text, opt->port,
+           "%d process%s x %d %s%s\n", connected, opt->conns, opt->host_text, opt->port,
            opt->sources, opt->sources > 1 ? "es" : "", opt->procs, opt->procs > 1 ? "es" : "",
-           opt->workers, opt->workers > 1 ? "s" : "");
+           threads, lean ? "epoll thread" : "worker", threads > 1 ? "s" : "");
     printf("echoload: %.2f s measured after %g s warm-up: %lld round trips of %zu B, %.0f/s%s\n",
            measured, opt->warmup, (long long)run.measured_rounds, opt->size, rtps,
            opt->verify ? ", every byte checked" : "");

@@ -105,6 +105,15 @@ test_many_clients() {
   # Messages of several pieces, and one not a multiple of 8 bytes.
   load --port "$PORT" --conns 8 --size 100003 --duration 1 --warmup 0 --quiet \
     >"$WORK/big.out" 2>&1 || problem "large messages: $(tail -n 3 "$WORK/big.out")"
+  # The lean engine (one epoll thread, no coroutines), small and large.
+  local size
+  for size in 64 100003; do
+    load --port "$PORT" --conns 50 --size $size --duration 1 --warmup 0 --quiet --engine epoll \
+      >"$WORK/lean.out" 2>&1 || problem "--engine epoll, $size B: $(tail -n 3 "$WORK/lean.out")"
+    result=$(tail -n 1 "$WORK/lean.out")
+    [[ $result == "RESULT conns=50 size=$size "*" errors=0" ]] ||
+      problem "--engine epoll, $size B: unexpected: $result"
+  done
   expect_clean_exit
 }
 

@@ -152,6 +152,26 @@ void t_fail_reset(void)
     fail_msg[0] = 0;
 }
 
+/* ---- runtimes of a test's own making ---- */
+
+void t_stop(void)
+{
+    if (goro_workers() > 0)
+        ck_assert_int_eq(goro_shutdown(), 0);
+    ck_assert_int_eq(goro_workers(), 0);
+}
+
+void t_restart(const goro_config_t *cfg)
+{
+    t_stop();
+    int e = goro_start(cfg);
+    ck_assert_msg(e == 0, "goro_start(workers %d, slice %lld ns): %s", cfg->workers,
+                  (long long)cfg->slice_ns, strerror(-e));
+    if (cfg->workers > 0)
+        ck_assert_int_eq(goro_workers(), cfg->workers);
+    t_fail_reset();
+}
+
 /* ---- values that must be re-read after a switch ---- */
 
 T_NOINLINE int t_errno(void)

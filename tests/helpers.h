@@ -76,6 +76,13 @@ void t_teardown_runtime(void);
 TCase *t_tcase(Suite *s, const char *name, double seconds);
 TCase *t_runtime_tcase(Suite *s, const char *name, double seconds);
 
+/* Runtimes of a test's own making. t_stop: stops the runtime if it runs
+ * (asserting a clean stop). t_restart: t_stop, then starts one with cfg
+ * (asserting that it started, with cfg->workers workers when that is set)
+ * and clears the failure note. */
+void t_stop(void);
+void t_restart(const goro_config_t *cfg);
+
 /* Failure notes from coroutines and foreign threads. */
 void t_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *t_failed(void);      /* NULL when nothing failed */

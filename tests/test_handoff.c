@@ -55,12 +55,7 @@ static bool handoff_available(void)
 
 static void restart(int workers)
 {
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
-    goro_config_t cfg = { .workers = workers, .slice_ns = SLICE };
-    int e = goro_start(&cfg);
-    ck_assert_msg(e == 0, "goro_start(%d workers): %s", workers, strerror(-e));
-    t_fail_reset();
+    t_restart(&(goro_config_t){ .workers = workers, .slice_ns = SLICE });
 }
 
 static long thread_count(void)
@@ -1222,9 +1217,7 @@ START_TEST(sqlite_writers_never_see_locked)
         t_skip("sqlite_writers_never_see_locked", "no hand-off or no async preemption");
         return;
     }
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
-    ck_assert_int_eq(goro_start(&(goro_config_t){ .workers = 1, .slice_ns = GORO_MSEC }), 0);
+    t_restart(&(goro_config_t){ .workers = 1, .slice_ns = GORO_MSEC });
     char path[] = "/tmp/goro-sqlite-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
@@ -1358,8 +1351,7 @@ static void teardown(void)
     atomic_store(&st.stop, 1);
     atomic_store(&st.flag, 1);
     atomic_store(&st.held, 0);
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
+    t_stop();
 }
 
 Suite *handoff_suite(void)

@@ -29,16 +29,10 @@ static void count_when_done(long yields)
     atomic_fetch_add(&finished, 1);
 }
 
-static void stop_if_running(void)
-{
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
-    ck_assert_int_eq(goro_workers(), 0);
-}
 
 START_TEST(start_settings)
 {
-    stop_if_running();
+    t_stop();
     ck_assert_int_eq(goro_shutdown(), -ENOTCONN);
     /* bad settings start nothing */
     goro_config_t bad[] = {
@@ -78,7 +72,7 @@ END_TEST
 
 START_TEST(shutdown_waits_releases_and_restarts)
 {
-    stop_if_running();
+    t_stop();
     goro_config_t cfg = { .workers = 3 };
 
     /* a first cycle warms what outlives a shutdown by design (thread stack
@@ -261,7 +255,7 @@ static int count_of(const char *hay, const char *needle)
 
 START_TEST(start_short_of_descriptors_fails_cleanly)
 {
-    stop_if_running();
+    t_stop();
     char out[8192];
     int st = t_run_child(start_short_of_descriptors, NULL, t_timeout(20), out, sizeof out);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,

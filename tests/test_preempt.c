@@ -68,14 +68,7 @@ static bool needs_async(const char *test)
 /* Each test runs on a runtime of its own making. */
 static void restart(int workers, int64_t slice_ns)
 {
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
-    goro_config_t cfg = { .workers = workers, .slice_ns = slice_ns };
-    int e = goro_start(&cfg);
-    ck_assert_msg(e == 0, "goro_start(workers %d, slice %lld ns): %s", workers,
-                  (long long)slice_ns, strerror(-e));
-    ck_assert_int_eq(goro_workers(), workers);
-    t_fail_reset();
+    t_restart(&(goro_config_t){ .workers = workers, .slice_ns = slice_ns });
 }
 
 /* A new round of coroutines; none of them runs past `limit` seconds. */
@@ -104,8 +97,7 @@ static void setup(void)
 static void teardown(void)
 {
     atomic_store(&pt.stop, 1);
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
+    t_stop();
 }
 
 static void join_all(goro_t **h, int n)
@@ -1294,9 +1286,7 @@ static void starver(struct starver *s)
  * cfg; returns the ticks during the spin, and checks the ticker lives. */
 static long ticks_next_to_starver(const goro_config_t *cfg)
 {
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
-    ck_assert_int_eq(goro_start(cfg), 0);
+    t_restart(cfg);
     begin(t_timeout(10));
     struct ticker tk = { .period = GORO_MSEC };
     struct starver s = { .tk = &tk, .length = 0.3 };

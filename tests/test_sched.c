@@ -496,12 +496,8 @@ START_TEST(runnext_pair_cannot_starve_others)
     double wait = t_timeout(2.0);
     long by[2], pings[2];
     for (int variant = 0; variant < 2; variant++) {
-        if (goro_workers() > 0)
-            ck_assert_int_eq(goro_shutdown(), 0);
-        goro_config_t cfg = { .workers = 1 };
-        ck_assert_int_eq(goro_start(&cfg), 0);
+        t_restart(&(goro_config_t){ .workers = 1 });
         memset(&fp, 0, sizeof fp);
-        t_fail_reset();
         ck_assert_int_eq(goro_chan_new(&fp.ab, sizeof(long), 0), 0);
         ck_assert_int_eq(goro_chan_new(&fp.ba, sizeof(long), 0), 0);
         goro_t *a, *b, *c = NULL;

@@ -609,10 +609,7 @@ END_TEST
 
 START_TEST(notify_with_one_worker)
 {
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
-    goro_config_t cfg = { .workers = 1 };
-    ck_assert_int_eq(goro_start(&cfg), 0);
+    t_restart(&(goro_config_t){ .workers = 1 });
     notify_while_busy(3, "one worker");
     ck_assert_int_eq(goro_shutdown(), 0);
 }
@@ -622,8 +619,7 @@ END_TEST
 
 START_TEST(shutdown_ends_subscriptions)
 {
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
+    t_stop();
     struct sigaction old;
     install_marker(SIGUSR1, &old);
     atomic_store(&marker_hits, 0);

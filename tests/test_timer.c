@@ -24,11 +24,7 @@ static int64_t late_bound(void)
 
 static void restart_with(int workers)
 {
-    if (goro_workers() > 0)
-        ck_assert_int_eq(goro_shutdown(), 0);
-    goro_config_t cfg = { .workers = workers };
-    ck_assert_int_eq(goro_start(&cfg), 0);
-    t_fail_reset();
+    t_restart(&(goro_config_t){ .workers = workers });
 }
 
 /* ---- order ---- */

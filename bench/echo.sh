@@ -37,6 +37,9 @@
 # server and of the load generator, and prints them per round trip:
 #   name=echo_c<conns>_s<size>_srv_ns impl=<who> value=<ns> unit=ns  (and _cli_ns)
 #   name=echo_c<conns>_s<size>_srv_sys impl=<who> value=<calls> unit=calls  (and _cli_sys)
+#   name=echo_c<conns>_s<size>_srv_insn impl=<who> value=<n> unit=insn  (and _cli_insn;
+#       user-mode instructions, only where the CPUs let perf count them;
+#       target for goro at 1000 x 64 B: <= 600)
 # plus a note when the load generator used most of a CPU: then the client,
 # not the server, may be what limits the round trips.
 # Exit status: 1 if a run failed (server died, no RESULT line), else 0.
@@ -64,10 +67,17 @@ CLIENT=${ECHO_CLIENT:-epoll}
 LIMIT=$((DURATION + WARMUP + 120))  # seconds per load run, hard limit
 FD_SPARE=100                        # descriptors beyond one per connection
 
-perf_ok=0
+perf_ok=0 insn_ok=0
+PERF_EVENTS=task-clock,raw_syscalls:sys_enter
 if [[ ${ECHO_PERF:-1} != 0 ]] && command -v perf >/dev/null &&
-   perf stat -x, -e task-clock,raw_syscalls:sys_enter true >/dev/null 2>&1; then
+   perf stat -x, -e "$PERF_EVENTS" true >/dev/null 2>&1; then
     perf_ok=1
+    # User-mode instructions, where the CPU lets perf count them (virtual
+    # CPUs often do not: the figure is then left out, and said so).
+    if perf stat -x, -e instructions:u true 2>&1 >/dev/null | grep -q '^[0-9]'; then
+        insn_ok=1
+        PERF_EVENTS=$PERF_EVENTS,instructions:u
+    fi
 fi
 
 results=$(mktemp)   # figure lines
@@ -261,8 +271,8 @@ count_cpu() {
      # echoload runs its connections in processes of its own
      local kids
      kids=$(pgrep -P "$cli" 2>/dev/null | paste -sd, -)
-     perf stat -x, -e task-clock,raw_syscalls:sys_enter -p "$srv" -o "$3" -- sleep "$DURATION" &
-     perf stat -x, -e task-clock,raw_syscalls:sys_enter -p "${kids:-$cli}" -o "$4" -- sleep "$DURATION"
+     perf stat -x, -e "$PERF_EVENTS" -p "$srv" -o "$3" -- sleep "$DURATION" &
+     perf stat -x, -e "$PERF_EVENTS" -p "${kids:-$cli}" -o "$4" -- sleep "$DURATION"
      wait) >/dev/null 2>&1 &
     perf_pid=$!
 }
@@ -274,7 +284,7 @@ perf_value() {
 
 # cpu_figures IMPL CONNS SIZE RTPS SRV_OUT CLI_OUT
 cpu_figures() {
-    local impl=$1 n="echo_c$2_s$3" rt side f ms sys cpu_pct
+    local impl=$1 n="echo_c$2_s$3" rt side f ms sys insn cpu_pct
     rt=$(awk -v r="$4" -v d="$DURATION" 'BEGIN { printf "%.0f", r * d }')
     [[ -z $rt || $rt == 0 ]] && return
     for side in srv cli; do
@@ -284,6 +294,9 @@ cpu_figures() {
         [[ -z $ms || -z $sys || $ms == "<not"* ]] && continue
         figure "${n}_${side}_ns" "$impl" "$(awk -v m="$ms" -v r="$rt" 'BEGIN { printf "%.0f", m * 1e6 / r }')" ns
         figure "${n}_${side}_sys" "$impl" "$(awk -v c="$sys" -v r="$rt" 'BEGIN { printf "%.2f", c / r }')" calls
+        insn=$(perf_value "$f" instructions:u)
+        [[ -n $insn && $insn != "<not"* ]] &&
+            figure "${n}_${side}_insn" "$impl" "$(awk -v c="$insn" -v r="$rt" 'BEGIN { printf "%.0f", c / r }')" insn
         if [[ $side == cli ]]; then
             cpu_pct=$(awk -v m="$ms" -v d="$DURATION" 'BEGIN { printf "%.0f", m / (d * 10) }')
             ((cpu_pct >= 90)) &&
@@ -355,6 +368,13 @@ ratios_for() {
     if [[ -n $bc ]]; then
         ratio "$n" "$bc" "$g" "$bv"
         ((t)) && target "${n}_vs_best_c" "$R" ">=" 1.0
+    fi
+    if [[ $1 == 1000 && $2 == 64 ]]; then
+        if ((insn_ok)); then
+            target_val "${n}_srv_insn" goro "<=" 600
+        else
+            echo "# skip: ${n}_srv_insn: perf cannot count user instructions on these CPUs"
+        fi
     fi
 }
 

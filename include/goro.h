@@ -175,6 +175,70 @@ const char *goro_name(const goro_t *h);
 int goro_set_name(const char *name);
 
 /* ------------------------------------------------------------------------
+ * Error objects: failures that travel with completion (docs/structured.md)
+ *
+ * A goro_err_t holds an errno-style code, a message, an optional cause (a
+ * chain: "could not load the page" caused by "connect failed") and an
+ * optional list of further errors (a batch that collects every failure),
+ * and the id and name of the coroutine that made it. A coroutine ends with
+ * one through goro_exit_err(); goro_join_err() hands it to the joiner.
+ * Ownership: one owner at a time, and it moves - goro_err_wrap takes the
+ * cause, goro_err_add the item, goro_exit_err the error; the last owner
+ * calls goro_err_free. An error the joiner does not take (goro_join, a
+ * detached coroutine) is freed with the coroutine. Making an error never
+ * fails: without memory, goro_err_new returns a shared stand-in with code
+ * ENOMEM that goro_err_free leaves alone. A plain errno return costs none
+ * of this.
+ * ------------------------------------------------------------------------ */
+
+typedef struct goro_err goro_err_t;
+
+/* A new error: code is an errno value (a negative one is taken as -code);
+ * fmt a printf format for the message, or NULL for strerror(code). Records
+ * the running coroutine. Never NULL (see above). */
+goro_err_t *goro_err_new(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The same, with cause (NULL: none) as its cause, owned by the new error.
+ * Without memory it returns cause itself (or the stand-in if cause is NULL):
+ * the more specific failure is the one kept. */
+goro_err_t *goro_err_wrap(goro_err_t *cause, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Appends e to list's errors; list owns it from then on. Returns 0,
+ * -EINVAL (NULL, the same error, or list is the stand-in) or -ENOMEM (e
+ * stays the caller's). */
+int goro_err_add(goro_err_t *list, goro_err_t *e);
+
+/* Its parts; each takes NULL (0, "" or NULL back). Strings live as long as
+ * the error. goro_err_msg is strerror(code) when no message was given. */
+int goro_err_code(const goro_err_t *e);
+const char *goro_err_msg(const goro_err_t *e);
+const goro_err_t *goro_err_cause(const goro_err_t *e);
+size_t goro_err_count(const goro_err_t *e);
+const goro_err_t *goro_err_at(const goro_err_t *e, size_t i);
+uint64_t goro_err_coroutine(const goro_err_t *e);        /* 0: made outside one */
+const char *goro_err_coroutine_name(const goro_err_t *e);
+
+/* Writes e, one line per error - "<message>: <strerror> [coroutine <id>
+ * <name>]" - its list items below it ("- "), its causes after it
+ * ("caused by: "). Returns 0, -EINVAL (NULL) or -EIO. */
+int goro_err_print(FILE *f, const goro_err_t *e);
+
+/* Frees e, its causes and its list (NULL and the stand-in: nothing). */
+void goro_err_free(goro_err_t *e);
+
+/* Ends the running coroutine with e (owned by the coroutine from then on;
+ * NULL: none); its join result is -goro_err_code(e). Does not return.
+ * Outside a coroutine it prints a message and aborts, as goro_exit. */
+__attribute__((noreturn)) void goro_exit_err(goro_err_t *e);
+
+/* goro_join that also hands over the error object h ended with: *err gets
+ * it (the caller owns it) or NULL. err may be NULL (as goro_join). */
+int goro_join_err(goro_t *h, long *result, goro_err_t **err);
+int goro_join_err_until(goro_t *h, long *result, goro_err_t **err, int64_t deadline);
+
+/* ------------------------------------------------------------------------
  * Channels (Go semantics). A channel carries fixed-size elements, copied
  * in and out. Capacity 0 is unbuffered: a send waits for a receiver.
  * Lifetime: goro_chan_new() -> any number of send/recv/select/close from

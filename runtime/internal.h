@@ -164,6 +164,7 @@ struct goro {
     _Atomic uint8_t saved;         /* its context is saved: it may be resumed */
 #endif
     struct goro__cxx_escaped *cxx_escaped;  /* until joined (coro.c) */
+    goro_err_t *err;               /* goro_exit_err's, until joined (err.c) */
     _Atomic uint32_t ext_word;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
     _Atomic uintptr_t exit_word;   /* GORO_EXIT_* or the joiner's record */

@@ -6,6 +6,7 @@
 #include <check.h>
 
 Suite *spawn_suite(void);       /* test_spawn.c: spawn/join/detach, ids, names, threads */
+Suite *err_suite(void);         /* test_err.c: error objects, through exit and join */
 Suite *args_suite(void);        /* test_args.c: argument forwarding through go() */
 Suite *context_suite(void);     /* test_context.c: registers, FP state, errno */
 Suite *stack_suite(void);       /* test_stack.c: depth, overflow, reuse, mappings */
@@ -29,7 +30,7 @@ Suite *signal_suite(void);      /* test_signal.c: runtime threads' masks, goro_s
 Suite *dump_suite(void);        /* test_dump.c: goro_dump's workers, crash report symbols */
 
 #define GORO_TEST_SUITES \
-    spawn_suite, args_suite, context_suite, stack_suite, errors_suite, \
+    spawn_suite, err_suite, args_suite, context_suite, stack_suite, errors_suite, \
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
     signal_suite, \
     offload_suite, io_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \

@@ -165,14 +165,19 @@ goro_t *goro__handle_or_errno(int err, goro_t *h)
 }
 
 /* h's slab goes back; an exception the C++ go() kept on it goes to
- * *escaped if the joiner takes it, else is destroyed. */
-static void handle_free(struct goro *h, struct goro__cxx_escaped **escaped)
+ * *escaped if the joiner takes it, else is destroyed; so does the error
+ * object it ended with, to *err. */
+static void handle_free(struct goro *h, struct goro__cxx_escaped **escaped, goro_err_t **err)
 {
     struct goro__cxx_escaped *e = h->cxx_escaped;
     if (escaped)
         *escaped = e;
     else if (e)
         e->destroy(e);
+    if (err)
+        *err = h->err;
+    else
+        goro_err_free(h->err);
     goro__slab_put(h);
 }
 
@@ -187,7 +192,7 @@ void goro__release(struct goro *g)
     uintptr_t old = atomic_exchange_explicit(&g->exit_word, GORO_EXIT_WAKING,
                                              memory_order_acq_rel);
     if (old == GORO_EXIT_DETACHED) {
-        handle_free(g, NULL);
+        handle_free(g, NULL, NULL);
     } else if (old == GORO_EXIT_RUNNING) {
         atomic_store_explicit(&g->exit_word, GORO_EXIT_DEAD, memory_order_release);
     } else {
@@ -236,9 +241,13 @@ static bool join_withdraw(struct goro *h, struct goro *self)
     }
 }
 
-int goro__cxx_join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
-                         int64_t deadline)
+/* Every join: hands over the result, the escaped C++ exception (escaped
+ * not NULL) and the error object (err not NULL). */
+static int join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
+                      goro_err_t **err, int64_t deadline)
 {
+    if (err)
+        *err = NULL;
     if (handle_invalid(h))
         return -EINVAL;
     struct goro *self = goro__waiter_self();
@@ -252,9 +261,9 @@ int goro__cxx_join_until(goro_t *h, long *result, struct goro__cxx_escaped **esc
     if (w != GORO_EXIT_RUNNING && w != GORO_EXIT_DEAD)
         return -EINVAL;             /* somebody already joins it */
     if (w == GORO_EXIT_RUNNING) {
-        int err = goro__wait_check(deadline);
-        if (err)
-            return goro__wait_refused(err);
+        int refused = goro__wait_check(deadline);
+        if (refused)
+            return goro__wait_refused(refused);
         struct goro_park how = { .why = GORO_W_JOIN, .obj = h, .commit = join_commit,
                                  .arg = h, .deadline = deadline };
         int outcome = goro__park(&how);
@@ -271,13 +280,29 @@ int goro__cxx_join_until(goro_t *h, long *result, struct goro__cxx_escaped **esc
     }
     if (result)
         *result = h->result;
-    handle_free(h, escaped);
+    handle_free(h, escaped, err);
     return 0;
+}
+
+int goro__cxx_join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
+                         int64_t deadline)
+{
+    return join_until(h, result, escaped, NULL, deadline);
 }
 
 int goro_join_until(goro_t *h, long *result, int64_t deadline)
 {
-    return goro__cxx_join_until(h, result, NULL, deadline);
+    return join_until(h, result, NULL, NULL, deadline);
+}
+
+int goro_join_err_until(goro_t *h, long *result, goro_err_t **err, int64_t deadline)
+{
+    return join_until(h, result, NULL, err, deadline);
+}
+
+int goro_join_err(goro_t *h, long *result, goro_err_t **err)
+{
+    return join_until(h, result, NULL, err, GORO_FOREVER);
 }
 
 int goro_join(goro_t *h, long *result)
@@ -301,7 +326,7 @@ int goro_detach(goro_t *h)
     }
     if (expect != GORO_EXIT_DEAD)
         return -EINVAL;             /* somebody joins it */
-    handle_free(h, NULL);
+    handle_free(h, NULL, NULL);
     return 0;
 }
 

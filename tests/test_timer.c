@@ -407,6 +407,37 @@ START_TEST(ticker_in_a_select)
 }
 END_TEST
 
+/* A ticker's timer that a worker other than its owner fired (an idle
+ * worker runs the due timers of others) goes back into its owner's heap;
+ * the owner, gone to sleep meanwhile without an alarm for it, must be
+ * woken (timer.c, invariant 3) - or the ticker stops. Under qemu the code
+ * without that wake-up lost the ticker within 100-1300 rounds of this
+ * (never natively in 8,000); each round restarts the runtime, since the
+ * race is in how the workers first settle. */
+START_TEST(ticker_fired_by_another_worker_keeps_ticking)
+{
+    int64_t end = goro_now() + (int64_t)(t_timeout(1.5) * GORO_SEC);
+    int rounds = 0;
+    while (goro_now() < end) {
+        restart_with(2);
+        goro_ticker_t *t;
+        ck_assert_int_eq(goro_ticker_new(&t, 200 * GORO_USEC), 0);
+        goro_t *h = go(select_ticker, t);
+        ck_assert_ptr_nonnull(h);
+        int r = goro_join_until(h, NULL, goro_now() + (int64_t)(t_timeout(2) * GORO_SEC));
+        if (r == -ETIMEDOUT) {
+            goro_cancel(h);         /* its select gives up: then it ends */
+            ck_assert_int_eq(goro_join(h, NULL), 0);
+        }
+        ck_assert_msg(r == 0, "round %d: the ticker stopped (join: %s)", rounds, strerror(-r));
+        ck_assert_msg(!t_failed(), "round %d: %s", rounds, t_failed());
+        ck_assert_int_eq(goro_ticker_free(t), 0);
+        rounds++;
+    }
+    printf("ticker fired by other workers: %d rounds\n", rounds);
+}
+END_TEST
+
 static void ticker_waiter(goro_ticker_t *t)
 {
     int r = goro_ticker_wait(t, NULL);
@@ -491,6 +522,7 @@ Suite *timer_suite(void)
     tcase_add_test(tc, ticker_is_drift_free);
     tcase_add_test(tc, ticker_drops_ticks_for_a_slow_reader);
     tcase_add_test(tc, ticker_in_a_select);
+    tcase_add_test(tc, ticker_fired_by_another_worker_keeps_ticking);
     tcase_add_test(tc, ticker_reset_free_and_errors);
     tcase_add_test(tc, ticker_outliving_the_runtime);
     return s;

@@ -29,7 +29,10 @@
  * 3. A timer that becomes the earliest of a P other than the caller's
  *    breaks that P's poll: its M may be asleep until a later deadline
  *    (the poller reads `first` under its poll_lock, so the break cannot
- *    fall between that read and its sleep unseen).
+ *    fall between that read and its sleep unseen). That holds for a FUNC
+ *    timer put back after it fired as for one started: while it fired it
+ *    was in no heap, and the owner may have gone to sleep meanwhile
+ *    without an alarm for it.
  * 4. A WAKE timer is started before its wait is armed (sched.c,
  *    park_commit): a frame must not be claimable before its timer exists.
  *    A timer that fires in between finds `wake` IDLE - a coroutine resets
@@ -256,14 +259,16 @@ static struct goro_timer *pop_due_locked(struct goro_timers *ts, int64_t now)
     return NULL;
 }
 
-/* Under the lock: a FUNC timer has fired; back in the heap if it wants. */
-static void func_done_locked(struct goro_timers *ts, struct goro_timer *t, int64_t next)
+/* Under the lock: a FUNC timer has fired; back in the heap if it wants
+ * (true if it went back). */
+static bool func_done_locked(struct goro_timers *ts, struct goro_timer *t, int64_t next)
 {
     t->running = false;
-    if (!t->stopped && next >= 0) {
-        t->when = next;
-        insert_locked(ts, t);
-    }
+    if (t->stopped || next < 0)
+        return false;
+    t->when = next;
+    insert_locked(ts, t);
+    return true;
 }
 
 /* A WAKE timer's claim (invariant 4): ARMED or IDLE (being parked) ->
@@ -287,6 +292,7 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
     if (atomic_load_explicit(&ts->first, memory_order_acquire) > now)
         return 0;
     int n = 0;
+    int64_t put_back = INT64_MAX;   /* earliest FUNC timer back in the heap */
     goro__lock(&ts->lock);
     struct goro_timer *t;
     while ((t = pop_due_locked(ts, now))) {
@@ -296,7 +302,8 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
             goro__unlock(&ts->lock);
             int64_t next = t->fire(t, now);     /* invariant 2 */
             goro__lock(&ts->lock);
-            func_done_locked(ts, t, next);
+            if (func_done_locked(ts, t, next) && next < put_back)
+                put_back = next;
             continue;
         }
         struct goro *g = t->g;
@@ -318,7 +325,11 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
         n++;
     }
     first_update(ts);
+    bool earliest = put_back != INT64_MAX &&
+                    put_back <= atomic_load_explicit(&ts->first, memory_order_relaxed);
     goro__unlock(&ts->lock);
+    if (earliest && goro__current_p() != p)
+        goro__netpoll_break(p);     /* invariant 3 */
     return n;
 }
 

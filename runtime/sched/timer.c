@@ -189,6 +189,14 @@ void goro__timers_fini(struct goro_timers *ts)
     goro__unlock(&ts->lock);
 }
 
+/* Invariant 3: a timer that became p's earliest, made so by a thread that
+ * does not hold p, wakes p's poll (its M may sleep until a later time). */
+static void wake_owner_if_earliest(struct goro_p *p, bool earliest)
+{
+    if (earliest && goro__current_p() != p)
+        goro__netpoll_break(p);
+}
+
 void goro__timer_start(struct goro_timer *t, struct goro_p *p, int64_t when)
 {
     /* Started where no P is held (an M that lost its P, a thread of the
@@ -206,8 +214,7 @@ void goro__timer_start(struct goro_timer *t, struct goro_p *p, int64_t when)
     if (earlier)
         first_update(ts);
     goro__unlock(&ts->lock);
-    if (earlier && goro__current_p() != p)
-        goro__netpoll_break(p);     /* invariant 3 */
+    wake_owner_if_earliest(p, earlier);
 }
 
 void goro__timer_stop(struct goro_timer *t)
@@ -328,8 +335,7 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
     bool earliest = put_back != INT64_MAX &&
                     put_back <= atomic_load_explicit(&ts->first, memory_order_relaxed);
     goro__unlock(&ts->lock);
-    if (earliest && goro__current_p() != p)
-        goro__netpoll_break(p);     /* invariant 3 */
+    wake_owner_if_earliest(p, earliest);
     return n;
 }
 

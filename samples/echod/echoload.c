@@ -282,6 +282,12 @@ static void start_clients(struct client *clients, long first, long count)
     }
 }
 
+__attribute__((noreturn)) static void die_out_of_memory(void)
+{
+    fputs("echoload: out of memory\n", stderr);
+    exit(1);
+}
+
 static void report_final(void)
 {
     static struct report final;   /* 9 KiB: off the stack */
@@ -302,8 +308,7 @@ static void run_coroutines(long first, long count)
 {
     struct client *clients = calloc((size_t)count, sizeof *clients);
     if (!clients) {
-        fputs("echoload: out of memory\n", stderr);
-        exit(1);
+        die_out_of_memory();
     }
     start_clients(clients, first, count);
     goro_waitgroup_wait(&load.dialed);
@@ -345,8 +350,7 @@ static void run_lean(long first, long count)
     long range[2] = { first, count };
     struct lean_load *l = (struct lean_load *)(intptr_t)off_worker(lean_dial_call, range);
     if (!l) {
-        fputs("echoload: out of memory\n", stderr);
-        exit(1);
+        die_out_of_memory();
     }
     report_connected();
     off_worker(lean_run_call, l);
@@ -363,8 +367,7 @@ static void run(long first, long count, int control_fd)
     if (goro_chan_new(&quit, 0, 0) < 0 ||
         goro_go(&control, &service_attr, control_loop, control_fd) < 0 ||
         goro_go(&progress, &service_attr, progress_loop, quit) < 0) {
-        fputs("echoload: out of memory\n", stderr);
-        exit(1);
+        die_out_of_memory();
     }
     if (load.opt->engine == ENGINE_EPOLL)
         run_lean(first, count);

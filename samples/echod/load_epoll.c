@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <goro.h>
+
 #include "echoload.h"
 
 #define EVENTS_MAX 256
@@ -47,13 +49,6 @@ struct lean_load {
     struct lean_conn *conns;
     unsigned char *bufs;
 };
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ---- connecting ---- */
 
@@ -87,7 +82,7 @@ static void ramp_wait(const struct load_options *opt, int64_t t0, long i)
     double rate = opt->ramp / opt->procs;
     if (rate <= 0)
         return;
-    int64_t due = t0 + (int64_t)((double)i * 1e9 / rate), wait = due - now_ns();
+    int64_t due = t0 + (int64_t)((double)i * 1e9 / rate), wait = due - goro_now();
     if (wait > 0)
         nanosleep(&(struct timespec){ wait / 1000000000, wait % 1000000000 }, NULL);
 }
@@ -111,7 +106,7 @@ struct lean_load *lean_dial(const struct load_options *opt, const struct sockadd
         free(l);
         return NULL;
     }
-    int64_t t0 = now_ns();
+    int64_t t0 = goro_now();
     for (long i = 0; i < count; i++) {
         struct lean_conn *c = &l->conns[i];
         ramp_wait(opt, t0, i);
@@ -189,7 +184,7 @@ static bool start_piece(struct lean_load *l, struct lean_conn *c, size_t off)
 static void start_round(struct lean_load *l, struct lean_conn *c)
 {
     load_fill(c->out, l->opt->size, c->id, c->rounds);
-    c->t0 = now_ns();
+    c->t0 = goro_now();
     c->busy = true;
     l->busy++;
     start_piece(l, c, 0);
@@ -207,7 +202,7 @@ static void piece_done(struct lean_load *l, struct lean_conn *c)
         start_piece(l, c, c->off + c->piece);
         return;
     }
-    load_note_round(now_ns() - c->t0);
+    load_note_round(goro_now() - c->t0);
     c->rounds++;
     c->busy = false;
     l->busy--;
@@ -263,12 +258,12 @@ void lean_run(struct lean_load *l)
     for (long i = 0; i < l->count; i++)
         if (l->conns[i].fd >= 0)
             start_round(l, &l->conns[i]);
-    int64_t checked = now_ns();
+    int64_t checked = goro_now();
     while (load_phase_now() != STOPPED || l->busy > 0) {
         int n = epoll_wait(l->ep, events, EVENTS_MAX, TICK_MS);
         for (int i = 0; i < n; i++)
             on_event(l, events[i].data.ptr, events[i].events);
-        int64_t now = now_ns();
+        int64_t now = goro_now();
         if (now - checked >= TICK_MS * 1000000LL) {
             check_deadlines(l, now);
             checked = now;

@@ -20,6 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <stdatomic.h>
+
 #include "helpers.h"
 #include "internal.h"
 #include "suites.h"
@@ -348,6 +352,59 @@ START_TEST(crash_report_frames_name_their_own_functions)
 }
 END_TEST
 
+/* ---- libunwind's one-time setup ----
+ * libunwind sets itself up on first use without a lock around all of it
+ * (a C++ throw, a backtrace). Two coroutines making that first use at the
+ * same moment on two workers raced inside it (TSan saw it in a C++ test);
+ * the runtime now makes the first use itself when it starts. */
+
+#define UNWIND_WALKERS 2
+static atomic_int unwind_arrived;
+
+static void walk_own_stack(void)
+{
+    atomic_fetch_add(&unwind_arrived, 1);
+    /* Both start together: each waits, briefly, for the other. */
+    for (int64_t end = goro_now() + GORO_SEC; atomic_load(&unwind_arrived) < UNWIND_WALKERS &&
+                                              goro_now() < end;)
+        ;
+    unw_context_t ctx;
+    unw_cursor_t cursor;
+    int frames = 0;
+    if (unw_getcontext(&ctx) == 0 && unw_init_local(&cursor, &ctx) == 0)
+        while (frames < 64 && unw_step(&cursor) > 0)
+            frames++;
+    if (frames < 1)
+        printf("walked %d frames\n", frames);
+}
+
+static int first_unwind_child(void *arg)
+{
+    (void)arg;
+    int e = goro_start(&(goro_config_t){ .workers = UNWIND_WALKERS });
+    if (e != 0)
+        return printf("goro_start: %d\n", e), 2;
+    goro_t *h[UNWIND_WALKERS];
+    for (int i = 0; i < UNWIND_WALKERS; i++)
+        h[i] = go(walk_own_stack);
+    for (int i = 0; i < UNWIND_WALKERS; i++)
+        if (!h[i] || goro_join(h[i], NULL) != 0)
+            return printf("coroutine %d did not run\n", i), 3;
+    return goro_shutdown() == 0 ? 0 : 4;
+}
+
+START_TEST(first_unwind_in_two_coroutines_at_once)
+{
+    /* Each child is a first use; under TSan a race shows in about half. */
+    for (int round = 0; round < 4; round++) {
+        static char out[1 << 16];
+        int st = t_run_child(first_unwind_child, NULL, t_timeout(20), out, sizeof out);
+        ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && !strstr(out, "walked"),
+                      "child %d: status %#x; output:\n%.2000s", round, st, out);
+    }
+}
+END_TEST
+
 Suite *dump_suite(void)
 {
     Suite *s = suite_create("dump");
@@ -356,5 +413,6 @@ Suite *dump_suite(void)
     tc = t_tcase(s, "symbols", 30);
     tcase_add_test(tc, symbolize_names_the_containing_function_or_nothing);
     tcase_add_test(tc, crash_report_frames_name_their_own_functions);
+    tcase_add_test(tc, first_unwind_in_two_coroutines_at_once);
     return s;
 }

@@ -464,10 +464,23 @@ int goro__sigaction(int sig, void (*handler)(int, siginfo_t *, void *), struct s
     return sigaction(sig, &sa, old) == 0 ? 0 : -errno;
 }
 
+/* libunwind sets itself up on its first use (a backtrace here, a C++
+ * throw in the program), and not all of that setup is under its lock: two
+ * threads making the first use at once race inside it. Made here, before
+ * any worker runs, no coroutine makes it. */
+static void unwind_setup(void)
+{
+    unw_context_t ctx;
+    unw_cursor_t cursor;
+    if (unw_getcontext(&ctx) == 0)
+        (void)unw_init_local(&cursor, &ctx);
+}
+
 void goro__fault_install(void)
 {
     if (atomic_exchange(&installed, 1))
         return;
+    unwind_setup();
     for (int i = 0; i < NCRASH; i++)
         goro__sigaction(crash_signals[i], on_fault, &old_actions[i]);
     goro__dump_install();

@@ -118,6 +118,7 @@ run "$B/yield"
 # ---- spawn + run + exit + join (1 and 2 workers) ----
 run GOMAXPROCS=1 "$P/go/spawn"
 run "$B/spawn"
+run "$B/group"
 run --as spawn:spawn_2w GOMAXPROCS=2 "$P/go/spawn"
 run "$P/spawn_pthread"
 
@@ -194,6 +195,8 @@ fi
 ratio forkjoin_speedup go forkjoin_1w go forkjoin_2w go
 target_val forkjoin_speedup goro ">=" 1.8
 ratio forkjoin_2w_vs_go goro forkjoin_2w goro forkjoin_2w go
+# groups: a member's spawn + wait against go() + join, same process
+ratio group_member_vs_join goro group_member goro join_member goro "<=" 1.2
 target_val parked_mem goro "<=" 4608
 ratio parked_mem_vs_go goro parked_mem goro parked_mem go
 ratio sleep_p50_late_vs_go goro sleep_p50_late goro sleep_p50_late go "<=" 2

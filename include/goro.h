@@ -104,9 +104,12 @@ typedef struct goro goro_t;
  * caught by a 64 KiB guard and reported; a frame larger than that is caught
  * only in code built with -fstack-clash-protection (pkg-config --cflags
  * goro has it; docs/api.md, "Stacks"). */
+typedef struct goro_group goro_group_t;
 typedef struct goro_attr {
     const char *name;     /* copied (first 31 bytes); shown by debugging tools */
     size_t stack_size;    /* reserve in bytes, rounded up to pages; 16 KiB..1 GiB */
+    goro_group_t *group;  /* spawn into this group (no handle: h must be NULL);
+                             see goro_group_go */
 } goro_attr_t;
 
 /*
@@ -402,6 +405,99 @@ int goro_once(goro_once_t *once, void (*fn)(void));
  * beyond that wait their turn. Returns 0, -EINVAL (NULL fn), -ENOMEM or
  * -EAGAIN (no pool thread could be started), -ESHUTDOWN. */
 int goro_offload(long (*fn)(void *), void *arg, long *result);
+
+/* ------------------------------------------------------------------------
+ * Groups: spawn together, wait together, fail and cancel together
+ * (docs/structured.md)
+ *
+ *   goro_group_t *g;
+ *   goro_group_new(&g, &(goro_group_attr_t){ .limit = 8,
+ *                                            .deadline = goro_now() + 2 * GORO_SEC });
+ *   for (int i = 0; i < n; i++)
+ *       if (goro_group_go(g, fetch, urls[i]) != 0)
+ *           break;                           // the group failed: stop feeding it
+ *   goro_err_t *err;
+ *   if (goro_group_wait(g, NULL, &err) != 0) {
+ *       goro_err_print(stderr, err);
+ *       goro_err_free(err);
+ *   }
+ *   goro_group_free(g);
+ *
+ * A member fails when it ends with an error object (goro_exit_err) or
+ * returns a negative value (taken as -errno; the group makes the error).
+ * With a limit, goro_group_go waits (may switch) while `limit` members
+ * run, so a loop that feeds a group never holds more than that many
+ * coroutines. The first failure cancels the group, by default: the members
+ * still running are cancelled (goro_cancel) and goro_group_go fails with
+ * -ECANCELED. So do the deadline, goro_group_cancel and the cancellation
+ * of the coroutine that made the group.
+ *
+ * The tree: cancelling a coroutine cancels every group it made, which
+ * cancels their members, and so on down. goro_group_wait is not
+ * cancellable: a cancelled coroutine still waits for its members (they
+ * have been cancelled too) and then unwinds. Waits that do not belong to
+ * the tree are not cancelled through it: goro_once and goro_offload run
+ * to their end, as with goro_cancel.
+ *
+ * Lifetime: goro_group_new() -> goro_group_go()... -> goro_group_wait()
+ * (exactly once; it returns when every member has ended) ->
+ * goro_group_free(). A group outlives no member: freeing it with members
+ * fails with -EBUSY and a message, and a coroutine that ends before the
+ * groups it made have been waited for is reported on stderr.
+ * ------------------------------------------------------------------------ */
+
+/* What the group does with its members' results. */
+enum goro_group_policy {
+    GORO_GROUP_FIRST_ERROR = 0,    /* the first failure cancels the rest and is the
+                                      group's error (Go's errgroup) */
+    GORO_GROUP_COLLECT_ALL = 1,    /* no cancel on failure; the error lists them all */
+    GORO_GROUP_FIRST_RESULT = 2,   /* the first success is the group's result and
+                                      cancels the rest; fails only if all fail */
+};
+
+typedef struct goro_group_attr {
+    const char *name;     /* copied (first 31 bytes); named in its errors */
+    int limit;            /* at most this many members at once; 0: no limit */
+    int policy;           /* enum goro_group_policy */
+    int64_t deadline;     /* on goro_now()'s clock; 0: none. Passing it cancels
+                             the group; its error is then ETIMEDOUT */
+} goro_group_attr_t;
+
+/* Makes a group, owned by the calling coroutine (cancelling it cancels the
+ * group) or by nobody when called from a thread. attr may be NULL.
+ * Returns 0, -EINVAL (NULL g, negative limit, unknown policy), -ENOMEM, or
+ * what starting the runtime returned. */
+int goro_group_new(goro_group_t **g, const goro_group_attr_t *attr);
+
+/* goro_group_go(g, fn, args...) spawns fn(args...) into g, as go() does;
+ * with a limit it first waits for a free slot (may switch). Returns 0,
+ * -ECANCELED (the group was cancelled or failed: nothing was spawned, and
+ * the caller stops feeding it; also when the caller itself is cancelled
+ * while it waits for a slot), -EINVAL (NULL g or fn, or g already waited
+ * for), or what go() fails with. The plain-function form is goro_spawn
+ * with NULL h and attr.group set. */
+#define goro_group_go(g, ...) goro_go(NULL, &(goro_attr_t){ .group = (g) }, __VA_ARGS__)
+
+/* Cancels every member (and down the tree); g still has to be waited for.
+ * Returns 0 or -EINVAL. */
+int goro_group_cancel(goro_group_t *g);
+
+/* Waits until every member has ended (may switch; not cancellable, see
+ * above). Returns 0, or -code of the group's error: *err (may be NULL)
+ * gets it, owned by the caller: the first failure (FIRST_ERROR); one
+ * error listing every failure (COLLECT_ALL, and FIRST_RESULT when none
+ * succeeded); or ETIMEDOUT / ECANCELED for a group whose deadline passed
+ * or that was cancelled before any failure. *result (may be NULL) gets
+ * the winner's result under FIRST_RESULT, else 0. -EINVAL: NULL g, or
+ * waited for already; -EDEADLK: called by one of g's members. */
+int goro_group_wait(goro_group_t *g, long *result, goro_err_t **err);
+
+/* Members admitted and not yet ended, or -EINVAL. */
+int goro_group_running(const goro_group_t *g);
+
+/* Frees g. Returns 0, -EINVAL, or -EBUSY (members still run: g is left
+ * as it was, and a message says so). */
+int goro_group_free(goro_group_t *g);
 
 /* ------------------------------------------------------------------------
  * Time, deadlines and cancellation
@@ -1041,6 +1137,17 @@ template <class F, class... A>
 int goro_go(goro_t **h, const goro_attr_t *attr, F &&f, A &&...args)
 {
     return goro__cxx::spawn(h, attr, std::forward<F>(f), std::forward<A>(args)...);
+}
+
+#undef goro_group_go
+/* An exception escaping a group member ends the program, as for any
+ * detached coroutine: catch it and end with goro_exit_err. */
+template <class F, class... A>
+int goro_group_go(goro_group_t *g, F &&f, A &&...args)
+{
+    goro_attr_t attr{};
+    attr.group = g;
+    return goro__cxx::spawn(nullptr, &attr, std::forward<F>(f), std::forward<A>(args)...);
 }
 
 inline int goro_join_until(goro_t *h, long *result, std::exception_ptr *error,

@@ -86,6 +86,7 @@ enum goro_wait {
     GORO_W_NONE, GORO_W_JOIN, GORO_W_CHAN_SEND, GORO_W_CHAN_RECV,
     GORO_W_SELECT, GORO_W_MUTEX, GORO_W_RWLOCK, GORO_W_COND, GORO_W_SEM,
     GORO_W_WAITGROUP, GORO_W_ONCE, GORO_W_SLEEP, GORO_W_IO, GORO_W_OFFLOAD,
+    GORO_W_GROUP,
     GORO_W__COUNT
 };
 
@@ -165,6 +166,13 @@ struct goro {
 #endif
     struct goro__cxx_escaped *cxx_escaped;  /* until joined (coro.c) */
     goro_err_t *err;               /* goro_exit_err's, until joined (err.c) */
+    /* The tree of groups (coro/group.c): the group it is a member of and
+     * its place in that group's list (under the group's lock); the groups
+     * it made (under groups_lock). */
+    struct goro_group *group;
+    struct goro *group_prev, *group_next;
+    struct goro_group *groups;
+    goro_lock_t groups_lock;
     _Atomic uint32_t ext_word;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
     _Atomic uintptr_t exit_word;   /* GORO_EXIT_* or the joiner's record */

@@ -765,6 +765,23 @@ void t_bw_join_setup(void)
     ck_assert_ptr_nonnull(t_bw.blocked = go(bw_blocked_body, t_bw.release));
 }
 
+void t_bw_group_full_setup(void)
+{
+    ck_assert_int_eq(goro_chan_new(&t_bw.release, 0, 0), 0);
+    ck_assert_int_eq(goro_group_new(&t_bw.grp, &(goro_group_attr_t){ .limit = 1 }), 0);
+    ck_assert_int_eq(goro_group_go(t_bw.grp, bw_blocked_body, t_bw.release), 0);
+}
+
+/* The spawn that was refused took no slot and left no member. */
+void t_bw_after_group(void)
+{
+    ck_assert_int_eq(goro_group_running(t_bw.grp), 1);
+    ck_assert_int_eq(goro_chan_close(t_bw.release), 0);
+    ck_assert_int_eq(goro_group_wait(t_bw.grp, NULL, NULL), 0);
+    ck_assert_int_eq(goro_group_free(t_bw.grp), 0);
+    ck_assert_int_eq(goro_chan_free(t_bw.release), 0);
+}
+
 /* The joinee did not end with its joiner's wait. */
 void t_bw_after_join(void)
 {

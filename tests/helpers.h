@@ -205,9 +205,12 @@ struct t_bw {
     goro_sem_t sem;
     goro_waitgroup_t wg;
     goro_t *blocked;                /* join_setup's coroutine */
+    goro_group_t *grp;              /* group_full_setup's: limit 1, one member */
 };
 extern struct t_bw t_bw;
 
+void t_bw_group_full_setup(void);   /* grp: its one slot taken */
+void t_bw_after_group(void);
 void t_bw_pair_setup(void);         /* s: nothing to read */
 void t_bw_pair_close(void);
 void t_bw_after_read(void);         /* the next byte sent is the next read */

@@ -125,6 +125,11 @@ static long wait_join(void)
     return goro_join(t_bw.blocked, &r);
 }
 
+static long wait_group_slot(void)
+{
+    return goro_group_go(t_bw.grp, nothing);
+}
+
 static const struct blocker blockers[] = {
     { "read", t_bw_pair_setup, wait_read, t_bw_after_read, NULL },
     { "recv", t_bw_pair_setup, wait_recv, t_bw_after_read, NULL },
@@ -147,6 +152,7 @@ static const struct blocker blockers[] = {
     { "sem", t_bw_sem_setup, wait_sem, t_bw_after_sem, NULL },
     { "waitgroup", t_bw_wg_setup, wait_wg, t_bw_after_wg, NULL },
     { "join", t_bw_join_setup, wait_join, t_bw_after_join, NULL },
+    { "group slot", t_bw_group_full_setup, wait_group_slot, t_bw_after_group, NULL },
 };
 enum { NBLOCKERS = sizeof blockers / sizeof blockers[0] };
 
@@ -217,6 +223,57 @@ END_TEST
 START_TEST(cancel_before_wait)
 {
     run_cancelled(&blockers[_i], true);
+}
+END_TEST
+
+/* ---- the same waits, ended by a group's cancel two levels up ----
+ * The test thread's group holds `middle`, whose own group holds the
+ * coroutine under test: goro_group_cancel of the outer group reaches it
+ * through the tree. */
+
+static atomic_long in_group_result;
+
+static long target_in_group(const struct blocker *b)
+{
+    long r = cancel_target(b, 0);
+    atomic_store(&in_group_result, r);
+    return r;
+}
+
+static long middle(const struct blocker *b)
+{
+    goro_group_t *g;
+    if (goro_group_new(&g, NULL) != 0)
+        return -ENOMEM;
+    if (goro_group_go(g, target_in_group, b) != 0)
+        t_fail("%s: goro_group_go failed", b->name);
+    int rc = goro_group_wait(g, NULL, NULL);
+    goro_group_free(g);
+    return rc;
+}
+
+START_TEST(group_cancel_ends_every_wait)
+{
+    const struct blocker *b = &blockers[_i];
+    b->setup();
+    t_fail_reset();
+    atomic_store(&started, 0);
+    atomic_store(&in_group_result, 1);
+    goro_group_t *outer;
+    ck_assert_int_eq(goro_group_new(&outer, NULL), 0);
+    ck_assert_int_eq(goro_group_go(outer, middle, b), 0);
+    ck_assert_msg(t_wait_flag(&started, t_timeout(10)), "%s: never started", b->name);
+    t_settle();                       /* parked in the wait by now */
+    double t0 = t_now();
+    ck_assert_int_eq(goro_group_cancel(outer), 0);
+    ck_assert_int_eq(goro_group_wait(outer, NULL, NULL), -ECANCELED);
+    double dt = t_now() - t0;
+    ck_assert_int_eq(goro_group_free(outer), 0);
+    ck_assert_msg(!t_failed(), "%s: %s", b->name, t_failed());
+    ck_assert_msg(atomic_load(&in_group_result) == -ECANCELED, "%s: %ld, want -ECANCELED",
+                  b->name, atomic_load(&in_group_result));
+    ck_assert_msg(dt < t_prompt(), "%s: ended %.0f ms after the cancel", b->name, dt * 1e3);
+    b->after();
 }
 END_TEST
 
@@ -942,6 +999,7 @@ Suite *cancel_suite(void)
     TCase *tc = t_runtime_tcase(s, "cancel", 30);
     tcase_add_loop_test(tc, cancel_parked_wait, 0, NBLOCKERS);
     tcase_add_loop_test(tc, cancel_before_wait, 0, NBLOCKERS);
+    tcase_add_loop_test(tc, group_cancel_ends_every_wait, 0, NBLOCKERS);
     tcase_add_test(tc, cancelled_coroutine_releases_what_it_holds);
     tcase_add_test(tc, cancel_is_per_coroutine);
     tcase_add_test(tc, cancel_twice_finished_self_and_bad);

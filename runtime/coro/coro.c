@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "wait/group.h"
 #include "base/sanitizer.h"
 #include "coro/token.h"
 #include "wait/waitq.h"
@@ -45,6 +46,14 @@ static long widen(long raw, int kind)
     }
 }
 
+/* The last steps of a coroutine, on its own stack: its groups and its
+ * own group are settled, its token ends. */
+static void life_end(struct goro *g, long result)
+{
+    goro__group_exit(g, result);
+    goro__token_life_end(g);
+}
+
 /* Every coroutine starts here (from goro__ctx_entry) and never returns. */
 void goro__coro_main(void *arg)
 {
@@ -55,7 +64,7 @@ void goro__coro_main(void *arg)
         r = ((long (*)(void *))(void (*)(void))g->fn)(g->arg);
     else
         r = widen(goro__invoke(&g->call, g->fn, g->stack_args), g->ret_kind);
-    goro__token_life_end(g);
+    life_end(g, r);
     goro__exit_current(r);
 }
 
@@ -105,15 +114,25 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
 static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct goro **g,
                        bool *outside)
 {
-    *outside = !goro__m();
-    int err = *outside ? goro__spawn_gate_enter() : 0;
-    if (err) {
-        if (h)
-            *h = NULL;
+    if (h)
+        *h = NULL;
+    /* A group member: nobody joins it (the group does), and it takes a slot
+     * first, which may wait for one (coro/group.c). */
+    struct goro_group *grp = attr ? attr->group : NULL;
+    if (grp && (h || !fn))
+        return -EINVAL;
+    int err = grp ? goro__group_admit(grp) : 0;
+    if (err)
         return err;
-    }
-    if ((err = spawn(h, attr, fn, g)) && *outside)
+    *outside = !goro__m();
+    if (*outside && (err = goro__spawn_gate_enter()) == 0 && (err = spawn(h, attr, fn, g)))
         goro__spawn_gate_leave();
+    else if (!*outside)
+        err = spawn(h, attr, fn, g);
+    if (grp && err)
+        goro__group_admit_undo(grp);
+    else if (grp)
+        goro__group_link(grp, *g);
     return err;
 }
 
@@ -345,8 +364,7 @@ int goro_cancel(goro_t *h)
     if (!h || atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_FREE ||
         (h->flags & (GORO_F_EXTERNAL | GORO_F_G0)))
         return -EINVAL;
-    if (goro__cancel_claim(h))
-        goro__ready(h);
+    goro__cancel_tree(h);
     return 0;
 }
 
@@ -368,7 +386,7 @@ void goro_exit(long result)
         abort();
     }
     goro__cxx_exit_unwind(result);  /* C++: destructors first, then here again (cxx.c) */
-    goro__token_life_end(goro__current());
+    life_end(goro__current(), result);
     goro__exit_current(result);
 }
 

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "wait/group.h"
 #include "coro/token.h"
 
 #define SLOTS_PER_CHUNK 1024u
@@ -157,11 +158,8 @@ int goro_cancel_token(goro_token_t tok)
         goro__unlock(&e->lock);
         return -ESRCH;              /* ended: its slab may hold another one now */
     }
-    struct goro *g = e->g;
-    bool won = goro__cancel_claim(g);
+    /* Under the lock g cannot end (its life's end takes it). */
+    goro__cancel_tree(e->g);
     goro__unlock(&e->lock);
-    /* A claimed wait holds g parked: it cannot end before it runs again. */
-    if (won)
-        goro__ready(g);
     return 0;
 }

@@ -370,3 +370,29 @@ CT_TEST(detached_exception_terminates)
     expect_terminate("child_detached_at_spawn_throws", "nobody joins this");
     expect_terminate("child_detached_later_throws", "detached before it threw");
 }
+
+/* goro_group_go in C++: any callable, arguments copied as go() copies
+ * them; a member that ends with an error object fails the group. */
+CT_TEST(group_go_lambdas_and_errors)
+{
+    ct::start(2);
+    goro_group_t *g = nullptr;
+    CT_CHECK(goro_group_new(&g, nullptr) == 0);
+    std::atomic<long> sum{0};
+    for (long i = 1; i <= 10; i++)
+        CT_CHECK(goro_group_go(g, [&sum](long k) { sum += k; }, i) == 0);
+    CT_CHECK(goro_group_wait(g, nullptr, nullptr) == 0);
+    CT_CHECK(sum.load() == 55);
+    CT_CHECK(goro_group_free(g) == 0);
+
+    CT_CHECK(goro_group_new(&g, nullptr) == 0);
+    std::string what = "copied";
+    CT_CHECK(goro_group_go(g, [](std::string s) {
+                 goro_exit_err(goro_err_new(EIO, "%s", s.c_str()));
+             }, what) == 0);
+    goro_err_t *err = nullptr;
+    CT_CHECK(goro_group_wait(g, nullptr, &err) == -EIO);
+    CT_CHECK(err && std::strcmp(goro_err_msg(err), "copied") == 0);
+    goro_err_free(err);
+    CT_CHECK(goro_group_free(g) == 0);
+}

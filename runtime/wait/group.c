@@ -1,0 +1,482 @@
+/*
+ * Groups: coroutines spawned together, waited for together, cancelled
+ * together (docs/structured.md).
+ *
+ * The tree. A group belongs to the coroutine that made it (its owner;
+ * none when a thread made it) and lists its live members; a coroutine
+ * lists the groups it made. Cancelling a coroutine cancels its groups,
+ * which cancel their members, which cancel their groups, and so on down:
+ * goro__cancel_tree walks owner -> groups -> members while holding each
+ * list's lock. The locks are object locks taken top down only (a tree
+ * has no cycles), so the walk cannot deadlock:
+ *   - an owner's groups_lock, then one of its groups' locks;
+ *   - a group's lock, then one of its members' groups_lock.
+ * A member leaves its group's list under the group's lock before its
+ * record can be reused, and a group leaves its owner's list under the
+ * owner's groups_lock before it is freed: whatever the walk finds under a
+ * lock is alive while it holds that lock.
+ *
+ * Invariants, under the group's lock:
+ *   1. running counts members admitted and not yet ended (a spawn takes its
+ *      slot before it makes the coroutine, and gives it back if it fails):
+ *      the wait returns only at running == 0, so a group outlives no member.
+ *   2. Once cancelled, a group stays cancelled: no member is admitted, the
+ *      spawners waiting for a slot are woken to fail, and every member
+ *      alive then or linked later has its cancel flag set.
+ *   3. A waiter for a slot or for the end is woken only after the lock is
+ *      released, and the waker touches the group no more: the woken waiter
+ *      may free it at once.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "coro/token.h"
+#include "wait/group.h"
+#include "wait/waitq.h"
+
+enum group_phase { GROUP_OPEN, GROUP_WAITED };
+
+struct goro_group {
+    goro_lock_t lock;              /* guards everything below but timer */
+    struct goro_timer timer;       /* the deadline: cancels the group */
+    struct goro *owner;            /* its maker (NULL: a thread); under the owner's groups_lock */
+    struct goro_group *owner_prev, *owner_next;   /* the owner's list */
+    struct goro *members;          /* live members (g->group_prev/next) */
+    int running;                   /* invariant 1 */
+    int limit;                     /* 0: none */
+    int policy;                    /* enum goro_group_policy */
+    uint8_t phase;                 /* enum group_phase */
+    int cancel_code;               /* 0, or why it was cancelled (ECANCELED, ETIMEDOUT) */
+    bool won;                      /* GORO_GROUP_FIRST_RESULT: a member succeeded */
+    long result;                   /* that member's result */
+    int spawned, failed;
+    goro_err_t *first;             /* FIRST_ERROR: the first failure before any cancel */
+    goro_err_t **fails;            /* the others: every failure, in order of ending */
+    int nfails, fails_cap;
+    struct goro_waitq admit;       /* spawners waiting for a slot */
+    struct goro_waitq done;        /* the one waiting for the end */
+    int64_t deadline;              /* GORO_FOREVER: none */
+    char name[32];
+};
+
+/* "group \"name\"", or "group" for one without a name: how errors and
+ * messages name it. */
+static const char *label(const struct goro_group *grp, char *buf, size_t len)
+{
+    if (!grp->name[0])
+        return "group";
+    snprintf(buf, len, "group \"%s\"", grp->name);
+    return buf;
+}
+
+/* ---- cancellation down the tree ---- */
+
+static void cancel_members(struct goro_group *grp, int code, struct goro **wake);
+static void fails_free(struct goro_group *grp);
+
+/* h's flag, its current wait, then every group it made (see the top). */
+void goro__cancel_tree(struct goro *h)
+{
+    if (goro__cancel_claim(h))
+        goro__ready(h);
+    goro__lock(&h->groups_lock);
+    for (struct goro_group *grp = h->groups; grp; grp = grp->owner_next) {
+        struct goro *wake = NULL;
+        goro__lock(&grp->lock);
+        cancel_members(grp, ECANCELED, &wake);
+        goro__unlock(&grp->lock);
+        goro__ready_list(wake);
+    }
+    goro__unlock(&h->groups_lock);
+}
+
+/* Under grp's lock: invariant 2. Spawners waiting for a slot are chained
+ * on *wake, to be woken once the lock is dropped. */
+static void cancel_members(struct goro_group *grp, int code, struct goro **wake)
+{
+    if (!grp->cancel_code)
+        grp->cancel_code = code;
+    *wake = goro__waitq_take_all(&grp->admit, false, 0, *wake);
+    for (struct goro *m = grp->members; m; m = m->group_next)
+        goro__cancel_tree(m);
+}
+
+static void group_cancel(struct goro_group *grp, int code)
+{
+    struct goro *wake = NULL;
+    goro__lock(&grp->lock);
+    cancel_members(grp, code, &wake);
+    goro__unlock(&grp->lock);
+    goro__ready_list(wake);
+}
+
+/* The deadline, on a runtime thread's g0 or sysmon: never switches. */
+static int64_t deadline_fire(struct goro_timer *t, int64_t now)
+{
+    (void)now;
+    group_cancel((struct goro_group *)((char *)t - offsetof(struct goro_group, timer)),
+                 ETIMEDOUT);
+    return -1;
+}
+
+/* ---- making and freeing ---- */
+
+static void owner_link(struct goro_group *grp, struct goro *owner)
+{
+    grp->owner = owner;
+    if (!owner)
+        return;
+    goro__lock(&owner->groups_lock);
+    grp->owner_next = owner->groups;
+    if (owner->groups)
+        owner->groups->owner_prev = grp;
+    owner->groups = grp;
+    goro__unlock(&owner->groups_lock);
+}
+
+static void owner_unlink(struct goro_group *grp)
+{
+    struct goro *owner = grp->owner;
+    if (!owner)
+        return;
+    goro__lock(&owner->groups_lock);
+    if (grp->owner_prev)
+        grp->owner_prev->owner_next = grp->owner_next;
+    else
+        owner->groups = grp->owner_next;
+    if (grp->owner_next)
+        grp->owner_next->owner_prev = grp->owner_prev;
+    grp->owner_prev = grp->owner_next = NULL;
+    grp->owner = NULL;
+    goro__unlock(&owner->groups_lock);
+}
+
+int goro_group_new(goro_group_t **out, const goro_group_attr_t *attr)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    if (attr && (attr->limit < 0 || attr->policy < GORO_GROUP_FIRST_ERROR ||
+                 attr->policy > GORO_GROUP_FIRST_RESULT))
+        return -EINVAL;
+    int err = goro__ensure_started();   /* the deadline's timer needs the runtime */
+    if (err)
+        return err;
+    struct goro_group *grp = calloc(1, sizeof *grp);
+    if (!grp)
+        return -ENOMEM;
+    grp->limit = attr ? attr->limit : 0;
+    grp->policy = attr ? attr->policy : GORO_GROUP_FIRST_ERROR;
+    grp->deadline = attr && attr->deadline > 0 ? attr->deadline : GORO_FOREVER;
+    if (attr && attr->name)
+        snprintf(grp->name, sizeof grp->name, "%s", attr->name);
+    grp->timer.kind = GORO_TIMER_FUNC;
+    grp->timer.fire = deadline_fire;
+    atomic_init(&grp->timer.idx, GORO_TIMER_OFF);
+    owner_link(grp, goro__current());
+    if (grp->deadline != GORO_FOREVER)
+        goro__timer_start(&grp->timer, goro__current_p(), grp->deadline);
+    *out = grp;
+    return 0;
+}
+
+int goro_group_free(goro_group_t *grp)
+{
+    if (!grp)
+        return -EINVAL;
+    goro__lock(&grp->lock);
+    int running = grp->running;
+    goro__unlock(&grp->lock);
+    if (running) {
+        char b[48];
+        fprintf(stderr, "goro: goro_group_free: %s still has %d member%s; "
+                "goro_group_wait for it first\n", label(grp, b, sizeof b), running,
+                running == 1 ? "" : "s");
+        return -EBUSY;
+    }
+    goro__timer_stop(&grp->timer);  /* waits for a deadline that is firing */
+    owner_unlink(grp);
+    goro_err_free(grp->first);      /* never waited for */
+    fails_free(grp);
+    free(grp);
+    return 0;
+}
+
+/* A coroutine ends with groups it made still allocated: they leave its
+ * list (nobody could cancel them through it any more). A group still
+ * holding members outlives its maker: said once per group. */
+static void orphan_groups(struct goro *self)
+{
+    goro__lock(&self->groups_lock);
+    struct goro_group *grp;
+    while ((grp = self->groups)) {
+        self->groups = grp->owner_next;
+        char b[48];
+        goro__lock(&grp->lock);
+        int running = grp->running;
+        const char *what = label(grp, b, sizeof b);
+        grp->owner = NULL;
+        grp->owner_prev = grp->owner_next = NULL;
+        goro__unlock(&grp->lock);
+        if (running)
+            fprintf(stderr, "goro: coroutine %llu ended before its %s (%d member%s still "
+                    "running); goro_group_wait for a group before its maker ends\n",
+                    (unsigned long long)self->id, what, running, running == 1 ? "" : "s");
+    }
+    goro__unlock(&self->groups_lock);
+}
+
+/* ---- members ---- */
+
+int goro__group_admit(struct goro_group *grp)
+{
+    goro__lock(&grp->lock);
+    for (;;) {
+        if (grp->phase == GROUP_WAITED) {
+            goro__unlock(&grp->lock);
+            return -EINVAL;
+        }
+        if (grp->cancel_code) {
+            goro__unlock(&grp->lock);
+            return -ECANCELED;
+        }
+        if (!grp->limit || grp->running < grp->limit) {
+            grp->running++;
+            goro__unlock(&grp->lock);
+            return 0;
+        }
+        struct goro_waiter w = { .g = goro__waiter_self() };
+        int err = goro__waitq_wait(&grp->admit, &w, &grp->lock, GORO_W_GROUP, grp,
+                                   GORO_FOREVER, false);
+        if (err)
+            return err;             /* the spawner was cancelled */
+        goro__lock(&grp->lock);
+    }
+}
+
+/* Gives a slot back: the next spawner waiting for one, and at the last
+ * member the waiters for the end, are chained on *wake. */
+static void slot_free(struct goro_group *grp, struct goro **wake)
+{
+    grp->running--;
+    struct goro_waiter *w = goro__waitq_pop(&grp->admit);
+    if (w) {
+        w->success = true;
+        w->g->next = *wake;
+        *wake = w->g;
+    }
+    if (grp->running == 0)
+        *wake = goro__waitq_take_all(&grp->done, true, 0, *wake);
+}
+
+void goro__group_admit_undo(struct goro_group *grp)
+{
+    struct goro *wake = NULL;
+    goro__lock(&grp->lock);
+    slot_free(grp, &wake);
+    goro__unlock(&grp->lock);
+    goro__ready_list(wake);         /* invariant 3 */
+}
+
+void goro__group_link(struct goro_group *grp, struct goro *g)
+{
+    goro__lock(&grp->lock);
+    g->group = grp;
+    g->group_prev = NULL;
+    g->group_next = grp->members;
+    if (grp->members)
+        grp->members->group_prev = g;
+    grp->members = g;
+    grp->spawned++;
+    if (grp->cancel_code)
+        atomic_store(&g->cancelled, 1);   /* invariant 2: it has not run yet */
+    goro__unlock(&grp->lock);
+}
+
+/* Under grp's lock: a member failed with e (owned from here on). */
+static void member_failed(struct goro_group *grp, goro_err_t *e, struct goro **wake)
+{
+    grp->failed++;
+    if (grp->policy == GORO_GROUP_FIRST_ERROR) {
+        if (!grp->cancel_code && !grp->first) {
+            grp->first = e;
+            cancel_members(grp, ECANCELED, wake);
+        } else {
+            goro_err_free(e);       /* a consequence of the first, or of the cancel */
+        }
+        return;
+    }
+    if (grp->nfails == grp->fails_cap) {
+        int cap = grp->fails_cap ? 2 * grp->fails_cap : 8;
+        goro_err_t **more = realloc(grp->fails, (size_t)cap * sizeof *more);
+        if (!more) {
+            goro_err_free(e);       /* counted in failed, not described */
+            return;
+        }
+        grp->fails = more;
+        grp->fails_cap = cap;
+    }
+    grp->fails[grp->nfails++] = e;
+}
+
+/* Under grp's lock: a member succeeded with result. */
+static void member_succeeded(struct goro_group *grp, long result, struct goro **wake)
+{
+    if (grp->policy != GORO_GROUP_FIRST_RESULT || grp->won || grp->cancel_code)
+        return;
+    grp->won = true;
+    grp->result = result;
+    cancel_members(grp, ECANCELED, wake);   /* the others are not needed */
+}
+
+/* A coroutine ends (on its own stack, before its last switch): its groups
+ * are orphaned if it did not free them, and it leaves its own group,
+ * handing over its error (its own, or one made from a negative result). */
+void goro__group_exit(struct goro *g, long result)
+{
+    if (g->groups)
+        orphan_groups(g);
+    struct goro_group *grp = g->group;
+    if (!grp)
+        return;
+    goro_err_t *e = g->err;
+    g->err = NULL;
+    if (!e && result < 0)
+        e = goro_err_new((int)-result, "returned %ld", result);
+    struct goro *wake = NULL;
+    goro__lock(&grp->lock);
+    if (g->group_prev)
+        g->group_prev->group_next = g->group_next;
+    else
+        grp->members = g->group_next;
+    if (g->group_next)
+        g->group_next->group_prev = g->group_prev;
+    g->group = NULL;
+    if (e)
+        member_failed(grp, e, &wake);
+    else
+        member_succeeded(grp, result, &wake);
+    slot_free(grp, &wake);
+    goro__unlock(&grp->lock);
+    goro__ready_list(wake);         /* invariant 3: grp may be gone now */
+}
+
+/* ---- cancelling and waiting ---- */
+
+int goro_group_cancel(goro_group_t *grp)
+{
+    if (!grp)
+        return -EINVAL;
+    group_cancel(grp, ECANCELED);
+    return 0;
+}
+
+static void fails_free(struct goro_group *grp)
+{
+    for (int i = 0; i < grp->nfails; i++)
+        goro_err_free(grp->fails[i]);
+    free(grp->fails);
+    grp->fails = NULL;
+    grp->nfails = grp->fails_cap = 0;
+}
+
+static goro_err_t *cancel_error(const struct goro_group *grp)
+{
+    char b[48];
+    return grp->cancel_code == ETIMEDOUT
+               ? goro_err_new(ETIMEDOUT, "%s: its deadline passed", label(grp, b, sizeof b))
+               : goro_err_new(ECANCELED, "%s was cancelled", label(grp, b, sizeof b));
+}
+
+/* Under grp's lock, once every member has ended: what the wait returns.
+ * The failures are handed over (or freed). */
+static goro_err_t *outcome(struct goro_group *grp)
+{
+    if (grp->policy == GORO_GROUP_FIRST_ERROR) {
+        goro_err_t *e = grp->first;
+        grp->first = NULL;
+        return e ? e : grp->cancel_code ? cancel_error(grp) : NULL;
+    }
+    if (grp->won || (!grp->failed && !grp->cancel_code)) {
+        fails_free(grp);
+        return NULL;
+    }
+    /* A cancel by a win was handled above: cancel_code is the group's own. */
+    int code = grp->cancel_code ? grp->cancel_code
+                                : grp->nfails ? goro_err_code(grp->fails[0]) : EIO;
+    goro_err_t *all;
+    char b[48];
+    if (grp->policy == GORO_GROUP_FIRST_RESULT)
+        all = goro_err_new(code, "%s: none of its %d members succeeded%s",
+                           label(grp, b, sizeof b), grp->spawned,
+                           grp->cancel_code == ETIMEDOUT ? " before its deadline" :
+                           grp->cancel_code ? " before it was cancelled" : "");
+    else
+        all = goro_err_new(code, "%s: %d of its %d members failed%s", label(grp, b, sizeof b),
+                           grp->failed, grp->spawned,
+                           grp->cancel_code == ETIMEDOUT ? " (its deadline passed)" :
+                           grp->cancel_code ? " (it was cancelled)" : "");
+    for (int i = 0; i < grp->nfails; i++)
+        if (goro_err_add(all, grp->fails[i]) == 0)
+            grp->fails[i] = NULL;
+    fails_free(grp);
+    return all;
+}
+
+int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
+{
+    if (err)
+        *err = NULL;
+    if (!grp)
+        return -EINVAL;
+    struct goro *self = goro__current();
+    if (self && self->group == grp)
+        return -EDEADLK;            /* a member would wait for itself */
+    goro__lock(&grp->lock);
+    if (grp->phase == GROUP_WAITED) {
+        goro__unlock(&grp->lock);
+        return -EINVAL;
+    }
+    /* A cancelled waiter still waits (its children must end first), but
+     * its cancel reaches the group, even when it did not make it. */
+    if (self && atomic_load(&self->cancelled) && !grp->cancel_code) {
+        struct goro *wake = NULL;
+        cancel_members(grp, ECANCELED, &wake);
+        goro__unlock(&grp->lock);
+        goro__ready_list(wake);
+        goro__lock(&grp->lock);
+    }
+    while (grp->running > 0) {
+        /* Firm: neither a cancel nor a deadline ends it, only the last member. */
+        struct goro_waiter w = { .g = goro__waiter_self() };
+        goro__waitq_wait(&grp->done, &w, &grp->lock, GORO_W_GROUP, grp, GORO_FOREVER, true);
+        goro__lock(&grp->lock);
+    }
+    grp->phase = GROUP_WAITED;
+    goro_err_t *e = outcome(grp);
+    long r = grp->won ? grp->result : 0;
+    goro__unlock(&grp->lock);
+    goro__timer_stop(&grp->timer);  /* after the lock: a firing deadline takes it */
+    if (result)
+        *result = r;
+    int code = e ? -goro_err_code(e) : 0;
+    if (err)
+        *err = e;
+    else
+        goro_err_free(e);
+    return code;
+}
+
+int goro_group_running(const goro_group_t *grp)
+{
+    if (!grp)
+        return -EINVAL;
+    goro__lock((goro_lock_t *)&grp->lock);
+    int n = grp->running;
+    goro__unlock((goro_lock_t *)&grp->lock);
+    return n;
+}

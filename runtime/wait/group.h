@@ -1,0 +1,21 @@
+/* wait/group.c: the tree of groups, for coro/ - a spawn into a group, a
+ * coroutine's end and goro_cancel call up into it (the contract named in
+ * tools/check-layers.py). */
+#ifndef GORO_WAIT_GROUP_H
+#define GORO_WAIT_GROUP_H
+
+#include "internal.h"
+
+/* goro_cancel and a token's cancel: h's flag and current wait, then every
+ * group h made, down the tree. */
+GORO_HIDDEN void goro__cancel_tree(struct goro *h);
+/* A spawn into grp: takes a slot (may wait; 0, -ECANCELED, -EINVAL),
+ * then gives it back if the spawn failed, or links the new member. */
+GORO_HIDDEN int goro__group_admit(struct goro_group *grp);
+GORO_HIDDEN void goro__group_admit_undo(struct goro_group *grp);
+GORO_HIDDEN void goro__group_link(struct goro_group *grp, struct goro *g);
+/* A coroutine's end, on its own stack: orphans the groups it made and
+ * leaves its own, with its error or result. */
+GORO_HIDDEN void goro__group_exit(struct goro *g, long result);
+
+#endif

@@ -166,7 +166,7 @@ struct goro {
 #endif
     struct goro__cxx_escaped *cxx_escaped;  /* until joined (coro.c) */
     goro_err_t *err;               /* goro_exit_err's, until joined (err.c) */
-    /* The tree of groups (coro/group.c): the group it is a member of and
+    /* The tree of groups (wait/group.c): the group it is a member of and
      * its place in that group's list (under the group's lock); the groups
      * it made (under groups_lock). */
     struct goro_group *group;

@@ -350,6 +350,28 @@ START_TEST(group_cancel_by_token_reaches_the_group)
 }
 END_TEST
 
+static long make_group_when_cancelled(void)
+{
+    goro_cancel(goro_self());
+    goro_group_t *g;
+    if (goro_group_new(&g, NULL) != 0)
+        return 1;
+    long bad = 0;
+    bad |= (goro_group_go(g, ok_after, (int64_t)0) != -ECANCELED) << 1;
+    bad |= (goro_group_wait(g, NULL, NULL) != -ECANCELED) << 2;
+    bad |= (goro_group_free(g) != 0) << 3;
+    return bad;
+}
+
+START_TEST(group_made_by_a_cancelled_coroutine_starts_cancelled)
+{
+    goro_t *h = go(make_group_when_cancelled);
+    long r = -1;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+}
+END_TEST
+
 /* ---- bad use ---- */
 
 static long wait_own_group(goro_group_t **gp)
@@ -481,6 +503,7 @@ Suite *group_suite(void)
     tcase_add_test(tc, group_deadline_cancels_it);
     tcase_add_test(tc, group_cancel_reaches_5_levels_down);
     tcase_add_test(tc, group_cancel_by_token_reaches_the_group);
+    tcase_add_test(tc, group_made_by_a_cancelled_coroutine_starts_cancelled);
     tcase_add_test(tc, group_bad_use);
     tcase_add_test(tc, group_cancel_races_the_ends);
     return s;

@@ -117,7 +117,7 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
     if (h)
         *h = NULL;
     /* A group member: nobody joins it (the group does), and it takes a slot
-     * first, which may wait for one (coro/group.c). */
+     * first, which may wait for one (wait/group.c). */
     struct goro_group *grp = attr ? attr->group : NULL;
     if (grp && (h || !fn))
         return -EINVAL;
@@ -125,10 +125,9 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
     if (err)
         return err;
     *outside = !goro__m();
-    if (*outside && (err = goro__spawn_gate_enter()) == 0 && (err = spawn(h, attr, fn, g)))
+    err = *outside ? goro__spawn_gate_enter() : 0;
+    if (!err && (err = spawn(h, attr, fn, g)) && *outside)
         goro__spawn_gate_leave();
-    else if (!*outside)
-        err = spawn(h, attr, fn, g);
     if (grp && err)
         goro__group_admit_undo(grp);
     else if (grp)

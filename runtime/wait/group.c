@@ -177,7 +177,13 @@ int goro_group_new(goro_group_t **out, const goro_group_attr_t *attr)
     grp->timer.kind = GORO_TIMER_FUNC;
     grp->timer.fire = deadline_fire;
     atomic_init(&grp->timer.idx, GORO_TIMER_OFF);
-    owner_link(grp, goro__current());
+    struct goro *self = goro__current();
+    owner_link(grp, self);
+    /* Made by a cancelled coroutine: cancelled from the start, as every
+     * later wait of its maker is. A cancel that walked the maker's list
+     * before the link set the flag before it, so it is seen here. */
+    if (self && atomic_load(&self->cancelled))
+        grp->cancel_code = ECANCELED;
     if (grp->deadline != GORO_FOREVER)
         goro__timer_start(&grp->timer, goro__current_p(), grp->deadline);
     *out = grp;

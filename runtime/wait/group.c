@@ -182,8 +182,12 @@ int goro_group_new(goro_group_t **out, const goro_group_attr_t *attr)
     /* Made by a cancelled coroutine: cancelled from the start, as every
      * later wait of its maker is. A cancel that walked the maker's list
      * before the link set the flag before it, so it is seen here. */
-    if (self && atomic_load(&self->cancelled))
-        grp->cancel_code = ECANCELED;
+    if (self && atomic_load(&self->cancelled)) {
+        goro__lock(&grp->lock);     /* a cancel walk may be here already */
+        if (!grp->cancel_code)
+            grp->cancel_code = ECANCELED;
+        goro__unlock(&grp->lock);
+    }
     if (grp->deadline != GORO_FOREVER)
         goro__timer_start(&grp->timer, goro__current_p(), grp->deadline);
     *out = grp;

@@ -395,6 +395,12 @@ static int first_unwind_child(void *arg)
 
 START_TEST(first_unwind_in_two_coroutines_at_once)
 {
+    if (t_valgrind()) {
+        /* libunwind probes stack memory by writing it to a pipe: valgrind
+         * reports the uninitialised bytes; the race is TSan's to see */
+        t_skip("first_unwind_in_two_coroutines_at_once", "valgrind");
+        return;
+    }
     /* Each child is a first use; under TSan a race shows in about half. */
     for (int round = 0; round < 4; round++) {
         static char out[1 << 16];

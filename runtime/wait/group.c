@@ -38,7 +38,24 @@
 #include "wait/group.h"
 #include "wait/waitq.h"
 
-enum group_phase { GROUP_OPEN, GROUP_WAITED };
+/* The two intrusive lists (a group's members, a coroutine's groups):
+ * doubly linked through the fields prev and next of each node. */
+#define LIST_PUSH(head, x, prev, next) do {                                   \
+        (x)->prev = NULL;                                                     \
+        (x)->next = (head);                                                   \
+        if (head)                                                             \
+            (head)->prev = (x);                                               \
+        (head) = (x);                                                         \
+    } while (0)
+#define LIST_UNLINK(head, x, prev, next) do {                                 \
+        if ((x)->prev)                                                        \
+            (x)->prev->next = (x)->next;                                      \
+        else                                                                  \
+            (head) = (x)->next;                                               \
+        if ((x)->next)                                                        \
+            (x)->next->prev = (x)->prev;                                      \
+        (x)->prev = (x)->next = NULL;                                         \
+    } while (0)
 
 struct goro_group {
     goro_lock_t lock;              /* guards everything below but timer */
@@ -49,7 +66,7 @@ struct goro_group {
     int running;                   /* invariant 1 */
     int limit;                     /* 0: none */
     int policy;                    /* enum goro_group_policy */
-    uint8_t phase;                 /* enum group_phase */
+    bool waited;                   /* its wait has returned: admits nothing */
     int cancel_code;               /* 0, or why it was cancelled (ECANCELED, ETIMEDOUT) */
     bool won;                      /* GORO_GROUP_FIRST_RESULT: a member succeeded */
     long result;                   /* that member's result */
@@ -59,7 +76,6 @@ struct goro_group {
     int nfails, fails_cap;
     struct goro_waitq admit;       /* spawners waiting for a slot */
     struct goro_waitq done;        /* the one waiting for the end */
-    int64_t deadline;              /* GORO_FOREVER: none */
     char name[32];
 };
 
@@ -77,6 +93,7 @@ static const char *label(const struct goro_group *grp, char *buf, size_t len)
 
 static void cancel_members(struct goro_group *grp, int code, struct goro **wake);
 static void fails_free(struct goro_group *grp);
+static void group_cancel(struct goro_group *grp, int code);
 
 /* h's flag, its current wait, then every group it made (see the top). */
 void goro__cancel_tree(struct goro *h)
@@ -84,13 +101,8 @@ void goro__cancel_tree(struct goro *h)
     if (goro__cancel_claim(h))
         goro__ready(h);
     goro__lock(&h->groups_lock);
-    for (struct goro_group *grp = h->groups; grp; grp = grp->owner_next) {
-        struct goro *wake = NULL;
-        goro__lock(&grp->lock);
-        cancel_members(grp, ECANCELED, &wake);
-        goro__unlock(&grp->lock);
-        goro__ready_list(wake);
-    }
+    for (struct goro_group *grp = h->groups; grp; grp = grp->owner_next)
+        group_cancel(grp, ECANCELED);
     goro__unlock(&h->groups_lock);
 }
 
@@ -131,10 +143,7 @@ static void owner_link(struct goro_group *grp, struct goro *owner)
     if (!owner)
         return;
     goro__lock(&owner->groups_lock);
-    grp->owner_next = owner->groups;
-    if (owner->groups)
-        owner->groups->owner_prev = grp;
-    owner->groups = grp;
+    LIST_PUSH(owner->groups, grp, owner_prev, owner_next);
     goro__unlock(&owner->groups_lock);
 }
 
@@ -144,13 +153,7 @@ static void owner_unlink(struct goro_group *grp)
     if (!owner)
         return;
     goro__lock(&owner->groups_lock);
-    if (grp->owner_prev)
-        grp->owner_prev->owner_next = grp->owner_next;
-    else
-        owner->groups = grp->owner_next;
-    if (grp->owner_next)
-        grp->owner_next->owner_prev = grp->owner_prev;
-    grp->owner_prev = grp->owner_next = NULL;
+    LIST_UNLINK(owner->groups, grp, owner_prev, owner_next);
     grp->owner = NULL;
     goro__unlock(&owner->groups_lock);
 }
@@ -171,7 +174,6 @@ int goro_group_new(goro_group_t **out, const goro_group_attr_t *attr)
         return -ENOMEM;
     grp->limit = attr ? attr->limit : 0;
     grp->policy = attr ? attr->policy : GORO_GROUP_FIRST_ERROR;
-    grp->deadline = attr && attr->deadline > 0 ? attr->deadline : GORO_FOREVER;
     if (attr && attr->name)
         snprintf(grp->name, sizeof grp->name, "%s", attr->name);
     grp->timer.kind = GORO_TIMER_FUNC;
@@ -188,8 +190,8 @@ int goro_group_new(goro_group_t **out, const goro_group_attr_t *attr)
             grp->cancel_code = ECANCELED;
         goro__unlock(&grp->lock);
     }
-    if (grp->deadline != GORO_FOREVER)
-        goro__timer_start(&grp->timer, goro__current_p(), grp->deadline);
+    if (attr && attr->deadline > 0)
+        goro__timer_start(&grp->timer, goro__current_p(), attr->deadline);
     *out = grp;
     return 0;
 }
@@ -224,13 +226,12 @@ static void orphan_groups(struct goro *self)
     goro__lock(&self->groups_lock);
     struct goro_group *grp;
     while ((grp = self->groups)) {
-        self->groups = grp->owner_next;
+        LIST_UNLINK(self->groups, grp, owner_prev, owner_next);
         char b[48];
         goro__lock(&grp->lock);
         int running = grp->running;
         const char *what = label(grp, b, sizeof b);
         grp->owner = NULL;
-        grp->owner_prev = grp->owner_next = NULL;
         goro__unlock(&grp->lock);
         if (running)
             fprintf(stderr, "goro: coroutine %llu ended before its %s (%d member%s still "
@@ -246,7 +247,7 @@ int goro__group_admit(struct goro_group *grp)
 {
     goro__lock(&grp->lock);
     for (;;) {
-        if (grp->phase == GROUP_WAITED) {
+        if (grp->waited) {
             goro__unlock(&grp->lock);
             return -EINVAL;
         }
@@ -275,7 +276,6 @@ static void slot_free(struct goro_group *grp, struct goro **wake)
     grp->running--;
     struct goro_waiter *w = goro__waitq_pop(&grp->admit);
     if (w) {
-        w->success = true;
         w->g->next = *wake;
         *wake = w->g;
     }
@@ -296,11 +296,7 @@ void goro__group_link(struct goro_group *grp, struct goro *g)
 {
     goro__lock(&grp->lock);
     g->group = grp;
-    g->group_prev = NULL;
-    g->group_next = grp->members;
-    if (grp->members)
-        grp->members->group_prev = g;
-    grp->members = g;
+    LIST_PUSH(grp->members, g, group_prev, group_next);
     grp->spawned++;
     if (grp->cancel_code)
         atomic_store(&g->cancelled, 1);   /* invariant 2: it has not run yet */
@@ -359,12 +355,7 @@ void goro__group_exit(struct goro *g, long result)
         e = goro_err_new((int)-result, "returned %ld", result);
     struct goro *wake = NULL;
     goro__lock(&grp->lock);
-    if (g->group_prev)
-        g->group_prev->group_next = g->group_next;
-    else
-        grp->members = g->group_next;
-    if (g->group_next)
-        g->group_next->group_prev = g->group_prev;
+    LIST_UNLINK(grp->members, g, group_prev, group_next);
     g->group = NULL;
     if (e)
         member_failed(grp, e, &wake);
@@ -446,19 +437,14 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
     struct goro *self = goro__current();
     if (self && self->group == grp)
         return -EDEADLK;            /* a member would wait for itself */
-    goro__lock(&grp->lock);
-    if (grp->phase == GROUP_WAITED) {
-        goro__unlock(&grp->lock);
-        return -EINVAL;
-    }
     /* A cancelled waiter still waits (its children must end first), but
      * its cancel reaches the group, even when it did not make it. */
-    if (self && atomic_load(&self->cancelled) && !grp->cancel_code) {
-        struct goro *wake = NULL;
-        cancel_members(grp, ECANCELED, &wake);
+    if (self && atomic_load(&self->cancelled))
+        group_cancel(grp, ECANCELED);
+    goro__lock(&grp->lock);
+    if (grp->waited) {
         goro__unlock(&grp->lock);
-        goro__ready_list(wake);
-        goro__lock(&grp->lock);
+        return -EINVAL;
     }
     while (grp->running > 0) {
         /* Firm: neither a cancel nor a deadline ends it, only the last member. */
@@ -466,7 +452,7 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
         goro__waitq_wait(&grp->done, &w, &grp->lock, GORO_W_GROUP, grp, GORO_FOREVER, true);
         goro__lock(&grp->lock);
     }
-    grp->phase = GROUP_WAITED;
+    grp->waited = true;
     goro_err_t *e = outcome(grp);
     long r = grp->won ? grp->result : 0;
     goro__unlock(&grp->lock);

@@ -213,6 +213,11 @@ goro_err_t *goro_err_wrap(goro_err_t *cause, int code, const char *fmt, ...)
  * stays the caller's). */
 int goro_err_add(goro_err_t *list, goro_err_t *e);
 
+/* A deep copy of e (its causes and list too), owned by the caller: for
+ * handing one failure to several owners. NULL for NULL; the stand-in
+ * when memory runs out. */
+goro_err_t *goro_err_copy(const goro_err_t *e);
+
 /* Its parts; each takes NULL (0, "" or NULL back). Strings live as long as
  * the error. goro_err_msg is strerror(code) when no message was given. */
 int goro_err_code(const goro_err_t *e);
@@ -498,6 +503,67 @@ int goro_group_running(const goro_group_t *g);
 /* Frees g. Returns 0, -EINVAL, or -EBUSY (members still run: g is left
  * as it was, and a message says so). */
 int goro_group_free(goro_group_t *g);
+
+/* ------------------------------------------------------------------------
+ * Single-flight: callers of one key share one computation
+ * (docs/structured.md)
+ *
+ *   static goro_flight_t *fills;             // goro_flight_new(&fills) once
+ *   long page;
+ *   goro_err_t *err;
+ *   int r = goro_flight_do_until(fills, url, load_page, cache, &page, &err,
+ *                                goro_now() + GORO_SEC);
+ *
+ * The first caller of a key starts fn(key, arg) in a coroutine of its
+ * own; callers of the same key that arrive before it ends wait for it and
+ * get the same result, or each a copy of the same error. Once it has
+ * ended the key is free: the next caller starts a new computation (the
+ * result is not kept; put a cache in front). The computation belongs to
+ * nobody's tree: a caller that gives up - its deadline, its cancellation,
+ * the cancellation of a group above it - returns alone, and the
+ * computation goes on for the others, to its end, even if every caller
+ * has gone. fn fails as a group member does: with an error object
+ * (goro_exit_err) or a negative return (the flight makes the error).
+ *
+ * Lifetime: goro_flight_new() -> goro_flight_do()... from any coroutine
+ * or thread -> goro_flight_free() once no call is in flight or waited
+ * for. Keys are copied.
+ * ------------------------------------------------------------------------ */
+
+typedef struct goro_flight goro_flight_t;
+
+/* Makes an empty set of keyed computations. Returns 0, -EINVAL (NULL fl)
+ * or -ENOMEM. */
+int goro_flight_new(goro_flight_t **fl);
+
+/* Returns key's outcome, computing it with fn(key, arg) unless a
+ * computation of key is already in flight (may switch; key and arg are
+ * then the first caller's: arg must stay valid until fn returns, even if
+ * that caller gives up). Returns 0 with *result (may be NULL) set to fn's
+ * return; -code when the computation failed, with *err (may be NULL) set
+ * to a copy of its error, owned by the caller; or, with *err NULL,
+ * -ECANCELED / -ETIMEDOUT when this caller gave up (the computation goes
+ * on), -EDEADLK when called by the key's own computation, -EINVAL (NULL
+ * fl, key or fn), -ENOMEM, or what starting a coroutine fails with. */
+int goro_flight_do(goro_flight_t *fl, const char *key, long (*fn)(const char *key, void *arg),
+                   void *arg, long *result, goro_err_t **err);
+int goro_flight_do_until(goro_flight_t *fl, const char *key,
+                         long (*fn)(const char *key, void *arg), void *arg, long *result,
+                         goro_err_t **err, int64_t deadline);
+
+/* Unties key from its computation in flight: that computation still
+ * completes for the callers already waiting, and the next caller of key
+ * starts a new one (for a value known to be stale). Returns 0, -ENOENT
+ * (nothing in flight for key) or -EINVAL. */
+int goro_flight_forget(goro_flight_t *fl, const char *key);
+
+/* Callers waiting for key's computation in flight (0: none in flight), or
+ * -EINVAL. A snapshot, for tests and monitoring. */
+int goro_flight_waiting(goro_flight_t *fl, const char *key);
+
+/* Frees fl. Returns 0, -EINVAL, or -EBUSY while a computation is in flight
+ * or a caller is inside goro_flight_do (fl is left as it was). */
+int goro_flight_free(goro_flight_t *fl);
 
 /* ------------------------------------------------------------------------
  * Time, deadlines and cancellation

@@ -86,7 +86,7 @@ enum goro_wait {
     GORO_W_NONE, GORO_W_JOIN, GORO_W_CHAN_SEND, GORO_W_CHAN_RECV,
     GORO_W_SELECT, GORO_W_MUTEX, GORO_W_RWLOCK, GORO_W_COND, GORO_W_SEM,
     GORO_W_WAITGROUP, GORO_W_ONCE, GORO_W_SLEEP, GORO_W_IO, GORO_W_OFFLOAD,
-    GORO_W_GROUP,
+    GORO_W_GROUP, GORO_W_FLIGHT,
     GORO_W__COUNT
 };
 
@@ -173,6 +173,10 @@ struct goro {
     struct goro *group_prev, *group_next;
     struct goro_group *groups;
     goro_lock_t groups_lock;
+    /* Run by its end, on its own stack, with the result it ended with (and
+     * g->err): how a computation that waiters share hands its outcome to
+     * them (wait/flight.c). NULL: nothing. */
+    void (*end_hook)(struct goro *g, long result);
     _Atomic uint32_t ext_word;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
     _Atomic uintptr_t exit_word;   /* GORO_EXIT_* or the joiner's record */

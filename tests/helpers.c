@@ -772,6 +772,54 @@ void t_bw_group_full_setup(void)
     ck_assert_int_eq(goro_group_go(t_bw.grp, bw_blocked_body, t_bw.release), 0);
 }
 
+/* Key "k" of t_bw.fl: computed until release closes, then 42; its
+ * caller besides the one under test waits for it all along. */
+static long bw_flight_fn(const char *key, void *release)
+{
+    (void)key;
+    int r = goro_chan_recv(release, NULL);
+    return r == 0 ? 42 : r;
+}
+
+long t_bw_flight_wait(int64_t deadline)
+{
+    long v = -1;
+    goro_err_t *err = NULL;
+    int r = goro_flight_do_until(t_bw.fl, "k", bw_flight_fn, t_bw.release, &v, &err,
+                                 deadline);
+    if (err) {
+        t_fail("flight: an error object from a wait that gave up: %s", goro_err_msg(err));
+        goro_err_free(err);
+    }
+    if (r == 0 && v != 42)
+        t_fail("flight: result %ld", v);
+    return r;
+}
+
+static long bw_flight_caller(void)
+{
+    return t_bw_flight_wait(GORO_FOREVER);
+}
+
+void t_bw_flight_setup(void)
+{
+    ck_assert_int_eq(goro_chan_new(&t_bw.release, 0, 0), 0);
+    ck_assert_int_eq(goro_flight_new(&t_bw.fl), 0);
+    ck_assert_ptr_nonnull(t_bw.flight_caller = go(bw_flight_caller));
+}
+
+/* The wait that gave up did not end the computation: the other caller
+ * gets its result, and the set is idle afterwards. */
+void t_bw_after_flight(void)
+{
+    ck_assert_int_eq(goro_chan_close(t_bw.release), 0);
+    long r = -1;
+    ck_assert_int_eq(goro_join(t_bw.flight_caller, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_flight_free(t_bw.fl), 0);
+    ck_assert_int_eq(goro_chan_free(t_bw.release), 0);
+}
+
 /* The spawn that was refused took no slot and left no member. */
 void t_bw_after_group(void)
 {

@@ -206,10 +206,15 @@ struct t_bw {
     goro_waitgroup_t wg;
     goro_t *blocked;                /* join_setup's coroutine */
     goro_group_t *grp;              /* group_full_setup's: limit 1, one member */
+    goro_flight_t *fl;              /* flight_setup's: key "k" in flight */
+    goro_t *flight_caller;          /* its other caller */
 };
 extern struct t_bw t_bw;
 
 void t_bw_group_full_setup(void);   /* grp: its one slot taken */
+void t_bw_flight_setup(void);       /* fl: "k" computed until release closes */
+long t_bw_flight_wait(int64_t deadline);   /* goro_flight_do_until(fl, "k") */
+void t_bw_after_flight(void);       /* the computation went on for its other caller */
 void t_bw_after_group(void);
 void t_bw_pair_setup(void);         /* s: nothing to read */
 void t_bw_pair_close(void);

@@ -130,6 +130,8 @@ static long wait_group_slot(void)
     return goro_group_go(t_bw.grp, nothing);
 }
 
+static long wait_flight(void) { return t_bw_flight_wait(GORO_FOREVER); }
+
 static const struct blocker blockers[] = {
     { "read", t_bw_pair_setup, wait_read, t_bw_after_read, NULL },
     { "recv", t_bw_pair_setup, wait_recv, t_bw_after_read, NULL },
@@ -153,6 +155,7 @@ static const struct blocker blockers[] = {
     { "waitgroup", t_bw_wg_setup, wait_wg, t_bw_after_wg, NULL },
     { "join", t_bw_join_setup, wait_join, t_bw_after_join, NULL },
     { "group slot", t_bw_group_full_setup, wait_group_slot, t_bw_after_group, NULL },
+    { "flight", t_bw_flight_setup, wait_flight, t_bw_after_flight, NULL },
 };
 enum { NBLOCKERS = sizeof blockers / sizeof blockers[0] };
 

@@ -69,6 +69,33 @@ START_TEST(err_parts_and_printing)
 }
 END_TEST
 
+/* A copy prints the same and lives on alone: the original freed first,
+ * the copy's parts still read (ASan and valgrind see any sharing). */
+START_TEST(err_copy_is_deep)
+{
+    goro_err_t *batch = goro_err_new(EIO, "batch");
+    ck_assert_int_eq(goro_err_add(batch, goro_err_wrap(goro_err_new(ECONNREFUSED, "connect"),
+                                                       EIO, "item 1")), 0);
+    ck_assert_int_eq(goro_err_add(batch, goro_err_new(ETIMEDOUT, NULL)), 0);
+    goro_err_t *top = goro_err_wrap(batch, EAGAIN, "retry later");
+    char *want = printed(top);
+    goro_err_t *copy = goro_err_copy(top);
+    ck_assert_ptr_nonnull(copy);
+    ck_assert_ptr_ne(copy, top);
+    ck_assert_ptr_ne(goro_err_cause(copy), batch);
+    goro_err_free(top);
+    char *got = printed(copy);
+    ck_assert_str_eq(got, want);
+    ck_assert_uint_eq(goro_err_count(goro_err_cause(copy)), 2);
+    ck_assert_str_eq(goro_err_msg(goro_err_cause(goro_err_at(goro_err_cause(copy), 0))),
+                     "connect");
+    goro_err_free(copy);
+    free(got);
+    free(want);
+    ck_assert_ptr_null(goro_err_copy(NULL));
+}
+END_TEST
+
 START_TEST(err_bad_input)
 {
     goro_err_t *e = goro_err_new(EINVAL, "e");
@@ -242,6 +269,7 @@ Suite *err_suite(void)
     Suite *s = suite_create("err");
     TCase *tc = t_runtime_tcase(s, "err", 30);
     tcase_add_test(tc, err_parts_and_printing);
+    tcase_add_test(tc, err_copy_is_deep);
     tcase_add_test(tc, err_bad_input);
     tcase_add_test(tc, err_reaches_the_joiner);
     tcase_add_test(tc, err_not_taken_is_freed);

@@ -473,6 +473,7 @@ static const struct timed timed[] = {
     { "sem", t_bw_sem_setup, wait_sem, t_bw_after_sem },
     { "waitgroup", t_bw_wg_setup, wait_wg, t_bw_after_wg },
     { "join", t_bw_join_setup, wait_join, t_bw_after_join },
+    { "flight", t_bw_flight_setup, t_bw_flight_wait, t_bw_after_flight },
 };
 enum { NTIMED = sizeof timed / sizeof timed[0] };
 

@@ -47,10 +47,12 @@ static long widen(long raw, int kind)
 }
 
 /* The last steps of a coroutine, on its own stack: its groups and its
- * own group are settled, its token ends. */
+ * own group are settled, its end hook runs, its token ends. */
 static void life_end(struct goro *g, long result)
 {
     goro__group_exit(g, result);
+    if (g->end_hook)
+        g->end_hook(g, result);
     goro__token_life_end(g);
 }
 

@@ -102,6 +102,42 @@ int goro_err_add(goro_err_t *list, goro_err_t *e)
     return 0;
 }
 
+/* A deep copy, or NULL when memory ran out part way (what was made is
+ * freed). The stand-in is shared, not copied. */
+static goro_err_t *err_copy(const goro_err_t *e)
+{
+    if (e->stand_in)
+        return (goro_err_t *)e;
+    size_t len = strlen(e->msg) + 1;
+    goro_err_t *c = calloc(1, sizeof *c + len);
+    if (!c)
+        return NULL;
+    c->code = e->code;
+    c->coroutine = e->coroutine;
+    memcpy(c->coroutine_name, e->coroutine_name, sizeof c->coroutine_name);
+    memcpy(c->msg, e->msg, len);
+    if (e->n && !(c->items = calloc(e->n, sizeof *c->items)))
+        goto fail;
+    c->cap = e->n;
+    for (; c->n < e->n; c->n++)
+        if (!(c->items[c->n] = err_copy(e->items[c->n])))
+            goto fail;
+    if (e->cause && !(c->cause = err_copy(e->cause)))
+        goto fail;
+    return c;
+fail:
+    goro_err_free(c);
+    return NULL;
+}
+
+goro_err_t *goro_err_copy(const goro_err_t *e)
+{
+    if (!e)
+        return NULL;
+    goro_err_t *c = err_copy(e);
+    return c ? c : &out_of_memory;
+}
+
 int goro_err_code(const goro_err_t *e)
 {
     return e ? e->code : 0;

@@ -89,7 +89,8 @@ TEST_CFLAGS := $(if $(TEST_SQLITE),-DGORO_TEST_SQLITE)
 TEST_LIBS := $(if $(TEST_SQLITE),-lsqlite3) -Wl,--wrap=close
 TEST_BIN := $(BUILD)/tests/goro_tests
 
-SAMPLE_BIN := $(BUILD)/samples/hello
+SAMPLE_BIN := $(BUILD)/samples/hello $(BUILD)/samples/fetch
+FETCH_BIN := $(BUILD)/samples/fetch
 
 DEPS_STAMP := build/.deps-ok
 
@@ -191,6 +192,16 @@ $(BUILD)/samples/%: samples/%/main.c $(STATIC_LIB)
 run: all
 	$(ECHOD_BIN)
 
+# The fan-out sample: groups, deadlines, error objects, single-flight.
+.PHONY: run-fetch test-fetch
+run-fetch: $(FETCH_BIN)
+	$(FETCH_BIN)
+
+# Its four scenarios must end as they say (exit status 0).
+test-fetch: $(FETCH_BIN)
+	$(RUNNER) $(FETCH_BIN) > $(BUILD)/fetch.out || { cat $(BUILD)/fetch.out; exit 1; }
+	@echo "fetch: its four scenarios ended as they should"
+
 # ---- tests ----
 $(TEST_BIN): $(TEST_OBJS) $(STATIC_LIB)
 	@mkdir -p $(@D)
@@ -256,6 +267,7 @@ test: $(TEST_BIN) $(CXX_TEST_BINS) check-layers
 	$(RUNNER) $(TEST_BIN)
 	$(MAKE) --no-print-directory test-cxx
 	$(MAKE) --no-print-directory test-echod
+	$(MAKE) --no-print-directory test-fetch
 
 test-asan:
 	$(MAKE) BUILD=build/asan SANITIZE=address,undefined OPT=-O1 test

@@ -110,7 +110,43 @@ typedef struct goro_attr {
     size_t stack_size;    /* reserve in bytes, rounded up to pages; 16 KiB..1 GiB */
     goro_group_t *group;  /* spawn into this group (no handle: h must be NULL);
                              see goro_group_go */
+    int priority;         /* enum goro_priority; 0: the spawner's (see below) */
 } goro_attr_t;
+
+/* ------------------------------------------------------------------------
+ * Priorities (docs/structured.md, "Priorities")
+ *
+ * Three classes. A runnable HIGH coroutine runs before NORMAL ones, and a
+ * NORMAL one before LOW ones, on every worker; within a class the order is
+ * the usual one. Starvation is bounded: once every 61 slices of a worker
+ * its NORMAL queue goes before HIGH, and once every 61 its LOW queue goes
+ * first. A running coroutine is not interrupted for a higher one: that
+ * one runs at the next switch or preemption (one slice at most).
+ *
+ * Inheritance: a coroutine waiting for a mutex, for a rwlock's writer, for
+ * a coroutine it joins or for a group's members lends its class to them
+ * while it waits (the holder, the joinee, every member): the one it waits
+ * for runs at least at the waiter's class, and gets its own back when the
+ * wait ends. A coroutine spawned with priority 0 (GORO_PRIORITY_INHERIT)
+ * takes its spawner's class (NORMAL from a thread).
+ * ------------------------------------------------------------------------ */
+
+enum goro_priority {
+    GORO_PRIORITY_INHERIT = 0,     /* goro_attr_t: the spawner's class */
+    GORO_PRIORITY_LOW = 1,         /* background: runs when nothing else waits */
+    GORO_PRIORITY_NORMAL = 2,      /* the default */
+    GORO_PRIORITY_HIGH = 3,        /* latency first: control loops, heartbeats */
+};
+
+/* Sets the calling coroutine's own class (may switch: a lowered one gives
+ * way). Returns 0, -EINVAL (not a class) or -EPERM (not in a coroutine). */
+int goro_priority_set(int priority);
+
+/* h's class now - its own, or a higher one it inherits from a waiter
+ * (NULL: the calling coroutine; GORO_PRIORITY_NORMAL on a thread), or
+ * -EINVAL. goro_priority_base gives its own class. */
+int goro_priority_get(const goro_t *h);
+int goro_priority_base(const goro_t *h);
 
 /*
  * go(fn, args...) spawns a coroutine that runs fn(args...) and returns its
@@ -332,8 +368,8 @@ int goro_select(goro_case_t *cases, int ncases, int flags);
  * _init(), destroy when no one uses it. No allocation.
  * ------------------------------------------------------------------------ */
 
-typedef struct goro_mutex { uintptr_t opaque[4]; } goro_mutex_t;
-typedef struct goro_rwlock { uintptr_t opaque[6]; } goro_rwlock_t;
+typedef struct goro_mutex { uintptr_t opaque[6]; } goro_mutex_t;
+typedef struct goro_rwlock { uintptr_t opaque[7]; } goro_rwlock_t;
 typedef struct goro_cond { uintptr_t opaque[3]; } goro_cond_t;
 typedef struct goro_sem { uintptr_t opaque[4]; } goro_sem_t;
 typedef struct goro_waitgroup { uintptr_t opaque[4]; } goro_waitgroup_t;

@@ -150,6 +150,11 @@ struct goro {
     struct goro *next;             /* wake-list link */
     _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
     int wake_tag;                  /* the tag of the waiter that was claimed */
+    /* Its class (enum goro__prio), and the classes lent to it by waiters
+     * (wait/prio: low 16 bits count NORMAL loans, high 16 HIGH ones). Zero
+     * for both: NORMAL, nothing lent - the common case, one test. */
+    int8_t prio;
+    _Atomic uint32_t loans;
     _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
     _Atomic uint8_t committing;    /* its park's commit is still running (sched.c) */
     _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
@@ -204,6 +209,28 @@ struct goro {
 
     struct goro_callregs call;     /* its arguments (GORO_ENTRY_CAPTURED) */
 };
+
+/* Priority classes inside the runtime: enum goro_priority minus 2, so that
+ * a zeroed record is NORMAL. */
+enum goro__prio { GORO_PRIO_LOW = -1, GORO_PRIO_NORMAL = 0, GORO_PRIO_HIGH = 1 };
+#define GORO_LOAN_NORMAL 1u
+#define GORO_LOAN_HIGH (1u << 16)
+
+/* g's class now: its own, or the highest one lent to it. */
+static inline int goro__prio_of(const struct goro *g)
+{
+    uint32_t loans = atomic_load_explicit(&((struct goro *)g)->loans, memory_order_relaxed);
+    if (loans >= GORO_LOAN_HIGH)
+        return GORO_PRIO_HIGH;
+    return loans && g->prio < GORO_PRIO_NORMAL ? GORO_PRIO_NORMAL : g->prio;
+}
+
+/* A run queue of one class besides NORMAL (a P's, or the global one's),
+ * linked through g->next. */
+struct goro_prioq {
+    struct goro *head, *tail;
+};
+enum { GORO_PQ_HIGH, GORO_PQ_LOW, GORO_PQ_COUNT };
 
 /* Post-switch actions: what the context that is switched to does with the
  * one that just left, once the leaver's registers are safely saved. */
@@ -308,6 +335,15 @@ struct goro_p {
     int64_t sm_retry;              /* next look at a stuck slice, after this (sysmon only) */
     uint32_t sm_declines;          /* preempt_declines when the slice began (sysmon only) */
     _Atomic uint32_t preempt_declines;  /* requests the signal handler could not honour */
+    /* HIGH and LOW runnable coroutines (NORMAL ones use the ring): anyone
+     * adds and takes under prio_lock; nprio is readable without it. */
+    goro_lock_t prio_lock;
+    struct goro_prioq prioq[GORO_PQ_COUNT];
+    _Atomic int nprio[GORO_PQ_COUNT];
+    uint32_t low_seen;             /* owner: goro__sched.low_rescan when last rescanned */
+    _Atomic int8_t running_prio;   /* owner: the class of the slice it runs (sysmon reads) */
+    uint32_t sm_class_tick;        /* sysmon: schedtick + 1 of a slice cut for a class */
+    int64_t sm_class_when;         /* sysmon: when it asked */
 };
 
 /* A worker thread. Its fields are written by its own thread ("m") unless
@@ -378,6 +414,15 @@ struct goro_sched {
     _Atomic uint64_t id_next;
     size_t stack_size;             /* default reserve */
     int64_t slice_ns;              /* preemption slice; < 0: never */
+    /* The global HIGH and LOW queues (queued from threads without a P),
+     * under prio_lock; nprio readable without it. */
+    goro_lock_t prio_lock;
+    struct goro_prioq prioq[GORO_PQ_COUNT];
+    _Atomic int nprio[GORO_PQ_COUNT];
+    /* Bumped when a LOW coroutine is lent a class: queued LOW coroutines
+     * are looked at again (sched.c, pick_local). */
+    _Atomic uint32_t low_rescan;
+    bool prio_inherit;             /* GORO_PRIORITY_INHERIT=0 turns lending off */
 };
 
 extern GORO_HIDDEN struct goro_sched goro__sched;

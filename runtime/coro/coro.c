@@ -86,10 +86,16 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
     size_t size = goro__sched.stack_size;
     if (attr && attr->stack_size && (err = goro__stack_size_check(attr->stack_size, &size)))
         return err;
+    /* Its class: attr's, or its spawner's own (NORMAL from a thread). */
+    struct goro *spawner = goro__current();
+    int prio = spawner ? spawner->prio : GORO_PRIO_NORMAL;
+    if (attr && (err = goro__prio_check(attr->priority, &prio)))
+        return err;
     struct goro *g = goro__slab_get(size, &err);
     if (!g)
         return err;
     g->id = goro__next_id();
+    g->prio = (int8_t)prio;
     if (attr && attr->name) {
         strncpy(g->name, attr->name, sizeof g->name - 1);
         g->name[sizeof g->name - 1] = 0;
@@ -286,7 +292,11 @@ static int join_until(goro_t *h, long *result, struct goro__cxx_escaped **escape
             return goro__wait_refused(refused);
         struct goro_park how = { .why = GORO_W_JOIN, .obj = h, .commit = join_commit,
                                  .arg = h, .deadline = deadline };
+        /* h runs at least at our class while we wait (sched/prio.c). */
+        int lent = goro__prio_of(self);
+        goro__prio_lend(h, lent);
         int outcome = goro__park(&how);
+        goro__prio_unlend(h, lent);
         if (outcome != GORO_WAKE_DONE && join_withdraw(h, self))
             return goro__wake_error(outcome);
         /* Woken by the exit, or never parked: h is dead now. */

@@ -25,8 +25,13 @@ static int runq_room(struct goro_p *p)
     return (int)(GORO_RUNQ_SIZE - (t - h));
 }
 
+static bool pq_any(const struct goro_p *p);
+
+/* Nothing runnable queued on p, of any class. */
 static bool runq_empty(struct goro_p *p)
 {
+    if (pq_any(p))
+        return false;
     /* Read head, tail, runnext, then head again, so that a coroutine moving
      * from runnext to the ring is not missed by this snapshot. */
     for (;;) {
@@ -288,6 +293,123 @@ static struct goro *globrunq_get(struct goro_p *p, int max)
     if (extras)
         spinner_start_if_idle(p);
     return g;
+}
+
+/* ---- the HIGH and LOW queues (invariant 9) ----
+ * Short lists under a lock, a P's or the global one's: most programs
+ * never use them, and every pick first reads their counts without it. */
+
+/* A queue's index for class prio: HIGH or LOW (NORMAL uses the ring). */
+static int pq_index(int prio)
+{
+    return prio > GORO_PRIO_NORMAL ? GORO_PQ_HIGH : GORO_PQ_LOW;
+}
+
+static void pq_push_locked(struct goro_prioq *q, _Atomic int *n, struct goro *g)
+{
+    g->next = NULL;
+    if (q->tail)
+        q->tail->next = g;
+    else
+        q->head = g;
+    q->tail = g;
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
+
+static struct goro *pq_pop_locked(struct goro_prioq *q, _Atomic int *n)
+{
+    struct goro *g = q->head;
+    if (g) {
+        if (!(q->head = g->next))
+            q->tail = NULL;
+        atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+    }
+    return g;
+}
+
+/* Queues g, of class prio (not NORMAL), on p's queue of that class, or the
+ * global one without a P. */
+static void pq_put(struct goro_p *p, struct goro *g, int prio)
+{
+    int i = pq_index(prio);
+    goro_lock_t *lk = p ? &p->prio_lock : &goro__sched.prio_lock;
+    goro__lock(lk);
+    if (p)
+        pq_push_locked(&p->prioq[i], &p->nprio[i], g);
+    else
+        pq_push_locked(&goro__sched.prioq[i], &goro__sched.nprio[i], g);
+    goro__unlock(lk);
+}
+
+/* Takes the first of queue i: p's (anyone may, p being a victim), or the
+ * global one (p NULL). */
+static struct goro *pq_take(struct goro_p *p, int i)
+{
+    _Atomic int *n = p ? &p->nprio[i] : &goro__sched.nprio[i];
+    if (atomic_load_explicit(n, memory_order_acquire) == 0)
+        return NULL;
+    goro_lock_t *lk = p ? &p->prio_lock : &goro__sched.prio_lock;
+    goro__lock(lk);
+    struct goro *g = pq_pop_locked(p ? &p->prioq[i] : &goro__sched.prioq[i], n);
+    goro__unlock(lk);
+    return g;
+}
+
+/* p's own queue i, then the global one. */
+static struct goro *pq_get(struct goro_p *p, int i)
+{
+    struct goro *g = pq_take(p, i);
+    return g ? g : pq_take(NULL, i);
+}
+
+static bool pq_any(const struct goro_p *p)
+{
+    return atomic_load_explicit(&((struct goro_p *)p)->nprio[GORO_PQ_HIGH], memory_order_acquire) |
+           atomic_load_explicit(&((struct goro_p *)p)->nprio[GORO_PQ_LOW], memory_order_acquire);
+}
+
+/* Work on the global queues, of any class. */
+static bool global_work(void)
+{
+    return atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) > 0 ||
+           atomic_load_explicit(&goro__sched.nprio[GORO_PQ_HIGH], memory_order_relaxed) > 0 ||
+           atomic_load_explicit(&goro__sched.nprio[GORO_PQ_LOW], memory_order_relaxed) > 0;
+}
+
+/* Moves the coroutines of LOW list q that have been lent a class since
+ * they were queued: HIGH ones to p's HIGH queue, NORMAL ones to p's ring.
+ * (p is the owner; q is p's or the global LOW queue, lk its lock.) */
+static void pq_rescan(struct goro_p *p, struct goro_prioq *q, _Atomic int *n, goro_lock_t *lk)
+{
+    struct goro *lent = NULL;
+    goro__lock(lk);
+    struct goro **at = &q->head, *prev = NULL;
+    while (*at) {
+        struct goro *g = *at;
+        if (goro__prio_of(g) == GORO_PRIO_LOW) {
+            prev = g;
+            at = &g->next;
+            continue;
+        }
+        *at = g->next;
+        if (q->tail == g)
+            q->tail = prev;
+        atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        g->next = lent;
+        lent = g;
+    }
+    goro__unlock(lk);
+    while (lent) {
+        struct goro *g = lent;
+        lent = g->next;
+        if (goro__prio_of(g) > GORO_PRIO_NORMAL)
+            pq_put(p, g, GORO_PRIO_HIGH);
+        else
+            runq_put(p, g, false);
+    }
 }
 
 #endif

@@ -66,6 +66,19 @@
  *    thread (go()'s captured arguments, an object lock): it then does
  *    without a P (global queue, global stack pool) or parks through g0.
  *    The number of Ps, hence of threads running coroutines, never changes.
+ *
+ * 9. Classes. A runnable NORMAL coroutine goes where it always did (ring,
+ *    runnext, global queue); a HIGH or LOW one goes to its class's list on
+ *    the P that readied it, or the global one (queue_ready). A pick takes
+ *    HIGH before the ring and LOW after it, and an idle M steals HIGH first,
+ *    LOW last. Starvation is bounded by the slice count, as for the global
+ *    queue: on slice 2 of every 61 the ring goes before HIGH, on slice 3
+ *    LOW goes first. The class is read when g is queued: a coroutine lent a
+ *    higher class keeps its place in the ring, but LOW lists are looked at
+ *    again when a LOW coroutine is lent one (low_rescan), so that a holder
+ *    whose waiter is more urgent than everything else is not left behind
+ *    the very work the waiter outranks. The lists count as run queues for
+ *    invariant 5: the recheck before sleeping reads their counts too.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -85,7 +98,11 @@
 #include "base/sanitizer.h"
 #include "coro/cxx_eh.h"                 /* C++: exception state per coroutine */
 
-GORO_HIDDEN struct goro_sched goro__sched = { .lock = GORO_LOCK_INIT_RANK(GORO_RANK_SCHED) };
+GORO_HIDDEN struct goro_sched goro__sched = {
+    .lock = GORO_LOCK_INIT_RANK(GORO_RANK_SCHED),
+    .prio_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF),
+    .prio_inherit = true,
+};
 
 static __thread struct goro_m *tls_m __attribute__((tls_model("initial-exec")));
 
@@ -216,10 +233,25 @@ static void steal_order_init(int n)
             coprimes[ncoprimes++] = i;
 }
 
+/* Another P's HIGH or LOW list (invariant 9). */
+static struct goro *steal_class(struct goro_p *p, int i)
+{
+    for (int v = 0; v < goro__sched.nprocs; v++) {
+        struct goro_p *victim = &goro__sched.procs[v];
+        struct goro *g;
+        if (victim != p && (g = pq_take(victim, i)))
+            return g;
+    }
+    return NULL;
+}
+
 static struct goro *steal_work(struct goro_p *p)
 {
     enum { TRIES = 4 };
     int n = goro__sched.nprocs;
+    struct goro *hi = steal_class(p, GORO_PQ_HIGH);
+    if (hi)
+        return hi;
     for (int pass = 0; pass < TRIES; pass++) {
         bool steal_next = pass == TRIES - 1;
         uint32_t r = fastrand(p);
@@ -234,7 +266,7 @@ static struct goro *steal_work(struct goro_p *p)
                 return g;
         }
     }
-    return NULL;
+    return steal_class(p, GORO_PQ_LOW);
 }
 
 static bool any_runq_nonempty(void)
@@ -319,6 +351,17 @@ static void timed_append(struct goro_p *p, struct goro_polled *list)
     *list = (struct goro_polled){ NULL, NULL, 0 };
 }
 
+/* The LOW lists this P can take from, looked at again (invariant 9). */
+static void low_rescan(struct goro_p *p)
+{
+    p->low_seen = atomic_load_explicit(&goro__sched.low_rescan, memory_order_relaxed);
+    if (atomic_load_explicit(&p->nprio[GORO_PQ_LOW], memory_order_relaxed))
+        pq_rescan(p, &p->prioq[GORO_PQ_LOW], &p->nprio[GORO_PQ_LOW], &p->prio_lock);
+    if (atomic_load_explicit(&goro__sched.nprio[GORO_PQ_LOW], memory_order_relaxed))
+        pq_rescan(p, &goro__sched.prioq[GORO_PQ_LOW], &goro__sched.nprio[GORO_PQ_LOW],
+                  &goro__sched.prio_lock);
+}
+
 /* Picks the next coroutine from local work and the global queue, as a
  * coroutine leaving and g0 both do first (stealing is g0's job). */
 
@@ -340,7 +383,16 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
      * which they would otherwise starve, but get a turn every 61 slices. */
     if (t % 61 == 1 && pinned_any(m))
         return pinned_pop(m);
-    if ((g = timed_pop(p)) || (g = runq_get(p, inherit)) || (g = globrunq_get(p, 0)))
+    /* The classes (invariant 9): HIGH first but on slice 2, LOW last but
+     * on slice 3; and LOW coroutines lent a class since they were queued
+     * leave the LOW lists first. */
+    if (atomic_load_explicit(&goro__sched.low_rescan, memory_order_relaxed) != p->low_seen)
+        low_rescan(p);
+    if ((t % 61 == 3 && (g = pq_get(p, GORO_PQ_LOW))) ||
+        (t % 61 != 2 && (g = pq_get(p, GORO_PQ_HIGH))))
+        return g;
+    if ((g = timed_pop(p)) || (g = runq_get(p, inherit)) || (g = globrunq_get(p, 0)) ||
+        (g = pq_get(p, GORO_PQ_HIGH)) || (g = pq_get(p, GORO_PQ_LOW)))
         return g;
     return pinned_pop(m);
 }
@@ -379,6 +431,11 @@ static struct goro *inject_polled(struct goro_p *p, struct goro_polled *list)
     bool spill = !p;                /* the ring filled: the rest go global */
     for (struct goro *next; g; g = next) {
         next = g->next;             /* before g is published: it may run at once */
+        int prio = goro__prio_of(g);
+        if (prio != GORO_PRIO_NORMAL) {
+            pq_put(p, g, prio);
+            continue;
+        }
         spill = spill || runq_room(p) == 0;
         if (!spill) {
             runq_put(p, g, false);
@@ -593,7 +650,7 @@ top:
 
     /* Nothing: give up P (goes idle), then recheck (invariant 5). */
     goro__lock(&goro__sched.lock);
-    if (atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) > 0) {
+    if (global_work()) {
         goro__unlock(&goro__sched.lock);
         goto top;                   /* globrunq_get does the producer's part */
     }
@@ -617,7 +674,7 @@ top:
     {
         spinning_drop(m);
         full_barrier();
-        if (any_runq_nonempty() || atomic_load(&goro__sched.gq_size) > 0) {
+        if (any_runq_nonempty() || global_work()) {
             bool still_idle = pidle_take_back(p);
             if (still_idle) {
                 atomic_store_explicit(&p->running, 1, memory_order_relaxed);
@@ -657,6 +714,7 @@ top:
 /* ---- switching ---- */
 
 static void park_commit(struct goro_m *m, struct goro *g);
+static void queue_ready(struct goro_p *p, struct goro *g, bool next);
 
 /* Run by the context that was switched to: finishes what the leaver asked
  * for, now that the leaver's registers are saved (invariant 2). */
@@ -677,7 +735,7 @@ static void post_switch(struct goro_m *m)
         break;
     case GORO_POST_YIELD:
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
-        runq_put(m->p, prev, false);
+        queue_ready(m->p, prev, false);
         break;
     case GORO_POST_PARK:
         park_commit(m, prev);
@@ -726,6 +784,7 @@ static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
     m->curg = g;
     g->m = m;
     atomic_store_explicit(&g->state, GORO_S_RUNNING, memory_order_relaxed);
+    atomic_store_explicit(&m->p->running_prio, (int8_t)goro__prio_of(g), memory_order_relaxed);
     if (!inherit)
         tick(m->p);
 }
@@ -810,15 +869,26 @@ struct goro *goro__external_self(void)
 
 /* ---- making coroutines runnable ---- */
 
+/* g is runnable: onto p's run queue (runnext with next) or, without a P,
+ * the global queue - or, for a class other than NORMAL, that class's list
+ * (invariant 9). */
+static void queue_ready(struct goro_p *p, struct goro *g, bool next)
+{
+    int prio = goro__prio_of(g);
+    if (prio != GORO_PRIO_NORMAL)
+        pq_put(p, g, prio);
+    else if (p)
+        runq_put(p, g, next);
+    else
+        globrunq_put_batch(&g, 1);
+}
+
 /* Inside the runtime (p: the entry's P, NULL without one): g runs next on
  * p, or goes to the global queue. */
 static void ready_on(struct goro_p *p, struct goro *g)
 {
     atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
-    if (p)
-        runq_put(p, g, true);
-    else
-        globrunq_put_batch(&g, 1);
+    queue_ready(p, g, true);
     spinner_start_if_idle(p);
 }
 
@@ -852,8 +922,8 @@ void goro__ready_list(struct goro *list)
             continue;
         }
         atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
-        if (p) {
-            runq_put(p, g, false);
+        if (goro__prio_of(g) != GORO_PRIO_NORMAL || p) {
+            queue_ready(p, g, false);
             continue;
         }
         gq_batch_add(&global, g);
@@ -1175,6 +1245,35 @@ static char thread_state(struct goro_m *m)
     return paren && paren[1] == ' ' ? paren[2] : '?';
 }
 
+/* sysmon: HIGH coroutines wait while p runs one of a lower class: cut
+ * p's slice short (invariant 9) - again every `retry` while the slice
+ * lasts (the coroutine may be where it cannot be preempted: it then
+ * yields at its next goro call). Not while p's thread is in the kernel: a
+ * blocking call would fail with EINTR (the slice rule hands such a P over
+ * instead). True if asked. */
+bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry)
+{
+    uint32_t t = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
+    if (!atomic_load_explicit(&p->running, memory_order_relaxed) ||
+        atomic_load_explicit(&p->running_prio, memory_order_relaxed) >= GORO_PRIO_HIGH ||
+        (p->sm_class_tick == t + 1 && now - p->sm_class_when < retry))
+        return false;
+    p->sm_class_when = now;
+    goro__lock(&goro__sched.lock);
+    struct goro_m *m = p->idle ? NULL : p->m;
+    goro__unlock(&goro__sched.lock);
+    if (!m)
+        return false;
+    p->sm_class_tick = t + 1;
+    char st = thread_state(m);
+    if (st == 'S' || st == 'D')
+        return false;
+    atomic_store_explicit(&p->preempt_req, t + 1, memory_order_relaxed);
+    if (goro__preempt_async())
+        goro__preempt_signal(m);
+    return true;
+}
+
 /* sysmon: is p's M stuck where the P could be given away - in the
  * kernel (a blocking call: state S or D), or running for `long_run`? */
 bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
@@ -1197,7 +1296,7 @@ bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
      * Counting every pending timer handed workers over far too often with
      * many sleepers (bench/timers heap, 10^5 timers: p99 lateness 189-226
      * ms against 1.1-4.6 ms). */
-    bool work = !runq_empty(p) || atomic_load(&goro__sched.gq_size) > 0 || io_in_use() ||
+    bool work = !runq_empty(p) || global_work() || io_in_use() ||
                 pinned_any(m);
     return work && (*blocked || long_run);
 }
@@ -1323,7 +1422,7 @@ void goro__exit_current(long result)
     uintptr_t w = atomic_load_explicit(&self->exit_word, memory_order_acquire);
     struct goro *joiner = (struct goro *)w;
     if (w > GORO_EXIT_WAKING && !(joiner->flags & GORO_F_EXTERNAL) && runq_empty(m->p) &&
-        atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) == 0 &&
+        !global_work() &&
         atomic_compare_exchange_strong_explicit(&self->exit_word, &w, GORO_EXIT_WAKING,
             memory_order_acq_rel, memory_order_relaxed)) {
         if (goro__claim(joiner, GORO_WAKE_DONE)) {
@@ -1420,10 +1519,12 @@ int goro__sched_start(int nprocs)
         goro__timers_init(&goro__sched.procs[i].timers);
         goro__sched.ms[i].id = i;
         goro__lock_rank(&goro__sched.ms[i].pin_lock, GORO_RANK_LEAF);
+        goro__lock_rank(&goro__sched.procs[i].prio_lock, GORO_RANK_LEAF);
         goro__sched.ms[i].p = &goro__sched.procs[i];
         atomic_store(&goro__sched.procs[i].owner, &goro__sched.ms[i]);
     }
     steal_order_init(nprocs);
+    goro__sched.prio_inherit = goro__env_flag("GORO_PRIORITY_INHERIT", true);
     int started = 0, err = 0;
     for (int i = 0; i < nprocs && !err; i++)
         err = goro__netpoll_init(&goro__sched.procs[i]);

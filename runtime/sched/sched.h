@@ -14,6 +14,27 @@
 
 #include "internal.h"
 
+/* prio.c: classes lent along wait edges (prio is an enum goro__prio). */
+GORO_HIDDEN void goro__prio_lend(struct goro *g, int prio);
+GORO_HIDDEN void goro__prio_unlend(struct goro *g, int prio);
+/* goro_attr_t.priority: -EINVAL, or 0 with *prio set (left alone for
+ * GORO_PRIORITY_INHERIT). */
+GORO_HIDDEN int goro__prio_check(int priority, int *prio);
+/* The holder of a lock, lent the highest class of its waiters; every call
+ * under the lock's own lock. set: g took it (goro__waiter_self(): a
+ * thread's stand-in is not recorded); clear: released; waiter: one of
+ * class prio starts (+1) or stops (-1) waiting. */
+struct goro_holder {
+    struct goro *g;                /* the coroutine holding it (NULL: a thread) */
+    uint64_t id;                   /* g's when it took the lock */
+    uint16_t waiting[2];           /* waiters lending: [0] NORMAL, [1] HIGH */
+    int8_t lent;                   /* the class g is lent now, plus one (0: none) */
+    bool held;
+};
+GORO_HIDDEN void goro__holder_set(struct goro_holder *h, struct goro *g);
+GORO_HIDDEN void goro__holder_clear(struct goro_holder *h);
+GORO_HIDDEN void goro__holder_waiter(struct goro_holder *h, int prio, int delta);
+
 /* sched.c */
 GORO_HIDDEN struct goro_m *goro__m(void);
 GORO_HIDDEN struct goro *goro__current(void);
@@ -116,6 +137,7 @@ GORO_HIDDEN void goro__preempt_check(void);
 GORO_HIDDEN void goro__preempt_park(void *uc);
 
 /* sysmon.c */
+GORO_HIDDEN bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry);
 GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
 GORO_HIDDEN void goro__sysmon_stop(void);
 GORO_HIDDEN void goro__sysmon_kick(void);

@@ -7,6 +7,8 @@
  *     PREEMPT_RETRY while it lasts;
  *   - coroutines waiting in the global queue for GQ_WAIT: make every P
  *     look there at its next switch;
+ *   - HIGH coroutines queued while Ps run lower classes: cut as many of
+ *     those slices short (check_classes);
  *   - a busy P whose event base nobody polled for POLL_STARVED: poll it
  *     here, so that its I/O is not held up by a long runner (what it
  *     finds runs at the next slice: lateness <= slice + 2 ms); and a busy
@@ -166,6 +168,20 @@ static void check_global(int64_t now)
         atomic_store_explicit(&goro__sched.procs[i].want_global, 1, memory_order_relaxed);
 }
 
+/* HIGH coroutines waiting in any queue while Ps run lower classes: as
+ * many of those Ps as there are such waiters are cut short (sched.c,
+ * invariant 9), so that a HIGH one waits a sysmon round, not a slice. */
+static void check_classes(int64_t now)
+{
+    int waiting = atomic_load_explicit(&goro__sched.nprio[GORO_PQ_HIGH], memory_order_relaxed);
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        waiting += atomic_load_explicit(&goro__sched.procs[i].nprio[GORO_PQ_HIGH],
+                                        memory_order_relaxed);
+    for (int i = 0; i < goro__sched.nprocs && waiting > 0; i++)
+        if (goro__preempt_for_class(&goro__sched.procs[i], now, PREEMPT_RETRY))
+            waiting--;
+}
+
 static bool all_idle(void)
 {
     return atomic_load(&goro__sched.npidle) == goro__sched.nprocs;
@@ -216,6 +232,8 @@ static void *sysmon_main(void *arg)
             check_timers(&goro__sched.procs[i], now);
         }
         check_global(now);
+        if (slice > 0)
+            check_classes(now);
         if (slice > 0)
             acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
         goro__slab_trim_tick(now);          /* not "acted": keeps the back-off */

@@ -67,6 +67,8 @@ struct goro_group {
     int limit;                     /* 0: none */
     int policy;                    /* enum goro_group_policy */
     bool waited;                   /* its wait has returned: admits nothing */
+    bool lending;                  /* its waiter lends `lent` to every member */
+    int8_t lent;
     int cancel_code;               /* 0, or why it was cancelled (ECANCELED, ETIMEDOUT) */
     bool won;                      /* GORO_GROUP_FIRST_RESULT: a member succeeded */
     long result;                   /* that member's result */
@@ -87,6 +89,39 @@ static const char *label(const struct goro_group *grp, char *buf, size_t len)
         return "group";
     snprintf(buf, len, "group \"%s\"", grp->name);
     return buf;
+}
+
+/* ---- priorities down the tree ---- */
+
+static void group_lend(struct goro_group *grp, int prio);
+
+/* Lends prio to g and everything below it: the members of every group g
+ * made, recursively, with the locks taken as a cancel takes them (top). */
+static void lend_tree(struct goro *g, int prio)
+{
+    goro__prio_lend(g, prio);
+    goro__lock(&g->groups_lock);
+    for (struct goro_group *grp = g->groups; grp; grp = grp->owner_next)
+        group_lend(grp, prio);
+    goro__unlock(&g->groups_lock);
+}
+
+/* grp's waiter, or a waiter above it, is of class prio: every member runs
+ * at least at it until it ends (its loans end with it), and so does each
+ * member linked later (goro__group_link). Raised only, never lowered: the
+ * wait that lends ends only when every member has. */
+static void group_lend(struct goro_group *grp, int prio)
+{
+    if (prio < GORO_PRIO_NORMAL)
+        return;
+    goro__lock(&grp->lock);
+    if (!grp->lending || grp->lent < prio) {
+        grp->lending = true;
+        grp->lent = (int8_t)prio;
+        for (struct goro *m = grp->members; m; m = m->group_next)
+            lend_tree(m, prio);
+    }
+    goro__unlock(&grp->lock);
 }
 
 /* ---- cancellation down the tree ---- */
@@ -300,6 +335,8 @@ void goro__group_link(struct goro_group *grp, struct goro *g)
     grp->spawned++;
     if (grp->cancel_code)
         atomic_store(&g->cancelled, 1);   /* invariant 2: it has not run yet */
+    if (grp->lending)
+        lend_tree(g, grp->lent);
     goro__unlock(&grp->lock);
 }
 
@@ -441,6 +478,8 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
      * its cancel reaches the group, even when it did not make it. */
     if (self && atomic_load(&self->cancelled))
         group_cancel(grp, ECANCELED);
+    if (self)
+        group_lend(grp, goro__prio_of(self));
     goro__lock(&grp->lock);
     if (grp->waited) {
         goro__unlock(&grp->lock);

@@ -16,16 +16,21 @@
 #include "internal.h"
 #include "wait/waitq.h"
 
+/* Held while holder.held; its waiters lend their class to the holder
+ * (sched/prio.c), when the holder is a coroutine. */
 struct mutex_impl {
     goro_lock_t lk;
-    uint32_t locked;
+    struct goro_holder holder;
     struct goro_waitq q;
 };
 
+/* The writer, when one holds it, is lent its waiters' class; readers are
+ * not tracked, so they are lent nothing. */
 struct rwlock_impl {
     goro_lock_t lk;
     int32_t readers;               /* active readers */
     uint32_t writer;               /* a writer holds it */
+    struct goro_holder holder;     /* that writer */
     struct goro_waitq q;           /* kind 1 = writer */
 };
 
@@ -79,6 +84,34 @@ static int wait_on(struct goro_waitq *q, goro_lock_t *lk, enum goro_wait why,
     return goro__waitq_wait(q, &w, lk, why, obj, deadline, firm);
 }
 
+/* wait_on for a lock with a holder (lk held; released once parked): the
+ * waiter lends its class to the holder while it waits. On 0 the releaser
+ * has taken it off the holder's count (hand_over); on giving up it takes
+ * itself off. */
+static int wait_lending(struct goro_waitq *q, goro_lock_t *lk, struct goro_holder *h,
+                        enum goro_wait why, const void *obj, int kind, int64_t deadline,
+                        bool firm)
+{
+    struct goro *self = goro__waiter_self();
+    struct goro_waiter w = { .g = self, .kind = kind, .prio = (int8_t)goro__prio_of(self) };
+    goro__holder_waiter(h, w.prio, +1);
+    int err = goro__waitq_wait(q, &w, lk, why, obj, deadline, firm);
+    if (err) {
+        goro__lock(lk);
+        goro__holder_waiter(h, w.prio, -1);
+        goro__unlock(lk);
+    }
+    return err;
+}
+
+/* Under the lock: w, taken off the queue, is handed what it waited for. */
+static void hand_over(struct goro_holder *h, struct goro_waiter *w, bool holds)
+{
+    goro__holder_waiter(h, w->prio, -1);
+    if (holds)
+        goro__holder_set(h, w->g);
+}
+
 /* Unlinks every waiter of q into a list through g->next, to wake after
  * the lock is dropped. */
 static struct goro *take_all(struct goro_waitq *q)
@@ -112,13 +145,13 @@ static int mutex_lock(goro_mutex_t *mu, int64_t deadline, bool firm)
         return -EINVAL;
     struct mutex_impl *m = (struct mutex_impl *)mu;
     goro__lock(&m->lk);
-    if (!m->locked) {
-        m->locked = 1;
+    if (!m->holder.held) {
+        goro__holder_set(&m->holder, goro__waiter_self());
         goro__unlock(&m->lk);
         return 0;
     }
     /* 0: handed over by unlock, we own it. */
-    return wait_on(&m->q, &m->lk, GORO_W_MUTEX, mu, 0, deadline, firm);
+    return wait_lending(&m->q, &m->lk, &m->holder, GORO_W_MUTEX, mu, 0, deadline, firm);
 }
 
 int goro_mutex_lock(goro_mutex_t *mu) { return mutex_lock(mu, GORO_FOREVER, false); }
@@ -134,8 +167,9 @@ int goro_mutex_trylock(goro_mutex_t *mu)
         return -EINVAL;
     struct mutex_impl *m = (struct mutex_impl *)mu;
     goro__lock(&m->lk);
-    int r = m->locked ? -EBUSY : 0;
-    m->locked = 1;
+    int r = m->holder.held ? -EBUSY : 0;
+    if (!r)
+        goro__holder_set(&m->holder, goro__waiter_self());
     goro__unlock(&m->lk);
     return r;
 }
@@ -146,13 +180,14 @@ int goro_mutex_unlock(goro_mutex_t *mu)
         return -EINVAL;
     struct mutex_impl *m = (struct mutex_impl *)mu;
     goro__lock(&m->lk);
-    if (!m->locked) {
+    if (!m->holder.held) {
         goro__unlock(&m->lk);
         return -EPERM;
     }
+    goro__holder_clear(&m->holder);
     struct goro_waiter *w = goro__waitq_pop(&m->q);
-    if (!w)
-        m->locked = 0;             /* else it stays locked, now by w */
+    if (w)
+        hand_over(&m->holder, w, true);     /* it stays locked, now by w */
     goro__unlock(&m->lk);
     if (w)
         goro__ready(w->g);          /* claimed by the pop */
@@ -165,7 +200,7 @@ int goro_mutex_destroy(goro_mutex_t *mu)
         return -EINVAL;
     struct mutex_impl *m = (struct mutex_impl *)mu;
     goro__lock(&m->lk);
-    int r = m->locked ? -EBUSY : 0;
+    int r = m->holder.held ? -EBUSY : 0;
     goro__unlock(&m->lk);
     return r;
 }
@@ -197,6 +232,7 @@ static struct goro *grant_locked(struct rwlock_impl *r)
             r->writer = 1;
         else
             r->readers++;
+        hand_over(&r->holder, w, w->kind);
         w->g->next = wake;
         wake = w->g;
     }
@@ -213,10 +249,12 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
     bool free_now = writer ? (!r->writer && r->readers == 0 && !r->q.head)
                            : (!r->writer && !r->q.head);
     if (free_now) {
-        if (writer)
+        if (writer) {
             r->writer = 1;
-        else
+            goro__holder_set(&r->holder, goro__waiter_self());
+        } else {
             r->readers++;
+        }
         goro__unlock(&r->lk);
         return 0;
     }
@@ -225,7 +263,8 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
         return -EBUSY;
     }
     /* 0: granted by unlock. */
-    int err = wait_on(&r->q, &r->lk, GORO_W_RWLOCK, rw, writer, deadline, false);
+    int err = wait_lending(&r->q, &r->lk, &r->holder, GORO_W_RWLOCK, rw, writer, deadline,
+                           false);
     if (err) {
         /* A writer that gave up no longer holds back the readers behind it. */
         goro__lock(&r->lk);
@@ -257,9 +296,10 @@ int goro_rwlock_unlock(goro_rwlock_t *rw)
         return -EINVAL;
     struct rwlock_impl *r = (struct rwlock_impl *)rw;
     goro__lock(&r->lk);
-    if (r->writer)
+    if (r->writer) {
         r->writer = 0;
-    else if (r->readers > 0)
+        goro__holder_clear(&r->holder);
+    } else if (r->readers > 0)
         r->readers--;
     else {
         goro__unlock(&r->lk);

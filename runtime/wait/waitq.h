@@ -43,6 +43,7 @@ struct goro_waiter {
     int tag;                       /* handed to the woken coroutine (g->wake_tag):
                                       a select's case index, a wait's direction */
     int kind;                      /* rwlock: 1 = writer */
+    int8_t prio;                   /* mutex, rwlock: the class it lends the holder */
     bool queued;
     bool success;                  /* completed by a partner, not by close */
 };

@@ -1,0 +1,146 @@
+/* Priority classes: a coroutine's own class, and the classes its waiters
+ * lend it while they wait (docs/structured.md, "Priorities"). The run
+ * queues honour them (sched.c, invariant 9); wait/ and coro/ lend along
+ * their wait edges - a mutex or rwlock writer to its holder, a join to the
+ * joinee, a group's wait to its members.
+ *
+ * A loan is a count, so that loans from many waiters add up and each is
+ * given back alone: g->loans holds how many NORMAL (low half) and HIGH
+ * (high half) loans g has. Its class is the highest of its own and any
+ * class it has a loan of. Counts only change by +1 and -1, atomically, by
+ * the lender; a give-back never takes a count below zero (a holder that
+ * ended while it held a lock is not given back to, see goro__holder). */
+#include <errno.h>
+
+#include "internal.h"
+
+static uint32_t loan_unit(int prio)
+{
+    return prio > GORO_PRIO_NORMAL ? GORO_LOAN_HIGH : GORO_LOAN_NORMAL;
+}
+
+void goro__prio_lend(struct goro *g, int prio)
+{
+    if (!g || prio < GORO_PRIO_NORMAL || !goro__sched.prio_inherit)
+        return;
+    atomic_fetch_add_explicit(&g->loans, loan_unit(prio), memory_order_relaxed);
+    /* A LOW coroutine waiting in a LOW list moves up (invariant 9). */
+    if (g->prio < GORO_PRIO_NORMAL)
+        atomic_fetch_add_explicit(&goro__sched.low_rescan, 1, memory_order_relaxed);
+}
+
+void goro__prio_unlend(struct goro *g, int prio)
+{
+    if (!g || prio < GORO_PRIO_NORMAL || !goro__sched.prio_inherit)
+        return;
+    uint32_t unit = loan_unit(prio), mask = unit == GORO_LOAN_HIGH ? 0xffff0000u : 0xffffu;
+    uint32_t old = atomic_load_explicit(&g->loans, memory_order_relaxed);
+    while ((old & mask) &&
+           !atomic_compare_exchange_weak_explicit(&g->loans, &old, old - unit,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+/* ---- a lock's holder, lent the classes of its waiters ---- */
+
+static int holder_want(const struct goro_holder *h)
+{
+    return h->waiting[1] ? GORO_PRIO_HIGH : h->waiting[0] ? GORO_PRIO_NORMAL : GORO_PRIO_LOW;
+}
+
+/* Lends the holder the highest class among the waiters, giving back what
+ * it was lent before. h->lent is that class plus one (0: none, so that a
+ * zeroed lock lends nothing). A holder whose id changed has ended (its
+ * record may be another coroutine's now): nothing goes back to it. */
+static bool holder_alive(const struct goro_holder *h)
+{
+    return h->g && h->g->id == h->id;
+}
+
+static void holder_relend(struct goro_holder *h)
+{
+    int want = h->g ? holder_want(h) : GORO_PRIO_LOW;
+    int lent = h->lent - 1;
+    if (want == lent)
+        return;
+    if (holder_alive(h)) {
+        goro__prio_unlend(h->g, lent);
+        goro__prio_lend(h->g, want);
+    }
+    h->lent = (int8_t)(want + 1);
+}
+
+void goro__holder_set(struct goro_holder *h, struct goro *g)
+{
+    h->held = true;
+    h->g = g->flags & GORO_F_EXTERNAL ? NULL : g;     /* g is the caller's own */
+    h->id = g->id;
+    h->lent = 0;
+    holder_relend(h);
+}
+
+void goro__holder_clear(struct goro_holder *h)
+{
+    if (holder_alive(h))
+        goro__prio_unlend(h->g, h->lent - 1);
+    h->g = NULL;
+    h->id = 0;
+    h->lent = 0;
+    h->held = false;
+}
+
+void goro__holder_waiter(struct goro_holder *h, int prio, int delta)
+{
+    if (prio < GORO_PRIO_NORMAL)
+        return;
+    h->waiting[prio > GORO_PRIO_NORMAL] = (uint16_t)(h->waiting[prio > GORO_PRIO_NORMAL] + delta);
+    holder_relend(h);
+}
+
+/* ---- the API ---- */
+
+static int class_of(int priority)
+{
+    return priority - GORO_PRIORITY_NORMAL;
+}
+
+int goro__prio_check(int priority, int *prio)
+{
+    if (priority < GORO_PRIORITY_INHERIT || priority > GORO_PRIORITY_HIGH)
+        return -EINVAL;
+    if (priority != GORO_PRIORITY_INHERIT)
+        *prio = class_of(priority);
+    return 0;
+}
+
+int goro_priority_set(int priority)
+{
+    struct goro *self = goro__current();
+    if (priority < GORO_PRIORITY_LOW || priority > GORO_PRIORITY_HIGH)
+        return -EINVAL;
+    if (!self)
+        return -EPERM;
+    self->prio = (int8_t)class_of(priority);
+    return 0;
+}
+
+static const struct goro *subject(const goro_t *h)
+{
+    return h ? h : goro__current();
+}
+
+int goro_priority_get(const goro_t *h)
+{
+    const struct goro *g = subject(h);
+    if (h && atomic_load_explicit(&((struct goro *)h)->state, memory_order_relaxed) == GORO_S_FREE)
+        return -EINVAL;
+    return g ? goro__prio_of(g) + GORO_PRIORITY_NORMAL : GORO_PRIORITY_NORMAL;
+}
+
+int goro_priority_base(const goro_t *h)
+{
+    const struct goro *g = subject(h);
+    if (h && atomic_load_explicit(&((struct goro *)h)->state, memory_order_relaxed) == GORO_S_FREE)
+        return -EINVAL;
+    return g ? g->prio + GORO_PRIORITY_NORMAL : GORO_PRIORITY_NORMAL;
+}

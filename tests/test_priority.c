@@ -1,0 +1,498 @@
+/* Priorities (docs/structured.md, "Priorities"): the API and its bad
+ * input; HIGH runs before NORMAL and NORMAL before LOW on a worker; LOW is
+ * not starved (one turn in 61 slices); inheritance along the wait edges -
+ * a mutex's and a rwlock writer's holder, a joinee, a group's members -
+ * given back when the wait ends; priority inversion with and without
+ * inheritance (p99 of the HIGH waiter's wait); a HIGH 1 ms ticker among
+ * LOW floods on every worker.
+ *
+ * The ordering checks run in child processes with one worker, where the
+ * order is the scheduler's alone. Coroutines never call ck_assert. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "helpers.h"
+#include "suites.h"
+
+/* go() at a class: the handle, or NULL. */
+#define go_at(prio, ...) ({                                                   \
+        goro_t *h_ = NULL;                                                    \
+        goro_go(&h_, &(goro_attr_t){ .priority = (prio) }, __VA_ARGS__);      \
+        h_;                                                                   \
+    })
+
+/* ---- the API ---- */
+
+static long report_priority(void *arg)
+{
+    (void)arg;
+    return goro_priority_get(NULL) * 10 + goro_priority_base(NULL);
+}
+
+static long spawns_child(void *arg)
+{
+    long r = 0;
+    goro_join(go(report_priority, arg), &r);     /* takes its spawner's class */
+    return r;
+}
+
+START_TEST(priority_api)
+{
+    ck_assert_int_eq(goro_priority_set(GORO_PRIORITY_HIGH), -EPERM);     /* a thread */
+    ck_assert_int_eq(goro_priority_get(NULL), GORO_PRIORITY_NORMAL);
+    ck_assert_int_eq(goro_priority_set(9), -EINVAL);
+    goro_t *h;
+    ck_assert_int_eq(goro_spawn(&h, &(goro_attr_t){ .priority = 4 },
+                                report_priority, NULL), -EINVAL);
+    ck_assert_int_eq(goro_spawn(&h, &(goro_attr_t){ .priority = -1 },
+                                report_priority, NULL), -EINVAL);
+    long r = 0;
+    ck_assert_int_eq(goro_join(go(report_priority, NULL), &r), 0);
+    ck_assert_int_eq(r, 22);                 /* NORMAL from a thread */
+    for (int p = GORO_PRIORITY_LOW; p <= GORO_PRIORITY_HIGH; p++) {
+        ck_assert_int_eq(goro_spawn(&h, &(goro_attr_t){ .priority = p },
+                                    spawns_child, NULL), 0);
+        ck_assert_int_eq(goro_join(h, &r), 0);
+        /* Its child takes its class - and may be lent NORMAL through the
+         * two joins, this thread's (if it came in time) and its parent's. */
+        int lent = p > GORO_PRIORITY_NORMAL ? p : GORO_PRIORITY_NORMAL;
+        ck_assert_int_eq(r % 10, p);
+        ck_assert_msg(r / 10 == p || r / 10 == lent, "class %ld of %d", r / 10, p);
+    }
+}
+END_TEST
+
+/* ---- the run queues, on one worker ---- */
+
+static char order[128];
+static atomic_int norder;
+
+static void record(char c)
+{
+    int i = atomic_fetch_add(&norder, 1);
+    if (i < (int)sizeof order - 1)
+        order[i] = c;
+}
+
+static void mark(int c) { record((char)c); }
+
+/* Spawns 30 of each class, interleaved, without switching (it is HIGH
+ * itself, so the HIGH ones it makes do not cut it short), then lets them
+ * run: HIGH first, then NORMAL, then LOW - but for the turns the
+ * starvation bounds give (slices 2 and 3 of every 61, and the runnext
+ * slot that a NORMAL one shares its slice through): a few at most. */
+enum { PER_CLASS = 30 };
+
+static long spawn_mixed(void)
+{
+    static const int classes[] = { GORO_PRIORITY_LOW, GORO_PRIORITY_NORMAL, GORO_PRIORITY_HIGH };
+    static const char names[] = "lnh";
+    for (int i = 0; i < 3 * PER_CLASS; i++)
+        goro_go(NULL, &(goro_attr_t){ .priority = classes[i % 3] }, mark, names[i % 3] + 0);
+    goro_sleep(20 * GORO_MSEC);
+    return 0;
+}
+
+static int count_in(const char *s, int from, int to, char c)
+{
+    int n = 0;
+    for (int i = from; i < to; i++)
+        n += s[i] == c;
+    return n;
+}
+
+static int order_child(void *arg)
+{
+    (void)arg;
+    if (goro_start(&(goro_config_t){ .workers = 1 }) != 0)
+        return 2;
+    /* The spawner is HIGH itself: not cut short for the HIGH ones it makes. */
+    goro_join(go_at(GORO_PRIORITY_HIGH, spawn_mixed), NULL);
+    int n = atomic_load(&norder);
+    order[n < (int)sizeof order ? n : (int)sizeof order - 1] = 0;
+    printf("%s\n", order);
+    if (n != 3 * PER_CLASS)
+        return 3;
+    int h_first = count_in(order, 0, PER_CLASS, 'h');
+    int n_mid = count_in(order, PER_CLASS, 2 * PER_CLASS, 'n');
+    int l_last = count_in(order, 2 * PER_CLASS, 3 * PER_CLASS, 'l');
+    return h_first >= PER_CLASS - 5 && n_mid >= PER_CLASS - 5 && l_last >= PER_CLASS - 5 ? 0 : 1;
+}
+
+START_TEST(priority_classes_run_in_order)
+{
+    char out[4096];
+    int st = t_run_child(order_child, NULL, t_timeout(20), out, sizeof out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "order: %.2000s", out);
+}
+END_TEST
+
+/* LOW among NORMAL coroutines that yield for ever: it gets turns, about one
+ * in 61 slices, never more than a NORMAL one. */
+static atomic_int stop_floods;
+static atomic_long turns[2];
+
+static void spin_yield(int which)
+{
+    while (!atomic_load(&stop_floods)) {
+        atomic_fetch_add(&turns[which], 1);
+        goro_yield();
+    }
+}
+
+static int starve_child(void *arg)
+{
+    (void)arg;
+    if (goro_start(&(goro_config_t){ .workers = 1 }) != 0)
+        return 2;
+    goro_t *n[4], *low;
+    for (int i = 0; i < 4; i++)
+        n[i] = go(spin_yield, 0);
+    low = go_at(GORO_PRIORITY_LOW, spin_yield, 1);
+    struct timespec ts = { 0, 200 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    atomic_store(&stop_floods, 1);
+    for (int i = 0; i < 4; i++)
+        goro_join(n[i], NULL);
+    goro_join(low, NULL);
+    long normal = atomic_load(&turns[0]), lowt = atomic_load(&turns[1]);
+    double share = (double)lowt / (double)(normal + lowt);
+    printf("normal turns %ld, low turns %ld: low share %.4f (one in 61: %.4f)\n", normal, lowt,
+           share, 1.0 / 61);
+    return lowt > 0 && share > 0.5 / 61 && share < 2.0 / 61 ? 0 : 1;
+}
+
+START_TEST(priority_low_is_not_starved)
+{
+    char out[4096];
+    int st = t_run_child(starve_child, NULL, t_timeout(20), out, sizeof out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%.2000s", out);
+}
+END_TEST
+
+/* ---- inheritance ---- */
+
+static goro_mutex_t mu = GORO_MUTEX_INIT;
+static goro_rwlock_t rw = GORO_RWLOCK_INIT;
+static goro_chan_t *release;
+static atomic_int holding;
+
+/* Holds mu (or rw for writing) until release closes. */
+static long hold(int rwlock)
+{
+    if (rwlock ? goro_rwlock_wrlock(&rw) : goro_mutex_lock(&mu))
+        return -1;
+    atomic_store(&holding, 1);
+    goro_chan_recv(release, NULL);
+    return rwlock ? goro_rwlock_unlock(&rw) : goro_mutex_unlock(&mu);
+}
+
+static long take(int rwlock)
+{
+    if (rwlock ? goro_rwlock_wrlock(&rw) : goro_mutex_lock(&mu))
+        return -1;
+    return rwlock ? goro_rwlock_unlock(&rw) : goro_mutex_unlock(&mu);
+}
+
+static long block_on(goro_chan_t *ch)
+{
+    goro_chan_recv(ch, NULL);
+    return 0;
+}
+
+/* Waits until h's class reads want (lending happens as the waiter parks). */
+static void wait_class(goro_t *h, int want)
+{
+    double end = t_now() + t_timeout(10);
+    while (goro_priority_get(h) != want && t_now() < end)
+        t_nap(0.001);
+    ck_assert_int_eq(goro_priority_get(h), want);
+}
+
+START_TEST(priority_lent_to_holder_joinee_and_members)
+{
+    for (int rwlock = 0; rwlock < 2; rwlock++) {
+        release = t_chan_new(0, 0);
+        atomic_store(&holding, 0);
+        goro_t *l = go_at(GORO_PRIORITY_LOW, hold, rwlock);
+        ck_assert(t_wait_flag(&holding, t_timeout(10)));
+        ck_assert_int_eq(goro_priority_get(l), GORO_PRIORITY_LOW);
+        /* A NORMAL waiter lends NORMAL, then a HIGH one HIGH; as they give
+         * up, the holder gets back to what the rest lend. */
+        goro_t *n = go_at(GORO_PRIORITY_NORMAL, take,
+                            rwlock);
+        wait_class(l, GORO_PRIORITY_NORMAL);
+        goro_t *h = go_at(GORO_PRIORITY_HIGH, take,
+                            rwlock);
+        wait_class(l, GORO_PRIORITY_HIGH);
+        ck_assert_int_eq(goro_priority_base(l), GORO_PRIORITY_LOW);
+        ck_assert_int_eq(goro_cancel(h), 0);
+        long r = 0;
+        ck_assert_int_eq(goro_join(h, &r), 0);
+        ck_assert_int_eq(r, -1);
+        wait_class(l, GORO_PRIORITY_NORMAL);
+        /* Released: handed to the NORMAL waiter; l lent nothing any more. */
+        ck_assert_int_eq(goro_chan_close(release), 0);
+        ck_assert_int_eq(goro_join(n, &r), 0);
+        ck_assert_int_eq(r, 0);
+        ck_assert_int_eq(goro_priority_get(l), GORO_PRIORITY_LOW);
+        ck_assert_int_eq(goro_join(l, &r), 0);
+        ck_assert_int_eq(r, 0);
+        ck_assert_int_eq(goro_chan_free(release), 0);
+    }
+
+    /* A HIGH joiner lends HIGH to the coroutine it joins, until the join
+     * ends (here: its deadline). */
+    goro_chan_t *ch = t_chan_new(0, 0);
+    goro_t *l = go_at(GORO_PRIORITY_LOW, block_on, ch);
+    goro_t *j = go_at(GORO_PRIORITY_HIGH, goro_join_until, l, (long *)NULL, goro_now() + 100 * GORO_MSEC);
+    wait_class(l, GORO_PRIORITY_HIGH);
+    long r = 0;
+    ck_assert_int_eq(goro_join(j, &r), 0);
+    ck_assert_int_eq(r, -ETIMEDOUT);
+    ck_assert_int_eq(goro_priority_get(l), GORO_PRIORITY_LOW);
+    ck_assert_int_eq(goro_chan_close(ch), 0);
+    ck_assert_int_eq(goro_join(l, NULL), 0);
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+}
+END_TEST
+
+/* A HIGH coroutine waiting for its group lends HIGH to its LOW members and
+ * to the members they wait for in turn. */
+static goro_t *member_self[2];
+static atomic_int members_up;
+
+static long inner_member(goro_chan_t *ch)
+{
+    member_self[1] = goro_self();
+    atomic_fetch_add(&members_up, 1);
+    goro_chan_recv(ch, NULL);
+    return 0;
+}
+
+static long outer_member(goro_chan_t *ch)
+{
+    member_self[0] = goro_self();
+    goro_group_t *g;
+    if (goro_group_new(&g, NULL) != 0)
+        return -1;
+    goro_group_go(g, inner_member, ch);
+    atomic_fetch_add(&members_up, 1);
+    long r = goro_group_wait(g, NULL, NULL);
+    goro_group_free(g);
+    return r;
+}
+
+static long high_group_waiter(goro_chan_t *ch)
+{
+    goro_group_t *g;
+    if (goro_group_new(&g, NULL) != 0)
+        return -1;
+    goro_spawn(NULL, &(goro_attr_t){ .group = g, .priority = GORO_PRIORITY_LOW },
+               (long (*)(void *))outer_member, ch);
+    while (atomic_load(&members_up) < 2)
+        goro_sleep(GORO_MSEC);
+    long r = goro_group_wait(g, NULL, NULL);
+    goro_group_free(g);
+    return r;
+}
+
+START_TEST(priority_lent_down_a_group_tree)
+{
+    goro_chan_t *ch = t_chan_new(0, 0);
+    atomic_store(&members_up, 0);
+    goro_t *w = go_at(GORO_PRIORITY_HIGH, high_group_waiter, ch);
+    wait_class(NULL, GORO_PRIORITY_NORMAL);          /* the test thread: untouched */
+    double end = t_now() + t_timeout(10);
+    while ((atomic_load(&members_up) < 2 || goro_priority_get(member_self[1]) !=
+            GORO_PRIORITY_HIGH) && t_now() < end)
+        t_nap(0.001);
+    ck_assert_int_eq(goro_priority_base(member_self[0]), GORO_PRIORITY_LOW);
+    ck_assert_int_eq(goro_priority_get(member_self[0]), GORO_PRIORITY_HIGH);
+    ck_assert_int_eq(goro_priority_get(member_self[1]), GORO_PRIORITY_HIGH);
+    ck_assert_int_eq(goro_chan_close(ch), 0);
+    long r = -1;
+    ck_assert_int_eq(goro_join(w, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+}
+END_TEST
+
+/* ---- priority inversion: with inheritance and without ----
+ * One worker. A LOW coroutine holds the mutex for 20 chunks of work,
+ * yielding between them; four NORMAL coroutines yield for ever; a HIGH
+ * one wants the mutex. Without inheritance the holder gets one turn in 61
+ * slices; with it, the holder runs at HIGH until it unlocks. */
+
+enum { INV_ROUNDS = 30, INV_CHUNKS = 20 };
+static atomic_int inv_stop;
+
+static void busy_us(int us)
+{
+    int64_t end = goro_now() + us * GORO_USEC;
+    while (goro_now() < end)
+        ;
+}
+
+static void flood(void)
+{
+    while (!atomic_load(&inv_stop)) {
+        busy_us(20);
+        goro_yield();
+    }
+}
+
+static long low_holder(goro_mutex_t *m, atomic_int *locked)
+{
+    goro_mutex_lock(m);
+    atomic_store(locked, 1);
+    for (int i = 0; i < INV_CHUNKS; i++) {
+        busy_us(20);
+        goro_yield();
+    }
+    goro_mutex_unlock(m);
+    return 0;
+}
+
+static int64_t high_waiter(goro_mutex_t *m)
+{
+    int64_t t0 = goro_now();
+    goro_mutex_lock(m);
+    int64_t waited = goro_now() - t0;
+    goro_mutex_unlock(m);
+    return waited;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int inversion_child(void *arg)
+{
+    if (!*(int *)arg)
+        setenv("GORO_PRIORITY_INHERIT", "0", 1);
+    if (goro_start(&(goro_config_t){ .workers = 1 }) != 0)
+        return 2;
+    goro_t *f[4];
+    for (int i = 0; i < 4; i++)
+        f[i] = go(flood);
+    int64_t waits[INV_ROUNDS];
+    for (int round = 0; round < INV_ROUNDS; round++) {
+        goro_mutex_t m = GORO_MUTEX_INIT;
+        atomic_int locked = 0;
+        goro_t *l = go_at(GORO_PRIORITY_LOW, low_holder,
+                            &m, &locked);
+        while (!atomic_load(&locked))
+            t_nap(0.0002);
+        long w = 0;
+        goro_t *h = go_at(GORO_PRIORITY_HIGH, high_waiter, &m);
+        goro_join(h, &w);
+        goro_join(l, NULL);
+        waits[round] = w;
+    }
+    atomic_store(&inv_stop, 1);
+    for (int i = 0; i < 4; i++)
+        goro_join(f[i], NULL);
+    qsort(waits, INV_ROUNDS, sizeof waits[0], cmp_i64);
+    printf("%.3f %.3f\n", t_ms(waits[INV_ROUNDS / 2]), t_ms(waits[INV_ROUNDS * 99 / 100]));
+    return 0;
+}
+
+static void inversion_run(int inherit, double *p50, double *p99)
+{
+    char out[4096];
+    int st = t_run_child(inversion_child, &inherit, t_timeout(60), out, sizeof out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inversion: %.2000s", out);
+    ck_assert_int_eq(sscanf(out, "%lf %lf", p50, p99), 2);
+}
+
+START_TEST(priority_inheritance_bounds_inversion)
+{
+    double with50, with99, without50, without99;
+    inversion_run(1, &with50, &with99);
+    inversion_run(0, &without50, &without99);
+    printf("priority inversion, HIGH waiter's wait: with inheritance p50 %.3f ms p99 %.3f ms; "
+           "without p50 %.3f ms p99 %.3f ms\n", with50, with99, without50, without99);
+    /* 20 chunks of 20 us at HIGH: well under 5 ms even on a slow run;
+     * without, 20 turns one slice in 61 apart, each behind 4 x 20 us. */
+    ck_assert_msg(with99 < without99 / 3, "with %.3f ms, without %.3f ms", with99, without99);
+    ck_assert_msg(with99 < t_timeout(0.005) * 1e3, "p99 %.3f ms with inheritance", with99);
+}
+END_TEST
+
+/* ---- a HIGH ticker among LOW floods on every worker ---- */
+
+enum { TICKS = 300 };
+
+static long high_ticker(int64_t *late)
+{
+    goro_ticker_t *t;
+    if (goro_ticker_new(&t, GORO_MSEC) != 0)
+        return -1;
+    for (int i = 0; i < TICKS; i++) {
+        int64_t tick;
+        if (goro_ticker_wait(t, &tick) != 0)
+            return -2;
+        late[i] = goro_now() - tick;
+    }
+    goro_ticker_free(t);
+    return 0;
+}
+
+/* CPU work in the program's own code that never yields: only preemption
+ * takes it off its worker. */
+static void low_flood(void)
+{
+    /* Without asynchronous preemption (TSan, valgrind) it yields now and
+     * then instead. */
+    bool cooperative = t_sanitized() || t_valgrind();
+    volatile uint64_t x = 0;
+    while (!atomic_load(&inv_stop)) {
+        for (int i = 0; i < 100000; i++)
+            x += (uint64_t)i;
+        if (cooperative)
+            goro_yield();
+    }
+}
+
+START_TEST(priority_high_ticker_among_low_floods)
+{
+    static int64_t late[TICKS];
+    atomic_store(&inv_stop, 0);
+    int nf = 4 * goro_workers();
+    goro_t *f[64];
+    for (int i = 0; i < nf && i < 64; i++)
+        f[i] = go_at(GORO_PRIORITY_LOW, low_flood);
+    long r = -1;
+    ck_assert_int_eq(goro_join(go_at(GORO_PRIORITY_HIGH, high_ticker, late), &r), 0);
+    atomic_store(&inv_stop, 1);
+    for (int i = 0; i < nf && i < 64; i++)
+        ck_assert_int_eq(goro_join(f[i], NULL), 0);
+    ck_assert_int_eq(r, 0);
+    t_sort_i64(late, TICKS);
+    double p50 = t_ms(late[TICKS / 2]), p99 = t_ms(late[TICKS * 99 / 100]);
+    printf("HIGH 1 ms ticker among %d LOW floods on %d workers: lateness p50 %.3f ms, "
+           "p99 %.3f ms (slice 10 ms)\n", nf, goro_workers(), p50, p99);
+    ck_assert_msg(p99 <= t_timeout(0.010) * 1e3, "p99 %.3f ms, over one slice", p99);
+}
+END_TEST
+
+Suite *priority_suite(void)
+{
+    Suite *s = suite_create("priority");
+    TCase *tc = t_runtime_tcase(s, "priority", 120);
+    tcase_add_test(tc, priority_api);
+    tcase_add_test(tc, priority_classes_run_in_order);
+    tcase_add_test(tc, priority_low_is_not_starved);
+    tcase_add_test(tc, priority_lent_to_holder_joinee_and_members);
+    tcase_add_test(tc, priority_lent_down_a_group_tree);
+    tcase_add_test(tc, priority_inheritance_bounds_inversion);
+    tcase_add_test(tc, priority_high_ticker_among_low_floods);
+    return s;
+}

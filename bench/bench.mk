@@ -28,6 +28,21 @@ $(BENCH_BINS): $(BENCH_OUT)/%: $(BENCH_OUT)/%.o $(STATIC_LIB)
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 
+# The price of priority classes: yield, spawn and ping-pong linked against a
+# library built without them (GORO_NO_PRIORITIES, runtime/internal.h), run
+# by bench/run.sh next to the same programs on the real one.
+NOPRIO_DIR := $(BENCH_OUT)/noprio
+NOPRIO_LIB := $(NOPRIO_DIR)/libgoro.a
+NOPRIO_BINS := $(addprefix $(NOPRIO_DIR)/,yield spawn chan_pingpong)
+
+$(NOPRIO_LIB): $(LIB_SRCS) $(ARCH_SRCS) $(HEADERS) Makefile
+	$(Q)$(MAKE) --no-print-directory BUILD=$(NOPRIO_DIR) \
+	    CFLAGS="$(CFLAGS) -DGORO_NO_PRIORITIES" $(NOPRIO_LIB)
+
+$(NOPRIO_BINS): $(NOPRIO_DIR)/%: $(BENCH_OUT)/%.o $(NOPRIO_LIB)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(NOPRIO_LIB) $(LIBS)
+
 # g++, Boost.Context and Go for the peers; before any peer is built.
 .PHONY: bench-deps bench-build
 bench-deps:
@@ -36,7 +51,7 @@ $(PEER_BINS): | bench-deps
 
 # bench/echo.sh runs the echo server sample and its load generator
 # (samples/echod/echod.mk).
-bench-build: $(BENCH_BINS) $(PEER_BINS) $(ECHOD_BIN) $(ECHOLOAD_BIN)
+bench-build: $(BENCH_BINS) $(NOPRIO_BINS) $(PEER_BINS) $(ECHOD_BIN) $(ECHOLOAD_BIN)
 
 bench: bench-deps
 	@$(MAKE) --no-print-directory bench-build

@@ -173,6 +173,24 @@ run GORO_WORKERS=1 "$B/preempt"
 run --as preempt:preempt_nw GOMAXPROCS="$ncpu" "$P/go/preempt"
 run --as preempt:preempt_nw GORO_WORKERS="$ncpu" "$B/preempt"
 
+# ---- the price of priority classes ----
+# yield, spawn and ping-pong on the library and on one built without classes
+# (bench/noprio, GORO_NO_PRIORITIES), alternating, 3 rounds: best of each.
+for round in 1 2 3; do
+    for prog in yield spawn chan_pingpong; do
+        run --as "$prog:${prog}_classes$round" "$B/$prog"
+        run --as "$prog:${prog}_noclasses$round" "$B/noprio/$prog"
+    done
+done
+for prog in yield spawn chan_pingpong; do
+    for kind in classes noclasses; do
+        best=$(awk -v p="^name=${prog}_${kind}[0-9]\$" '$1 ~ p && $2 == "impl=goro" {
+                   sub(/^value=/, "", $3); if (b == "" || $3 + 0 < b) b = $3 + 0 }
+                   END { if (b != "") print b }' "$results")
+        [[ -n $best ]] && echo "name=${prog}_$kind impl=goro value=$best unit=ns" | tee -a "$results"
+    done
+done
+
 # ---- ratios ----
 echo "# ratios (impl=goro: goro / peer; targets as in the project brief)"
 ratio switch_vs_boost goro switch goro switch boost_fcontext "<=" 1.2
@@ -195,6 +213,10 @@ fi
 ratio forkjoin_speedup go forkjoin_1w go forkjoin_2w go
 target_val forkjoin_speedup goro ">=" 1.8
 ratio forkjoin_2w_vs_go goro forkjoin_2w goro forkjoin_2w go
+# priority classes: the hot paths with them over without (targets: 3%)
+ratio classes_cost_yield goro yield_classes goro yield_noclasses goro "<=" 1.03
+ratio classes_cost_spawn goro spawn_classes goro spawn_noclasses goro "<=" 1.03
+ratio classes_cost_pingpong goro chan_pingpong_classes goro chan_pingpong_noclasses goro "<=" 1.03
 # groups: a member's spawn + wait against go() + join, same process
 ratio group_member_vs_join goro group_member goro join_member goro "<=" 1.2
 target_val parked_mem goro "<=" 4608

@@ -881,7 +881,7 @@ class MutexPrinter(object):
         m = gdb.Value(addr).cast(impl.pointer()).dereference()
         try:
             rt = Runtime()
-            if not int(m["locked"]):
+            if not int(m["holder"]["held"]):
                 return "goro mutex, unlocked"
             return "goro mutex, locked, waiting %s" % _waiters(m["q"], rt)
         except (gdb.error, GoroError) as e:

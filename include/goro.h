@@ -120,15 +120,18 @@ typedef struct goro_attr {
  * NORMAL one before LOW ones, on every worker; within a class the order is
  * the usual one. Starvation is bounded: once every 61 slices of a worker
  * its NORMAL queue goes before HIGH, and once every 61 its LOW queue goes
- * first. A running coroutine is not interrupted for a higher one: that
- * one runs at the next switch or preemption (one slice at most).
+ * first. A HIGH coroutine that waits while every worker runs a lower
+ * class has one of them preempted (within about a millisecond, where the
+ * code can be preempted; else at its next goro call).
  *
  * Inheritance: a coroutine waiting for a mutex, for a rwlock's writer, for
  * a coroutine it joins or for a group's members lends its class to them
  * while it waits (the holder, the joinee, every member): the one it waits
  * for runs at least at the waiter's class, and gets its own back when the
- * wait ends. A coroutine spawned with priority 0 (GORO_PRIORITY_INHERIT)
- * takes its spawner's class (NORMAL from a thread).
+ * wait ends. Group members pass it on to the members of their own groups.
+ * A coroutine spawned with priority 0 (GORO_PRIORITY_INHERIT) takes its
+ * spawner's own class (NORMAL from a thread). With GORO_PRIORITY_INHERIT=0
+ * in the environment nothing is lent (to measure what inheritance buys).
  * ------------------------------------------------------------------------ */
 
 enum goro_priority {
@@ -138,8 +141,9 @@ enum goro_priority {
     GORO_PRIORITY_HIGH = 3,        /* latency first: control loops, heartbeats */
 };
 
-/* Sets the calling coroutine's own class (may switch: a lowered one gives
- * way). Returns 0, -EINVAL (not a class) or -EPERM (not in a coroutine). */
+/* Sets the calling coroutine's own class, from its next switch on (loans
+ * it has stay). Returns 0, -EINVAL (not a class) or -EPERM (not in a
+ * coroutine). */
 int goro_priority_set(int priority);
 
 /* h's class now - its own, or a higher one it inherits from a waiter

@@ -216,9 +216,20 @@ enum goro__prio { GORO_PRIO_LOW = -1, GORO_PRIO_NORMAL = 0, GORO_PRIO_HIGH = 1 }
 #define GORO_LOAN_NORMAL 1u
 #define GORO_LOAN_HIGH (1u << 16)
 
+/* GORO_NO_PRIORITIES builds the scheduler without classes - every
+ * coroutine NORMAL, the HIGH and LOW lists never looked at - for
+ * bench/run.sh to price them (the API stays; it has no effect). */
+#ifdef GORO_NO_PRIORITIES
+#define GORO_CLASSES 0
+#else
+#define GORO_CLASSES 1
+#endif
+
 /* g's class now: its own, or the highest one lent to it. */
 static inline int goro__prio_of(const struct goro *g)
 {
+    if (!GORO_CLASSES)
+        return GORO_PRIO_NORMAL;
     uint32_t loans = atomic_load_explicit(&((struct goro *)g)->loans, memory_order_relaxed);
     if (loans >= GORO_LOAN_HIGH)
         return GORO_PRIO_HIGH;

@@ -30,7 +30,7 @@ static bool pq_any(const struct goro_p *p);
 /* Nothing runnable queued on p, of any class. */
 static bool runq_empty(struct goro_p *p)
 {
-    if (pq_any(p))
+    if (GORO_CLASSES && pq_any(p))
         return false;
     /* Read head, tail, runnext, then head again, so that a coroutine moving
      * from runnext to the ring is not missed by this snapshot. */
@@ -370,10 +370,18 @@ static bool pq_any(const struct goro_p *p)
            atomic_load_explicit(&((struct goro_p *)p)->nprio[GORO_PQ_LOW], memory_order_acquire);
 }
 
+static bool global_classes_work(void);
+
 /* Work on the global queues, of any class. */
 static bool global_work(void)
 {
     return atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) > 0 ||
+           (GORO_CLASSES && global_classes_work());
+}
+
+static bool global_classes_work(void)
+{
+    return
            atomic_load_explicit(&goro__sched.nprio[GORO_PQ_HIGH], memory_order_relaxed) > 0 ||
            atomic_load_explicit(&goro__sched.nprio[GORO_PQ_LOW], memory_order_relaxed) > 0;
 }

@@ -249,7 +249,7 @@ static struct goro *steal_work(struct goro_p *p)
 {
     enum { TRIES = 4 };
     int n = goro__sched.nprocs;
-    struct goro *hi = steal_class(p, GORO_PQ_HIGH);
+    struct goro *hi = GORO_CLASSES ? steal_class(p, GORO_PQ_HIGH) : NULL;
     if (hi)
         return hi;
     for (int pass = 0; pass < TRIES; pass++) {
@@ -266,7 +266,7 @@ static struct goro *steal_work(struct goro_p *p)
                 return g;
         }
     }
-    return steal_class(p, GORO_PQ_LOW);
+    return GORO_CLASSES ? steal_class(p, GORO_PQ_LOW) : NULL;
 }
 
 static bool any_runq_nonempty(void)
@@ -386,13 +386,15 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
     /* The classes (invariant 9): HIGH first but on slice 2, LOW last but
      * on slice 3; and LOW coroutines lent a class since they were queued
      * leave the LOW lists first. */
-    if (atomic_load_explicit(&goro__sched.low_rescan, memory_order_relaxed) != p->low_seen)
-        low_rescan(p);
-    if ((t % 61 == 3 && (g = pq_get(p, GORO_PQ_LOW))) ||
-        (t % 61 != 2 && (g = pq_get(p, GORO_PQ_HIGH))))
-        return g;
+    if (GORO_CLASSES) {
+        if (atomic_load_explicit(&goro__sched.low_rescan, memory_order_relaxed) != p->low_seen)
+            low_rescan(p);
+        if ((t % 61 == 3 && (g = pq_get(p, GORO_PQ_LOW))) ||
+            (t % 61 != 2 && (g = pq_get(p, GORO_PQ_HIGH))))
+            return g;
+    }
     if ((g = timed_pop(p)) || (g = runq_get(p, inherit)) || (g = globrunq_get(p, 0)) ||
-        (g = pq_get(p, GORO_PQ_HIGH)) || (g = pq_get(p, GORO_PQ_LOW)))
+        (GORO_CLASSES && ((g = pq_get(p, GORO_PQ_HIGH)) || (g = pq_get(p, GORO_PQ_LOW)))))
         return g;
     return pinned_pop(m);
 }
@@ -784,7 +786,9 @@ static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
     m->curg = g;
     g->m = m;
     atomic_store_explicit(&g->state, GORO_S_RUNNING, memory_order_relaxed);
-    atomic_store_explicit(&m->p->running_prio, (int8_t)goro__prio_of(g), memory_order_relaxed);
+    if (GORO_CLASSES)
+        atomic_store_explicit(&m->p->running_prio, (int8_t)goro__prio_of(g),
+                              memory_order_relaxed);
     if (!inherit)
         tick(m->p);
 }

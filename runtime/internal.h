@@ -144,17 +144,18 @@ struct goro {
     uint8_t entry_kind;            /* enum goro_entry_kind */
     uint8_t flags;                 /* GORO_F_* */
     uint8_t stack_args;            /* call.stack holds arguments */
+    /* Its class (enum goro__prio), and the classes lent to it by waiters
+     * (sched/prio.c: low 16 bits count NORMAL loans, high 16 HIGH ones).
+     * Zero for both: NORMAL, nothing lent. In the first line, beside
+     * state, which every wake-up writes: reading them costs no miss. */
+    int8_t prio;
+    _Atomic uint32_t loans;
     uint64_t id;
     struct goro_m *m;              /* worker running it, NULL if not running */
     const void *wait_obj;          /* what it is parked on (debugging) */
     struct goro *next;             /* wake-list link */
     _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
     int wake_tag;                  /* the tag of the waiter that was claimed */
-    /* Its class (enum goro__prio), and the classes lent to it by waiters
-     * (wait/prio: low 16 bits count NORMAL loans, high 16 HIGH ones). Zero
-     * for both: NORMAL, nothing lent - the common case, one test. */
-    int8_t prio;
-    _Atomic uint32_t loans;
     _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
     _Atomic uint8_t committing;    /* its park's commit is still running (sched.c) */
     _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
@@ -402,6 +403,10 @@ struct goro_sched {
     struct goro **gq;              /* global queue: a ring of gq_cap pointers */
     uint32_t gq_cap, gq_first;
     _Atomic int gq_size;
+    /* Set (for good) before the first coroutine of a class other than
+     * NORMAL, or the first loan: until then a pick skips the classes'
+     * lists (sched.c, invariant 9). Beside gq_size, which a pick reads. */
+    _Atomic bool classes_used;
     struct goro_p *pidle;
     _Atomic int npidle;
     _Atomic int nmspinning;
@@ -426,8 +431,9 @@ struct goro_sched {
     size_t stack_size;             /* default reserve */
     int64_t slice_ns;              /* preemption slice; < 0: never */
     /* The global HIGH and LOW queues (queued from threads without a P),
-     * under prio_lock; nprio readable without it. */
-    goro_lock_t prio_lock;
+     * under prio_lock; nprio readable without it. A line of their own:
+     * every pick reads the counts once classes are used. */
+    _Alignas(64) goro_lock_t prio_lock;
     struct goro_prioq prioq[GORO_PQ_COUNT];
     _Atomic int nprio[GORO_PQ_COUNT];
     /* Bumped when a LOW coroutine is lent a class: queued LOW coroutines

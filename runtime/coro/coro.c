@@ -96,6 +96,8 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
         return err;
     g->id = goro__next_id();
     g->prio = (int8_t)prio;
+    if (prio != GORO_PRIO_NORMAL)
+        goro__prio_classes_used();
     if (attr && attr->name) {
         strncpy(g->name, attr->name, sizeof g->name - 1);
         g->name[sizeof g->name - 1] = 0;
@@ -293,10 +295,11 @@ static int join_until(goro_t *h, long *result, struct goro__cxx_escaped **escape
         struct goro_park how = { .why = GORO_W_JOIN, .obj = h, .commit = join_commit,
                                  .arg = h, .deadline = deadline };
         /* h runs at least at our class while we wait (sched/prio.c). */
-        int lent = goro__prio_of(self);
-        goro__prio_lend(h, lent);
+        int prio = goro__prio_of(self);
+        bool lent = goro__prio_lend(h, prio);
         int outcome = goro__park(&how);
-        goro__prio_unlend(h, lent);
+        if (lent)
+            goro__prio_unlend(h, prio);
         if (outcome != GORO_WAKE_DONE && join_withdraw(h, self))
             return goro__wake_error(outcome);
         /* Woken by the exit, or never parked: h is dead now. */

@@ -19,19 +19,29 @@ static uint32_t loan_unit(int prio)
     return prio > GORO_PRIO_NORMAL ? GORO_LOAN_HIGH : GORO_LOAN_NORMAL;
 }
 
-void goro__prio_lend(struct goro *g, int prio)
+void goro__prio_classes_used(void)
 {
-    if (!g || prio < GORO_PRIO_NORMAL || !goro__sched.prio_inherit)
-        return;
+    if (!atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed))
+        atomic_store(&goro__sched.classes_used, true);
+}
+
+bool goro__prio_lend(struct goro *g, int prio)
+{
+    /* A class not above g's own changes nothing: no loan (and the common
+     * case, NORMAL waiting for NORMAL, stays off the classes' path). */
+    if (!g || prio <= g->prio || !goro__sched.prio_inherit)
+        return false;
+    goro__prio_classes_used();
     atomic_fetch_add_explicit(&g->loans, loan_unit(prio), memory_order_relaxed);
     /* A LOW coroutine waiting in a LOW list moves up (invariant 9). */
     if (g->prio < GORO_PRIO_NORMAL)
         atomic_fetch_add_explicit(&goro__sched.low_rescan, 1, memory_order_relaxed);
+    return true;
 }
 
 void goro__prio_unlend(struct goro *g, int prio)
 {
-    if (!g || prio < GORO_PRIO_NORMAL || !goro__sched.prio_inherit)
+    if (!g || prio < GORO_PRIO_NORMAL)
         return;
     uint32_t unit = loan_unit(prio), mask = unit == GORO_LOAN_HIGH ? 0xffff0000u : 0xffffu;
     uint32_t old = atomic_load_explicit(&g->loans, memory_order_relaxed);
@@ -49,9 +59,10 @@ static int holder_want(const struct goro_holder *h)
 }
 
 /* Lends the holder the highest class among the waiters, giving back what
- * it was lent before. h->lent is that class plus one (0: none, so that a
- * zeroed lock lends nothing). A holder whose id changed has ended (its
- * record may be another coroutine's now): nothing goes back to it. */
+ * it was lent before. h->lent is the class actually lent plus one (0:
+ * none - a zeroed lock lends nothing, nor does a waiter not above the
+ * holder's own class). A holder whose id changed has ended (its record
+ * may be another coroutine's now): nothing goes to it or back to it. */
 static bool holder_alive(const struct goro_holder *h)
 {
     return h->g && h->g->id == h->id;
@@ -61,13 +72,10 @@ static void holder_relend(struct goro_holder *h)
 {
     int want = h->g ? holder_want(h) : GORO_PRIO_LOW;
     int lent = h->lent - 1;
-    if (want == lent)
+    if (want == lent || !holder_alive(h))
         return;
-    if (holder_alive(h)) {
-        goro__prio_unlend(h->g, lent);
-        goro__prio_lend(h->g, want);
-    }
-    h->lent = (int8_t)(want + 1);
+    goro__prio_unlend(h->g, lent);
+    h->lent = (int8_t)(goro__prio_lend(h->g, want) ? want + 1 : 0);
 }
 
 void goro__holder_set(struct goro_holder *h, struct goro *g)
@@ -120,6 +128,8 @@ int goro_priority_set(int priority)
         return -EINVAL;
     if (!self)
         return -EPERM;
+    if (priority != GORO_PRIORITY_NORMAL)
+        goro__prio_classes_used();
     self->prio = (int8_t)class_of(priority);
     return 0;
 }

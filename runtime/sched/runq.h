@@ -30,7 +30,8 @@ static bool pq_any(const struct goro_p *p);
 /* Nothing runnable queued on p, of any class. */
 static bool runq_empty(struct goro_p *p)
 {
-    if (GORO_CLASSES && pq_any(p))
+    if (GORO_CLASSES && atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed) &&
+        pq_any(p))
         return false;
     /* Read head, tail, runnext, then head again, so that a coroutine moving
      * from runnext to the ring is not missed by this snapshot. */
@@ -357,11 +358,16 @@ static struct goro *pq_take(struct goro_p *p, int i)
     return g;
 }
 
-/* p's own queue i, then the global one. */
-static struct goro *pq_get(struct goro_p *p, int i)
+/* p's own queue i, then the global one; the counts are read first, so an
+ * empty class costs two loads. */
+static inline struct goro *pq_get(struct goro_p *p, int i)
 {
-    struct goro *g = pq_take(p, i);
-    return g ? g : pq_take(NULL, i);
+    struct goro *g = NULL;
+    if (atomic_load_explicit(&p->nprio[i], memory_order_relaxed))
+        g = pq_take(p, i);
+    if (!g && atomic_load_explicit(&goro__sched.nprio[i], memory_order_relaxed))
+        g = pq_take(NULL, i);
+    return g;
 }
 
 static bool pq_any(const struct goro_p *p)

@@ -78,7 +78,10 @@
  *    again when a LOW coroutine is lent one (low_rescan), so that a holder
  *    whose waiter is more urgent than everything else is not left behind
  *    the very work the waiter outranks. The lists count as run queues for
- *    invariant 5: the recheck before sleeping reads their counts too.
+ *    invariant 5: the recheck before sleeping reads their counts too,
+ *    always; a pick reads them only once goro__sched.classes_used is set
+ *    (before the first coroutine of another class exists), so a program
+ *    of NORMAL coroutines pays one load of a line the pick reads anyway.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -249,7 +252,9 @@ static struct goro *steal_work(struct goro_p *p)
 {
     enum { TRIES = 4 };
     int n = goro__sched.nprocs;
-    struct goro *hi = GORO_CLASSES ? steal_class(p, GORO_PQ_HIGH) : NULL;
+    bool classes = GORO_CLASSES &&
+                   atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed);
+    struct goro *hi = classes ? steal_class(p, GORO_PQ_HIGH) : NULL;
     if (hi)
         return hi;
     for (int pass = 0; pass < TRIES; pass++) {
@@ -266,7 +271,7 @@ static struct goro *steal_work(struct goro_p *p)
                 return g;
         }
     }
-    return GORO_CLASSES ? steal_class(p, GORO_PQ_LOW) : NULL;
+    return classes ? steal_class(p, GORO_PQ_LOW) : NULL;
 }
 
 static bool any_runq_nonempty(void)
@@ -386,7 +391,9 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
     /* The classes (invariant 9): HIGH first but on slice 2, LOW last but
      * on slice 3; and LOW coroutines lent a class since they were queued
      * leave the LOW lists first. */
-    if (GORO_CLASSES) {
+    bool classes = GORO_CLASSES &&
+                   atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed);
+    if (classes) {
         if (atomic_load_explicit(&goro__sched.low_rescan, memory_order_relaxed) != p->low_seen)
             low_rescan(p);
         if ((t % 61 == 3 && (g = pq_get(p, GORO_PQ_LOW))) ||
@@ -394,7 +401,7 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
             return g;
     }
     if ((g = timed_pop(p)) || (g = runq_get(p, inherit)) || (g = globrunq_get(p, 0)) ||
-        (GORO_CLASSES && ((g = pq_get(p, GORO_PQ_HIGH)) || (g = pq_get(p, GORO_PQ_LOW)))))
+        (classes && ((g = pq_get(p, GORO_PQ_HIGH)) || (g = pq_get(p, GORO_PQ_LOW)))))
         return g;
     return pinned_pop(m);
 }
@@ -716,7 +723,8 @@ top:
 /* ---- switching ---- */
 
 static void park_commit(struct goro_m *m, struct goro *g);
-static void queue_ready(struct goro_p *p, struct goro *g, bool next);
+static inline __attribute__((always_inline)) void queue_ready(struct goro_p *p, struct goro *g,
+                                                              bool next);
 
 /* Run by the context that was switched to: finishes what the leaver asked
  * for, now that the leaver's registers are saved (invariant 2). */
@@ -786,7 +794,7 @@ static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
     m->curg = g;
     g->m = m;
     atomic_store_explicit(&g->state, GORO_S_RUNNING, memory_order_relaxed);
-    if (GORO_CLASSES)
+    if (GORO_CLASSES && atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed))
         atomic_store_explicit(&m->p->running_prio, (int8_t)goro__prio_of(g),
                               memory_order_relaxed);
     if (!inherit)
@@ -876,7 +884,8 @@ struct goro *goro__external_self(void)
 /* g is runnable: onto p's run queue (runnext with next) or, without a P,
  * the global queue - or, for a class other than NORMAL, that class's list
  * (invariant 9). */
-static void queue_ready(struct goro_p *p, struct goro *g, bool next)
+static inline __attribute__((always_inline)) void queue_ready(struct goro_p *p, struct goro *g,
+                                                              bool next)
 {
     int prio = goro__prio_of(g);
     if (prio != GORO_PRIO_NORMAL)

@@ -15,7 +15,10 @@
 #include "internal.h"
 
 /* prio.c: classes lent along wait edges (prio is an enum goro__prio). */
-GORO_HIDDEN void goro__prio_lend(struct goro *g, int prio);
+/* Before a coroutine of a class other than NORMAL or a loan exists. */
+GORO_HIDDEN void goro__prio_classes_used(void);
+/* Lends prio to g: true if a loan was made (prio above g's own class). */
+GORO_HIDDEN bool goro__prio_lend(struct goro *g, int prio);
 GORO_HIDDEN void goro__prio_unlend(struct goro *g, int prio);
 /* goro_attr_t.priority: -EINVAL, or 0 with *prio set (left alone for
  * GORO_PRIORITY_INHERIT). */

@@ -237,12 +237,26 @@ static inline int goro__prio_of(const struct goro *g)
     return loans && g->prio < GORO_PRIO_NORMAL ? GORO_PRIO_NORMAL : g->prio;
 }
 
-/* A run queue of one class besides NORMAL (a P's, or the global one's),
- * linked through g->next. */
-struct goro_prioq {
-    struct goro *head, *tail;
-};
+/* Appends g to a list linked through g->next. */
+static inline void goro__chain_append(struct goro **head, struct goro **tail, struct goro *g)
+{
+    g->next = NULL;
+    if (*tail)
+        (*tail)->next = g;
+    else
+        *head = g;
+    *tail = g;
+}
+
+/* The runnable coroutines of the classes besides NORMAL (a P's, or the
+ * global ones): a list per class, linked through g->next, under lock;
+ * n[i] is list i's length, readable without it. */
 enum { GORO_PQ_HIGH, GORO_PQ_LOW, GORO_PQ_COUNT };
+struct goro_classq {
+    goro_lock_t lock;
+    struct goro *head[GORO_PQ_COUNT], *tail[GORO_PQ_COUNT];
+    _Atomic int n[GORO_PQ_COUNT];
+};
 
 /* Post-switch actions: what the context that is switched to does with the
  * one that just left, once the leaver's registers are safely saved. */
@@ -348,10 +362,8 @@ struct goro_p {
     uint32_t sm_declines;          /* preempt_declines when the slice began (sysmon only) */
     _Atomic uint32_t preempt_declines;  /* requests the signal handler could not honour */
     /* HIGH and LOW runnable coroutines (NORMAL ones use the ring): anyone
-     * adds and takes under prio_lock; nprio is readable without it. */
-    goro_lock_t prio_lock;
-    struct goro_prioq prioq[GORO_PQ_COUNT];
-    _Atomic int nprio[GORO_PQ_COUNT];
+     * adds and takes. */
+    struct goro_classq classq;
     uint32_t low_seen;             /* owner: goro__sched.low_rescan when last rescanned */
     _Atomic int8_t running_prio;   /* owner: the class of the slice it runs (sysmon reads) */
     uint32_t sm_class_tick;        /* sysmon: schedtick + 1 of a slice cut for a class */
@@ -430,12 +442,10 @@ struct goro_sched {
     _Atomic uint64_t id_next;
     size_t stack_size;             /* default reserve */
     int64_t slice_ns;              /* preemption slice; < 0: never */
-    /* The global HIGH and LOW queues (queued from threads without a P),
-     * under prio_lock; nprio readable without it. A line of their own:
-     * every pick reads the counts once classes are used. */
-    _Alignas(64) goro_lock_t prio_lock;
-    struct goro_prioq prioq[GORO_PQ_COUNT];
-    _Atomic int nprio[GORO_PQ_COUNT];
+    /* The global HIGH and LOW queues (queued from threads without a P).
+     * A line of their own: every pick reads the counts once classes are
+     * used. */
+    _Alignas(64) struct goro_classq classq;
     /* Bumped when a LOW coroutine is lent a class: queued LOW coroutines
      * are looked at again (sched.c, pick_local). */
     _Atomic uint32_t low_rescan;

@@ -72,7 +72,8 @@ void goro__coro_main(void *arg)
 
 /* Everything both spawn forms share; the caller fills in the entry and
  * schedules the coroutine. */
-static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct goro **out)
+static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct goro *spawner,
+                 struct goro **out)
 {
     if (h)
         *h = NULL;
@@ -87,7 +88,6 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
     if (attr && attr->stack_size && (err = goro__stack_size_check(attr->stack_size, &size)))
         return err;
     /* Its class: attr's, or its spawner's own (NORMAL from a thread). */
-    struct goro *spawner = goro__current();
     int prio = spawner ? spawner->prio : GORO_PRIO_NORMAL;
     if (attr && (err = goro__prio_check(attr->priority, &prio)))
         return err;
@@ -134,9 +134,10 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
     int err = grp ? goro__group_admit(grp) : 0;
     if (err)
         return err;
-    *outside = !goro__m();
+    struct goro_m *m = goro__m();
+    *outside = !m;
     err = *outside ? goro__spawn_gate_enter() : 0;
-    if (!err && (err = spawn(h, attr, fn, g)) && *outside)
+    if (!err && (err = spawn(h, attr, fn, m ? m->curg : NULL, g)) && *outside)
         goro__spawn_gate_leave();
     if (grp && err)
         goro__group_admit_undo(grp);

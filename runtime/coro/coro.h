@@ -30,6 +30,12 @@ GORO_HIDDEN bool goro__slab_trim_pending(void);
 GORO_HIDDEN size_t goro__page_size(void);
 GORO_HIDDEN int goro__stack_size_check(size_t size, size_t *rounded);
 
+/* err.c: for a coroutine's end, on its own stack - the failure it ended
+ * with, taken from it (the joiner gets none): its error object, or one
+ * made from a negative result (it names the coroutine); NULL for a
+ * success. Groups and single-flight hand it on. */
+GORO_HIDDEN goro_err_t *goro__err_take_at_end(struct goro *g, long result);
+
 /* offload.c */
 GORO_HIDDEN void goro__offload_stop(void);
 

@@ -222,6 +222,15 @@ void goro_err_free(goro_err_t *e)
     }
 }
 
+goro_err_t *goro__err_take_at_end(struct goro *g, long result)
+{
+    goro_err_t *e = g->err;
+    g->err = NULL;
+    if (!e && result < 0)
+        e = goro_err_new((int)-result, "returned %ld", result);
+    return e;
+}
+
 void goro_exit_err(goro_err_t *e)
 {
     struct goro *self = goro__current();

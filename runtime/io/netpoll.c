@@ -339,12 +339,7 @@ void goro__ready_polled(struct goro *g)
     struct goro_polled *out = run->out;
     atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
     /* In the order the loop found them: timers by deadline. */
-    g->next = NULL;
-    if (out->tail)
-        out->tail->next = g;
-    else
-        out->head = g;
-    out->tail = g;
+    goro__chain_append(&out->head, &out->tail, g);
     /* Enough for the run queue's free room: the loop stops after this
      * callback, and the rest stay active in the base, in the order found
      * (timers by deadline), for the next look. Spilling them to the global

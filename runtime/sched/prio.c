@@ -134,23 +134,23 @@ int goro_priority_set(int priority)
     return 0;
 }
 
-static const struct goro *subject(const goro_t *h)
+/* h's class as the API numbers it - with its loans (lent) or its own -
+ * the caller's for NULL, NORMAL on a thread; -EINVAL for a freed handle. */
+static int priority_of(const goro_t *h, bool lent)
 {
-    return h ? h : goro__current();
+    if (h && atomic_load_explicit(&((struct goro *)h)->state, memory_order_relaxed) == GORO_S_FREE)
+        return -EINVAL;
+    const struct goro *g = h ? h : goro__current();
+    int prio = !g ? GORO_PRIO_NORMAL : lent ? goro__prio_of(g) : g->prio;
+    return prio + GORO_PRIORITY_NORMAL;
 }
 
 int goro_priority_get(const goro_t *h)
 {
-    const struct goro *g = subject(h);
-    if (h && atomic_load_explicit(&((struct goro *)h)->state, memory_order_relaxed) == GORO_S_FREE)
-        return -EINVAL;
-    return g ? goro__prio_of(g) + GORO_PRIORITY_NORMAL : GORO_PRIORITY_NORMAL;
+    return priority_of(h, true);
 }
 
 int goro_priority_base(const goro_t *h)
 {
-    const struct goro *g = subject(h);
-    if (h && atomic_load_explicit(&((struct goro *)h)->state, memory_order_relaxed) == GORO_S_FREE)
-        return -EINVAL;
-    return g ? g->prio + GORO_PRIORITY_NORMAL : GORO_PRIORITY_NORMAL;
+    return priority_of(h, false);
 }

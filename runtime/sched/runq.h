@@ -25,7 +25,7 @@ static int runq_room(struct goro_p *p)
     return (int)(GORO_RUNQ_SIZE - (t - h));
 }
 
-static bool pq_any(const struct goro_p *p);
+static bool pq_any(struct goro_p *p);
 
 /* Nothing runnable queued on p, of any class. */
 static bool runq_empty(struct goro_p *p)
@@ -306,100 +306,93 @@ static int pq_index(int prio)
     return prio > GORO_PRIO_NORMAL ? GORO_PQ_HIGH : GORO_PQ_LOW;
 }
 
-static void pq_push_locked(struct goro_prioq *q, _Atomic int *n, struct goro *g)
+/* p's lists, or the global ones (p NULL). */
+static struct goro_classq *classq_of(struct goro_p *p)
 {
-    g->next = NULL;
-    if (q->tail)
-        q->tail->next = g;
-    else
-        q->head = g;
-    q->tail = g;
-    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
-                          memory_order_release);
+    return p ? &p->classq : &goro__sched.classq;
 }
 
-static struct goro *pq_pop_locked(struct goro_prioq *q, _Atomic int *n)
+static int pq_count(struct goro_classq *cq, int i)
 {
-    struct goro *g = q->head;
-    if (g) {
-        if (!(q->head = g->next))
-            q->tail = NULL;
-        atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) - 1,
-                              memory_order_relaxed);
-    }
-    return g;
+    return atomic_load_explicit(&cq->n[i], memory_order_relaxed);
 }
 
-/* Queues g, of class prio (not NORMAL), on p's queue of that class, or the
- * global one without a P. */
-static void pq_put(struct goro_p *p, struct goro *g, int prio)
+/* Under cq's lock: list i grows or shrinks by one (only under the lock,
+ * so no read-modify-write). */
+static void pq_count_add(struct goro_classq *cq, int i, int d)
 {
+    atomic_store_explicit(&cq->n[i], pq_count(cq, i) + d, memory_order_release);
+}
+
+/* Queues g, of class prio (not NORMAL), on p's list of that class, or the
+ * global one without a P. Out of line: the wake-up paths that inline
+ * queue_ready stay as small as they were for NORMAL coroutines. */
+static __attribute__((noinline, cold)) void pq_put(struct goro_p *p, struct goro *g, int prio)
+{
+    struct goro_classq *cq = classq_of(p);
     int i = pq_index(prio);
-    goro_lock_t *lk = p ? &p->prio_lock : &goro__sched.prio_lock;
-    goro__lock(lk);
-    if (p)
-        pq_push_locked(&p->prioq[i], &p->nprio[i], g);
-    else
-        pq_push_locked(&goro__sched.prioq[i], &goro__sched.nprio[i], g);
-    goro__unlock(lk);
+    goro__lock(&cq->lock);
+    goro__chain_append(&cq->head[i], &cq->tail[i], g);
+    pq_count_add(cq, i, 1);
+    goro__unlock(&cq->lock);
 }
 
-/* Takes the first of queue i: p's (anyone may, p being a victim), or the
+/* Takes the first of list i: p's (anyone may, p being a victim), or the
  * global one (p NULL). */
 static struct goro *pq_take(struct goro_p *p, int i)
 {
-    _Atomic int *n = p ? &p->nprio[i] : &goro__sched.nprio[i];
-    if (atomic_load_explicit(n, memory_order_acquire) == 0)
+    struct goro_classq *cq = classq_of(p);
+    if (atomic_load_explicit(&cq->n[i], memory_order_acquire) == 0)
         return NULL;
-    goro_lock_t *lk = p ? &p->prio_lock : &goro__sched.prio_lock;
-    goro__lock(lk);
-    struct goro *g = pq_pop_locked(p ? &p->prioq[i] : &goro__sched.prioq[i], n);
-    goro__unlock(lk);
+    goro__lock(&cq->lock);
+    struct goro *g = cq->head[i];
+    if (g) {
+        if (!(cq->head[i] = g->next))
+            cq->tail[i] = NULL;
+        pq_count_add(cq, i, -1);
+    }
+    goro__unlock(&cq->lock);
     return g;
 }
 
-/* p's own queue i, then the global one; the counts are read first, so an
+/* p's own list i, then the global one; the counts are read first, so an
  * empty class costs two loads. */
 static inline struct goro *pq_get(struct goro_p *p, int i)
 {
     struct goro *g = NULL;
-    if (atomic_load_explicit(&p->nprio[i], memory_order_relaxed))
+    if (pq_count(&p->classq, i))
         g = pq_take(p, i);
-    if (!g && atomic_load_explicit(&goro__sched.nprio[i], memory_order_relaxed))
+    if (!g && pq_count(&goro__sched.classq, i))
         g = pq_take(NULL, i);
     return g;
 }
 
-static bool pq_any(const struct goro_p *p)
+static bool pq_any(struct goro_p *p)
 {
-    return atomic_load_explicit(&((struct goro_p *)p)->nprio[GORO_PQ_HIGH], memory_order_acquire) |
-           atomic_load_explicit(&((struct goro_p *)p)->nprio[GORO_PQ_LOW], memory_order_acquire);
+    return atomic_load_explicit(&p->classq.n[GORO_PQ_HIGH], memory_order_acquire) |
+           atomic_load_explicit(&p->classq.n[GORO_PQ_LOW], memory_order_acquire);
 }
-
-static bool global_classes_work(void);
 
 /* Work on the global queues, of any class. */
 static bool global_work(void)
 {
     return atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) > 0 ||
-           (GORO_CLASSES && global_classes_work());
+           (GORO_CLASSES && (pq_count(&goro__sched.classq, GORO_PQ_HIGH) > 0 ||
+                             pq_count(&goro__sched.classq, GORO_PQ_LOW) > 0));
 }
 
-static bool global_classes_work(void)
+/* Moves the coroutines of a LOW list - p's, or the global one (from) -
+ * that have been lent a class since they were queued: HIGH ones to p's
+ * HIGH list, NORMAL ones to p's ring. p is the owner. */
+static void pq_rescan(struct goro_p *p, struct goro_p *from)
 {
-    return
-           atomic_load_explicit(&goro__sched.nprio[GORO_PQ_HIGH], memory_order_relaxed) > 0 ||
-           atomic_load_explicit(&goro__sched.nprio[GORO_PQ_LOW], memory_order_relaxed) > 0;
-}
-
-/* Moves the coroutines of LOW list q that have been lent a class since
- * they were queued: HIGH ones to p's HIGH queue, NORMAL ones to p's ring.
- * (p is the owner; q is p's or the global LOW queue, lk its lock.) */
-static void pq_rescan(struct goro_p *p, struct goro_prioq *q, _Atomic int *n, goro_lock_t *lk)
-{
+    struct goro_classq *cq = classq_of(from);
+    enum { L = GORO_PQ_LOW };
+    if (!pq_count(cq, L))
+        return;
     struct goro *lent = NULL;
-    goro__lock(lk);
-    struct goro **at = &q->head, *prev = NULL;
+    goro__lock(&cq->lock);
+    struct goro **at = &cq->head[L], *prev = NULL;
     while (*at) {
         struct goro *g = *at;
         if (goro__prio_of(g) == GORO_PRIO_LOW) {
@@ -408,14 +401,13 @@ static void pq_rescan(struct goro_p *p, struct goro_prioq *q, _Atomic int *n, go
             continue;
         }
         *at = g->next;
-        if (q->tail == g)
-            q->tail = prev;
-        atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) - 1,
-                              memory_order_relaxed);
+        if (cq->tail[L] == g)
+            cq->tail[L] = prev;
+        pq_count_add(cq, L, -1);
         g->next = lent;
         lent = g;
     }
-    goro__unlock(lk);
+    goro__unlock(&cq->lock);
     while (lent) {
         struct goro *g = lent;
         lent = g->next;

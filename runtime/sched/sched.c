@@ -103,7 +103,7 @@
 
 GORO_HIDDEN struct goro_sched goro__sched = {
     .lock = GORO_LOCK_INIT_RANK(GORO_RANK_SCHED),
-    .prio_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF),
+    .classq.lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF),
     .prio_inherit = true,
 };
 
@@ -360,11 +360,8 @@ static void timed_append(struct goro_p *p, struct goro_polled *list)
 static void low_rescan(struct goro_p *p)
 {
     p->low_seen = atomic_load_explicit(&goro__sched.low_rescan, memory_order_relaxed);
-    if (atomic_load_explicit(&p->nprio[GORO_PQ_LOW], memory_order_relaxed))
-        pq_rescan(p, &p->prioq[GORO_PQ_LOW], &p->nprio[GORO_PQ_LOW], &p->prio_lock);
-    if (atomic_load_explicit(&goro__sched.nprio[GORO_PQ_LOW], memory_order_relaxed))
-        pq_rescan(p, &goro__sched.prioq[GORO_PQ_LOW], &goro__sched.nprio[GORO_PQ_LOW],
-                  &goro__sched.prio_lock);
+    pq_rescan(p, p);
+    pq_rescan(p, NULL);
 }
 
 /* Picks the next coroutine from local work and the global queue, as a
@@ -724,7 +721,7 @@ top:
 
 static void park_commit(struct goro_m *m, struct goro *g);
 static inline __attribute__((always_inline)) void queue_ready(struct goro_p *p, struct goro *g,
-                                                              bool next);
+                                                              bool next, struct gq_batch *global);
 
 /* Run by the context that was switched to: finishes what the leaver asked
  * for, now that the leaver's registers are saved (invariant 2). */
@@ -745,7 +742,7 @@ static void post_switch(struct goro_m *m)
         break;
     case GORO_POST_YIELD:
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
-        queue_ready(m->p, prev, false);
+        queue_ready(m->p, prev, false, NULL);
         break;
     case GORO_POST_PARK:
         park_commit(m, prev);
@@ -882,16 +879,18 @@ struct goro *goro__external_self(void)
 /* ---- making coroutines runnable ---- */
 
 /* g is runnable: onto p's run queue (runnext with next) or, without a P,
- * the global queue - or, for a class other than NORMAL, that class's list
- * (invariant 9). */
+ * the global queue (through *global, flushed by the caller, if not NULL) -
+ * or, for a class other than NORMAL, that class's list (invariant 9). */
 static inline __attribute__((always_inline)) void queue_ready(struct goro_p *p, struct goro *g,
-                                                              bool next)
+                                                              bool next, struct gq_batch *global)
 {
     int prio = goro__prio_of(g);
     if (prio != GORO_PRIO_NORMAL)
         pq_put(p, g, prio);
     else if (p)
         runq_put(p, g, next);
+    else if (global)
+        gq_batch_add(global, g);
     else
         globrunq_put_batch(&g, 1);
 }
@@ -901,7 +900,7 @@ static inline __attribute__((always_inline)) void queue_ready(struct goro_p *p, 
 static void ready_on(struct goro_p *p, struct goro *g)
 {
     atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
-    queue_ready(p, g, true);
+    queue_ready(p, g, true, NULL);
     spinner_start_if_idle(p);
 }
 
@@ -935,11 +934,7 @@ void goro__ready_list(struct goro *list)
             continue;
         }
         atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
-        if (goro__prio_of(g) != GORO_PRIO_NORMAL || p) {
-            queue_ready(p, g, false);
-            continue;
-        }
-        gq_batch_add(&global, g);
+        queue_ready(p, g, false, &global);
     }
     gq_batch_flush(&global);
     spinner_start_if_idle(p);
@@ -1532,7 +1527,7 @@ int goro__sched_start(int nprocs)
         goro__timers_init(&goro__sched.procs[i].timers);
         goro__sched.ms[i].id = i;
         goro__lock_rank(&goro__sched.ms[i].pin_lock, GORO_RANK_LEAF);
-        goro__lock_rank(&goro__sched.procs[i].prio_lock, GORO_RANK_LEAF);
+        goro__lock_rank(&goro__sched.procs[i].classq.lock, GORO_RANK_LEAF);
         goro__sched.ms[i].p = &goro__sched.procs[i];
         atomic_store(&goro__sched.procs[i].owner, &goro__sched.ms[i]);
     }

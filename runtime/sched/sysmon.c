@@ -173,9 +173,10 @@ static void check_global(int64_t now)
  * invariant 9), so that a HIGH one waits a sysmon round, not a slice. */
 static void check_classes(int64_t now)
 {
-    int waiting = atomic_load_explicit(&goro__sched.nprio[GORO_PQ_HIGH], memory_order_relaxed);
+    int waiting = atomic_load_explicit(&goro__sched.classq.n[GORO_PQ_HIGH],
+                                       memory_order_relaxed);
     for (int i = 0; i < goro__sched.nprocs; i++)
-        waiting += atomic_load_explicit(&goro__sched.procs[i].nprio[GORO_PQ_HIGH],
+        waiting += atomic_load_explicit(&goro__sched.procs[i].classq.n[GORO_PQ_HIGH],
                                         memory_order_relaxed);
     for (int i = 0; i < goro__sched.nprocs && waiting > 0; i++)
         if (goro__preempt_for_class(&goro__sched.procs[i], now, PREEMPT_RETRY))
@@ -232,10 +233,10 @@ static void *sysmon_main(void *arg)
             check_timers(&goro__sched.procs[i], now);
         }
         check_global(now);
-        if (slice > 0)
+        if (slice > 0) {
             check_classes(now);
-        if (slice > 0)
             acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
+        }
         goro__slab_trim_tick(now);          /* not "acted": keeps the back-off */
         /* Go's back-off: 20 us while there is work for us, doubling after
          * 50 quiet rounds, up to 10 ms - or slice/4, see above. */

@@ -192,15 +192,6 @@ int goro_flight_waiting(goro_flight_t *fl, const char *key)
 
 /* ---- the computation ---- */
 
-/* The error a failed computation hands out: its own, or one made from a
- * negative return. NULL for a success. */
-static goro_err_t *failure(goro_err_t *e, long result, const char *key)
-{
-    if (!e && result < 0)
-        e = goro_err_new((int)-result, "flight \"%.64s\" returned %ld", key, result);
-    return e;
-}
-
 /* Ends c with its outcome (owned by c from here): off the table, and every
  * waiter handed the result or a copy of the error, then woken. Frees c
  * unless its starter has still to come for it (invariant 3). */
@@ -240,11 +231,7 @@ static void finish(struct flight_call *c, long result, goro_err_t *e)
  * goro_exit_err), its outcome goes to the waiters. */
 static void runner_end(struct goro *g, long result)
 {
-    struct flight_call *c = g->arg;
-    goro_err_t *e = g->err;
-    g->err = NULL;
-    g->end_hook = NULL;
-    finish(c, result, failure(e, result, c->key));
+    finish(g->arg, result, goro__err_take_at_end(g, result));
 }
 
 static long runner(void *arg)
@@ -258,7 +245,7 @@ static long runner(void *arg)
     return c->fn(c->key, c->arg);
 }
 
-/* Makes key's call and its runner; returns the call, or NULL with *err. */
+/* Makes key's call (its runner is start's), or returns NULL: no memory. */
 static struct flight_call *call_new(struct goro_flight *fl, const char *key, uint64_t hash,
                                     long (*fn)(const char *, void *), void *arg)
 {

@@ -67,8 +67,7 @@ struct goro_group {
     int limit;                     /* 0: none */
     int policy;                    /* enum goro_group_policy */
     bool waited;                   /* its wait has returned: admits nothing */
-    bool lending;                  /* its waiter lends `lent` to every member */
-    int8_t lent;
+    int8_t lent;                   /* the class lent to every member, plus one (0: none) */
     int cancel_code;               /* 0, or why it was cancelled (ECANCELED, ETIMEDOUT) */
     bool won;                      /* GORO_GROUP_FIRST_RESULT: a member succeeded */
     long result;                   /* that member's result */
@@ -115,9 +114,8 @@ static void group_lend(struct goro_group *grp, int prio)
     if (prio < GORO_PRIO_NORMAL)
         return;
     goro__lock(&grp->lock);
-    if (!grp->lending || grp->lent < prio) {
-        grp->lending = true;
-        grp->lent = (int8_t)prio;
+    if (grp->lent < prio + 1) {
+        grp->lent = (int8_t)(prio + 1);
         for (struct goro *m = grp->members; m; m = m->group_next)
             lend_tree(m, prio);
     }
@@ -335,8 +333,8 @@ void goro__group_link(struct goro_group *grp, struct goro *g)
     grp->spawned++;
     if (grp->cancel_code)
         atomic_store(&g->cancelled, 1);   /* invariant 2: it has not run yet */
-    if (grp->lending)
-        lend_tree(g, grp->lent);
+    if (grp->lent)
+        lend_tree(g, grp->lent - 1);
     goro__unlock(&grp->lock);
 }
 
@@ -386,10 +384,7 @@ void goro__group_exit(struct goro *g, long result)
     struct goro_group *grp = g->group;
     if (!grp)
         return;
-    goro_err_t *e = g->err;
-    g->err = NULL;
-    if (!e && result < 0)
-        e = goro_err_new((int)-result, "returned %ld", result);
+    goro_err_t *e = goro__err_take_at_end(g, result);
     struct goro *wake = NULL;
     goro__lock(&grp->lock);
     LIST_UNLINK(grp->members, g, group_prev, group_next);

@@ -24,13 +24,12 @@ struct mutex_impl {
     struct goro_waitq q;
 };
 
-/* The writer, when one holds it, is lent its waiters' class; readers are
- * not tracked, so they are lent nothing. */
+/* A writer holds it while holder.held, and is lent its waiters' class;
+ * readers are only counted, so they are lent nothing. */
 struct rwlock_impl {
     goro_lock_t lk;
     int32_t readers;               /* active readers */
-    uint32_t writer;               /* a writer holds it */
-    struct goro_holder holder;     /* that writer */
+    struct goro_holder holder;     /* the writer holding it */
     struct goro_waitq q;           /* kind 1 = writer */
 };
 
@@ -221,18 +220,16 @@ int goro_rwlock_init(goro_rwlock_t *rw)
 static struct goro *grant_locked(struct rwlock_impl *r)
 {
     struct goro *wake = NULL;
-    while (r->q.head && !r->writer) {
+    while (r->q.head && !r->holder.held) {
         struct goro_waiter *w = r->q.head;
         if (w->kind && r->readers)
             break;
         goro__waitq_remove(&r->q, w);
         if (!goro__claim(w->g, GORO_WAKE_DONE))
             continue;
-        if (w->kind)
-            r->writer = 1;
-        else
+        if (!w->kind)
             r->readers++;
-        hand_over(&r->holder, w, w->kind);
+        hand_over(&r->holder, w, w->kind);     /* a writer holds it from here */
         w->g->next = wake;
         wake = w->g;
     }
@@ -246,15 +243,13 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
     struct rwlock_impl *r = (struct rwlock_impl *)rw;
     goro__lock(&r->lk);
     /* Queued waiters go first: a waiting writer holds back new readers. */
-    bool free_now = writer ? (!r->writer && r->readers == 0 && !r->q.head)
-                           : (!r->writer && !r->q.head);
+    bool free_now = writer ? (!r->holder.held && r->readers == 0 && !r->q.head)
+                           : (!r->holder.held && !r->q.head);
     if (free_now) {
-        if (writer) {
-            r->writer = 1;
+        if (writer)
             goro__holder_set(&r->holder, goro__waiter_self());
-        } else {
+        else
             r->readers++;
-        }
         goro__unlock(&r->lk);
         return 0;
     }
@@ -296,10 +291,9 @@ int goro_rwlock_unlock(goro_rwlock_t *rw)
         return -EINVAL;
     struct rwlock_impl *r = (struct rwlock_impl *)rw;
     goro__lock(&r->lk);
-    if (r->writer) {
-        r->writer = 0;
+    if (r->holder.held)
         goro__holder_clear(&r->holder);
-    } else if (r->readers > 0)
+    else if (r->readers > 0)
         r->readers--;
     else {
         goro__unlock(&r->lk);
@@ -317,7 +311,7 @@ int goro_rwlock_destroy(goro_rwlock_t *rw)
         return -EINVAL;
     struct rwlock_impl *r = (struct rwlock_impl *)rw;
     goro__lock(&r->lk);
-    int res = (r->writer || r->readers || r->q.head) ? -EBUSY : 0;
+    int res = (r->holder.held || r->readers || r->q.head) ? -EBUSY : 0;
     goro__unlock(&r->lk);
     return res;
 }

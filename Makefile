@@ -89,8 +89,9 @@ TEST_CFLAGS := $(if $(TEST_SQLITE),-DGORO_TEST_SQLITE)
 TEST_LIBS := $(if $(TEST_SQLITE),-lsqlite3) -Wl,--wrap=close
 TEST_BIN := $(BUILD)/tests/goro_tests
 
-SAMPLE_BIN := $(BUILD)/samples/hello $(BUILD)/samples/fetch
+SAMPLE_BIN := $(BUILD)/samples/hello $(BUILD)/samples/fetch $(BUILD)/samples/pipeline
 FETCH_BIN := $(BUILD)/samples/fetch
+PIPELINE_BIN := $(BUILD)/samples/pipeline
 
 DEPS_STAMP := build/.deps-ok
 
@@ -202,6 +203,23 @@ test-fetch: $(FETCH_BIN)
 	$(RUNNER) $(FETCH_BIN) > $(BUILD)/fetch.out || { cat $(BUILD)/fetch.out; exit 1; }
 	@echo "fetch: its four scenarios ended as they should"
 
+# The pipeline sample: a request log through parse and hash, the workers
+# following the bottleneck; its log and its SVG timeline go to $(BUILD)/pipeline/.
+.PHONY: run-pipeline test-pipeline
+run-pipeline: $(PIPELINE_BIN)
+	@mkdir -p $(BUILD)/pipeline
+	$(PIPELINE_BIN) -f $(BUILD)/pipeline/requests.csv -o $(BUILD)/pipeline/timeline.svg
+
+# A short log; the pipeline's result must equal a plain loop's (exit 0).
+test-pipeline: $(PIPELINE_BIN)
+	@mkdir -p $(BUILD)/pipeline-test
+	@rm -f $(BUILD)/pipeline-test/requests.csv
+	$(RUNNER) $(PIPELINE_BIN) -q -n 2000 -f $(BUILD)/pipeline-test/requests.csv \
+	    -o $(BUILD)/pipeline-test/timeline.svg > $(BUILD)/pipeline-test/out || \
+	    { cat $(BUILD)/pipeline-test/out; exit 1; }
+	@grep -q '</svg>' $(BUILD)/pipeline-test/timeline.svg
+	@echo "pipeline: the sample's result equals the plain loop's"
+
 # ---- tests ----
 $(TEST_BIN): $(TEST_OBJS) $(STATIC_LIB)
 	@mkdir -p $(@D)
@@ -268,6 +286,7 @@ test: $(TEST_BIN) $(CXX_TEST_BINS) check-layers
 	$(MAKE) --no-print-directory test-cxx
 	$(MAKE) --no-print-directory test-echod
 	$(MAKE) --no-print-directory test-fetch
+	$(MAKE) --no-print-directory test-pipeline
 
 test-asan:
 	$(MAKE) BUILD=build/asan SANITIZE=address,undefined OPT=-O1 test

@@ -10,7 +10,8 @@
 #
 
 BENCH_OUT := $(BUILD)/bench
-BENCH_NAMES := switch yield spawn forkjoin chan_pingpong skynet parked sleep preempt timers group
+BENCH_NAMES := switch yield spawn forkjoin chan_pingpong skynet parked sleep preempt timers group \
+               pipeline
 BENCH_BINS := $(addprefix $(BENCH_OUT)/,$(BENCH_NAMES))
 BENCH_OBJS := $(addsuffix .o,$(BENCH_BINS))
 

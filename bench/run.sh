@@ -173,6 +173,10 @@ run GORO_WORKERS=1 "$B/preempt"
 run --as preempt:preempt_nw GOMAXPROCS="$ncpu" "$P/go/preempt"
 run --as preempt:preempt_nw GORO_WORKERS="$ncpu" "$B/preempt"
 
+# ---- scheduled pipelines: two CPU-bound jobs, 2 workers (docs/pipelines.md) ----
+run GOMAXPROCS=2 "$P/go/pipeline"
+run GORO_WORKERS=2 "$B/pipeline"
+
 # ---- the price of priority classes ----
 # yield, spawn and ping-pong on the library and on one built without classes
 # (bench/noprio, GORO_NO_PRIORITIES), alternating, 3 rounds: best of each.
@@ -217,6 +221,17 @@ ratio forkjoin_2w_vs_go goro forkjoin_2w goro forkjoin_2w go
 ratio classes_cost_yield goro yield_classes goro yield_noclasses goro "<=" 1.03
 ratio classes_cost_spawn goro spawn_classes goro spawn_noclasses goro "<=" 1.03
 ratio classes_cost_pingpong goro chan_pingpong_classes goro chan_pingpong_noclasses goro "<=" 1.03
+# Pipelines: speed-ups (the baseline's time over the pipeline's).
+ratio pipeline_balanced_vs_loop goro pipeline_balanced_loop goro pipeline_balanced_dhondt goro ">=" 1.7
+ratio pipeline_moving_vs_loop goro pipeline_moving_loop goro pipeline_moving_dhondt goro
+ratio pipeline_moving_vs_static goro pipeline_moving_static goro pipeline_moving_dhondt goro ">=" 1.2
+ratio pipeline_balanced_vs_static goro pipeline_balanced_static goro pipeline_balanced_dhondt goro
+ratio pipeline_moving_vs_per_stage goro pipeline_moving_per_stage goro pipeline_moving_dhondt goro
+ratio pipeline_balanced_vs_per_stage goro pipeline_balanced_per_stage goro pipeline_balanced_dhondt goro
+ratio pipeline_moving_vs_go goro pipeline_moving_stages go pipeline_moving_dhondt goro
+ratio pipeline_balanced_vs_go goro pipeline_balanced_stages go pipeline_balanced_dhondt goro
+ratio pipeline_ordered_cost goro pipeline_balanced_ordered goro pipeline_balanced_dhondt goro "<=" 1.10
+target_val pipeline_alloc_16x64 goro "<=" 1000
 # groups: a member's spawn + wait against go() + join, same process
 ratio group_member_vs_join goro group_member goro join_member goro "<=" 1.2
 target_val parked_mem goro "<=" 4608

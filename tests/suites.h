@@ -10,6 +10,7 @@ Suite *err_suite(void);         /* test_err.c: error objects, through exit and j
 Suite *group_suite(void);       /* test_group.c: groups, policies, limits, the cancel tree */
 Suite *flight_suite(void);      /* test_flight.c: single-flight: shared computations */
 Suite *priority_suite(void);    /* test_priority.c: classes, inheritance, inversion */
+Suite *pipeline_suite(void);    /* test_pipeline.c: the allocator, pipelines end to end */
 Suite *args_suite(void);        /* test_args.c: argument forwarding through go() */
 Suite *context_suite(void);     /* test_context.c: registers, FP state, errno */
 Suite *stack_suite(void);       /* test_stack.c: depth, overflow, reuse, mappings */
@@ -37,6 +38,6 @@ Suite *dump_suite(void);        /* test_dump.c: goro_dump's workers, crash repor
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
     signal_suite, \
     offload_suite, io_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
-    dump_suite, group_suite, flight_suite, priority_suite
+    dump_suite, group_suite, flight_suite, priority_suite, pipeline_suite
 
 #endif

@@ -455,7 +455,7 @@ static void low_flood(void)
     volatile uint64_t x = 0;
     while (!atomic_load(&inv_stop)) {
         for (int i = 0; i < 100000; i++)
-            x += (uint64_t)i;
+            x = x + (uint64_t)i;     /* volatile: the loop stays */
         if (cooperative)
             goro_yield();
     }

@@ -758,6 +758,7 @@ typedef struct goro_stage_stats {
     double service_ns;           /* per item, the moving average (0: not yet) */
     uint64_t items;              /* items through it */
     uint64_t dropped, failed;
+    double per_sec;              /* items through it per second, since the start */
     int64_t busy_ns;             /* worker time spent on it */
     int done;                    /* no item will come to it any more */
 } goro_stage_stats_t;

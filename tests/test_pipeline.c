@@ -417,6 +417,9 @@ START_TEST(pipeline_runs_every_item_through)
             ck_assert_int_eq(ss[s].workers, 0);
             ck_assert(ss[s].done);
             ck_assert(ss[s].service_ns > 0);
+            double rate = (double)n / ((double)st.elapsed_ns / 1e9);
+            ck_assert_msg(fabs(ss[s].per_sec - rate) <= rate * 1e-9, "%g/s, %g/s", ss[s].per_sec,
+                          rate);
         }
         ck_assert_str_eq(ss[1].name, "double");
         /* It runs once. */

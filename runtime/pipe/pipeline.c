@@ -855,8 +855,9 @@ int goro_pipeline_stats(goro_pipeline_t *p, goro_pipeline_stats_t *st,
     if (!p || n < 0 || (n > 0 && !stages))
         return -EINVAL;
     goro__pipe_lock(p);
+    int64_t end = p->state == 2 ? p->t_end : goro_now();
+    double secs = p->t_start ? (double)(end - p->t_start) / 1e9 : 0;
     if (st) {
-        int64_t end = p->state == 2 ? p->t_end : goro_now();
         *st = (goro_pipeline_stats_t){
             .state = p->state, .stages = p->nstages, .workers = p->workers, .idle = p->idle,
             .in = p->next_seq, .out = p->out_items, .dropped = p->dropped, .failed = p->failed,
@@ -871,6 +872,7 @@ int goro_pipeline_stats(goro_pipeline_t *p, goro_pipeline_stats_t *st,
             .queued = pipe_ring_len(&ps->queue), .workers = ps->seats, .share = ps->share,
             .service_ns = ps->service_ns, .items = ps->items, .dropped = ps->dropped,
             .failed = ps->failed, .busy_ns = ps->busy_ns, .done = ps->done,
+            .per_sec = secs > 0 ? (double)ps->items / secs : 0,
         };
         memcpy(o->name, ps->name, sizeof o->name);
     }

@@ -207,8 +207,8 @@ static void status_line(goro_pipeline_t *p)
     printf("%6.2fs  in %6llu out %6llu inside %4ld idle %d", (double)st.elapsed_ns / 1e9,
            (unsigned long long)st.in, (unsigned long long)st.out, st.inside, st.idle);
     for (int s = 0; s < 2; s++)
-        printf("  | %-5s q %3ld workers %d (share %d) %7.1f us", ss[s].name, ss[s].queued,
-               ss[s].workers, ss[s].share, ss[s].service_ns / 1e3);
+        printf("  | %-5s q %3ld workers %d (share %d) %5.1f us %6.0f/s", ss[s].name,
+               ss[s].queued, ss[s].workers, ss[s].share, ss[s].service_ns / 1e3, ss[s].per_sec);
     printf("\n");
     fflush(stdout);
 }

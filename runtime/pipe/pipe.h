@@ -89,7 +89,7 @@ struct goro_pipeline {
     int idle;                      /* workers waiting on `work` */
     uint64_t next_seq;             /* the source's next item number */
     uint64_t left;                 /* items that left: sunk, dropped or failed */
-    uint64_t out_items, dropped, failed;
+    uint64_t out_items, failed;    /* dropped: the stages' sum */
     struct pipe_ring outq;         /* unordered: the last stage's outputs */
     struct pipe_item *heap;        /* ordered: min-heap on seq, holes included */
     uint32_t nheap;

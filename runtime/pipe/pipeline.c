@@ -228,8 +228,7 @@ static int pick_static(struct goro_pipeline *p, int id)
  * the one it served last, then the larger quotient, then the later. */
 static int pick(struct goro_pipeline *p, int id, int last)
 {
-    mark_done(p);
-    if (all_done(p))
+    if (all_done(p))                 /* done flags are current: wake() after every change */
         return PICK_END;
     if (p->attr.rule == GORO_PIPELINE_STATIC)
         return pick_static(p, id);
@@ -320,45 +319,50 @@ static void note_failure(struct goro_pipeline *p, goro_err_t *e)
         goro_err_free(e);
 }
 
+/* A batch function's call: every item of the batch fails with it, or
+ * each slot becomes its output or a hole. */
+static int run_batch_fn(struct goro_pipeline *p, struct pipe_stage *st, struct pipe_item *buf,
+                        int n, goro_err_t **failure, int *ndropped)
+{
+    if (goro_cancelled())
+        return 0;
+    void *items[GORO_PIPELINE_BATCH_MAX];
+    for (int i = 0; i < n; i++)
+        items[i] = buf[i].item;
+    goro_err_t *cause = NULL;
+    long r = st->batch_fn(items, n, st->arg, &cause);
+    if (r != 0) {
+        char what[64];
+        snprintf(what, sizeof what, "stage %s, a batch of %d", st->name, n);
+        *failure = item_error(p, what, r, cause, buf[0].seq);
+    }
+    for (int i = 0; i < n; i++) {
+        if (r != 0)
+            let_go(p, items[i]);
+        else if (items[i] == GORO_PIPELINE_DROPPED)
+            (*ndropped)++;
+        buf[i].item = r != 0 || items[i] == GORO_PIPELINE_DROPPED ? PIPE_HOLE : items[i];
+    }
+    return r != 0 && p->attr.policy == GORO_PIPELINE_FAIL_FAST ? 0 : n;
+}
+
 /* Runs stage s on buf[0..n) without the lock. Each slot ends as its output,
  * or PIPE_HOLE (dropped, or failed and let go of). Returns the number of
- * items done (n unless cancelled) and, under FAIL_FAST, the failure. */
+ * items done (n unless cancelled or failed fast); a failure goes to *fail
+ * (FAIL_FAST) or to skipped[] (SKIP_FAILED). */
 static int run_batch(struct goro_pipeline *p, int s, struct pipe_item *buf, int n,
                      goro_err_t **fail, goro_err_t **skipped, int *nskipped, int *ndropped)
 {
     struct pipe_stage *st = &p->stage[s];
     bool fast = p->attr.policy == GORO_PIPELINE_FAIL_FAST;
+    goro_err_t *e = NULL;
     if (st->batch_fn) {
-        if (goro_cancelled())
-            return 0;
-        void *items[GORO_PIPELINE_BATCH_MAX];
-        for (int i = 0; i < n; i++)
-            items[i] = buf[i].item;
-        goro_err_t *cause = NULL;
-        long r = st->batch_fn(items, n, st->arg, &cause);
-        if (r < 0 || r > 0) {
-            char what[64];
-            snprintf(what, sizeof what, "stage %s, a batch of %d", st->name, n);
-            goro_err_t *e = item_error(p, what, r, cause, buf[0].seq);
-            for (int i = 0; i < n; i++) {
-                let_go(p, items[i]);
-                buf[i].item = PIPE_HOLE;
-            }
-            if (fast) {
-                *fail = e;
-                return 0;
-            }
+        int done = run_batch_fn(p, st, buf, n, &e, ndropped);
+        if (e && fast)
+            *fail = e;
+        else if (e)
             skipped[(*nskipped)++] = e;
-            return n;
-        }
-        for (int i = 0; i < n; i++) {
-            if (items[i] == GORO_PIPELINE_DROPPED) {
-                (*ndropped)++;
-                items[i] = PIPE_HOLE;
-            }
-            buf[i].item = items[i];
-        }
-        return n;
+        return done;
     }
     for (int i = 0; i < n; i++) {
         if (goro_cancelled())
@@ -376,7 +380,7 @@ static int run_batch(struct goro_pipeline *p, int s, struct pipe_item *buf, int 
         }
         char what[40];
         snprintf(what, sizeof what, "stage %s", st->name);
-        goro_err_t *e = item_error(p, what, r, cause, buf[i].seq);
+        e = item_error(p, what, r, cause, buf[i].seq);
         let_go(p, buf[i].item);
         buf[i].item = PIPE_HOLE;
         if (fast) {
@@ -467,7 +471,6 @@ static long pipe_worker(void *arg)
         st->items += (uint64_t)done;
         st->dropped += (uint64_t)ndropped;
         st->failed += (uint64_t)nskipped;
-        p->dropped += (uint64_t)ndropped;
         st->busy_ns += t1 - t0;
         if (done > 0)
             note_service(st, t1 - t0, done);
@@ -475,8 +478,10 @@ static long pipe_worker(void *arg)
             note_failure(p, skipped[i]);
         if (p->attr.timeline)
             goro__pipe_timeline_batch(p, w->id, s, t0, t1);
-        if (done < n || fail) {
-            /* Cancelled, or failed fast: the batch is let go of whole. */
+        bool stop = done < n || fail;
+        if (stop) {
+            /* Cancelled, or failed fast: the batch is let go of whole, its
+             * slots holes that keep the numbers dense. */
             if (fail) {
                 st->failed++;
                 p->failed++;
@@ -485,12 +490,11 @@ static long pipe_worker(void *arg)
                 let_go(p, w->buf[i].item);
                 w->buf[i].item = PIPE_HOLE;
             }
-            pass_on(p, s, w->buf, n);    /* holes keep the numbers dense */
-            wake(p);
-            break;
         }
         pass_on(p, s, w->buf, n);
         wake(p);
+        if (stop)
+            break;
         /* The source and the sink share the threads with the workers: a
          * turn for them (and anyone else) between batches. */
         goro_mutex_unlock(&p->mu);
@@ -857,10 +861,13 @@ int goro_pipeline_stats(goro_pipeline_t *p, goro_pipeline_stats_t *st,
     goro__pipe_lock(p);
     int64_t end = p->state == 2 ? p->t_end : goro_now();
     double secs = p->t_start ? (double)(end - p->t_start) / 1e9 : 0;
+    uint64_t dropped = 0;
+    for (int s = 0; s < p->nstages; s++)
+        dropped += p->stage[s].dropped;
     if (st) {
         *st = (goro_pipeline_stats_t){
             .state = p->state, .stages = p->nstages, .workers = p->workers, .idle = p->idle,
-            .in = p->next_seq, .out = p->out_items, .dropped = p->dropped, .failed = p->failed,
+            .in = p->next_seq, .out = p->out_items, .dropped = dropped, .failed = p->failed,
             .inside = (long)(p->next_seq - p->left),
             .elapsed_ns = p->t_start ? end - p->t_start : 0, .decisions = p->decisions,
         };

@@ -8,11 +8,14 @@
 
 #define _GNU_SOURCE
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <goro.h>
 
 static inline double bench_now_ns(void)
 {
@@ -66,6 +69,24 @@ static double bench_quantile_us(const int64_t *v, long n, double q)
 {
     long k = (long)(q * (double)(n - 1) + 0.5);
     return (double)v[k] / 1e3;
+}
+
+/* Whether the runtime (started) keeps stacks in shared arenas with guard
+ * regions (MADV_GUARD_INSTALL) rather than a mapping per stack: goro_dump
+ * says which. Then 10^6 stacks need no raised vm.max_map_count. */
+__attribute__((unused))
+static bool bench_stacks_in_arenas(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        bench_die("open_memstream failed");
+    BENCH_CHECK(goro_dump(f));
+    fclose(f);
+    bool yes = strstr(text, "MADV_GUARD_INSTALL") != NULL;
+    free(text);
+    return yes;
 }
 
 #endif

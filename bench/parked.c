@@ -9,13 +9,17 @@
  * is not timing noise). Workers: GORO_WORKERS from the env, default the
  * number of online CPUs.
  *
- * Each parked coroutine holds its own stack mapping (two kernel mappings
- * with the guard), so vm.max_map_count must be above ~2.1 million
- * (bench/run.sh raises it to 4194304 when it can).
+ * Where the kernel has MADV_GUARD_INSTALL the stacks are slots of shared
+ * arenas and this runs with the default vm.max_map_count (65530); with
+ * GORO_STACK_GUARD=mprotect, or on older kernels, each stack is two
+ * mappings and vm.max_map_count must be above ~2.1 million (bench/run.sh
+ * raises it to 4194304 when it can). `parked --guard-mode` prints which
+ * ("arenas" or "mprotect") and exits.
  *
  * Output:
  *   name=parked_mem impl=goro value=<B per coroutine> unit=B
  *   name=parked_spawn impl=goro value=<ns per coroutine> unit=ns
+ *   name=parked_maps impl=goro value=<mappings added for the 10^6> unit=maps
  */
 #include "bench.h"
 
@@ -51,11 +55,24 @@ static void parked(void)
     BENCH_CHECK(goro_waitgroup_done(&exited));
 }
 
-struct result { double bytes, spawn_ns; };
+static long maps_count(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    long n = 0;
+    int c;
+    if (!f)
+        bench_die("parked: cannot open /proc/self/maps");
+    while ((c = getc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+struct result { double bytes, spawn_ns, maps; };
 
 static void driver(struct result *res)
 {
-    long rss0 = vm_rss();
+    long rss0 = vm_rss(), maps0 = maps_count();
     BENCH_CHECK(goro_waitgroup_add(&started, N));
     BENCH_CHECK(goro_waitgroup_add(&exited, N));
     double t0 = bench_now_ns();
@@ -65,16 +82,21 @@ static void driver(struct result *res)
     res->spawn_ns = (bench_now_ns() - t0) / N;
     goro_yield();
     long rss1 = vm_rss();
+    res->maps = (double)(maps_count() - maps0);
     BENCH_CHECK(goro_chan_close(ch));
     BENCH_CHECK(goro_waitgroup_wait(&exited));
     res->bytes = (double)(rss1 - rss0) / N;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     struct result res;
     goro_t *d;
     BENCH_CHECK(goro_start(NULL)); /* workers: GORO_WORKERS or online CPUs */
+    if (argc > 1 && strcmp(argv[1], "--guard-mode") == 0) {
+        puts(bench_stacks_in_arenas() ? "arenas" : "mprotect");
+        return goro_shutdown() != 0;
+    }
     BENCH_CHECK(goro_chan_new(&ch, 0, 0));
     BENCH_CHECK(goro_waitgroup_init(&started));
     BENCH_CHECK(goro_waitgroup_init(&exited));
@@ -86,5 +108,6 @@ int main(void)
     BENCH_CHECK(goro_shutdown());
     bench_report("parked_mem", res.bytes, "B");
     bench_report("parked_spawn", res.spawn_ns, "ns");
+    bench_report("parked_maps", res.maps, "maps");
     return 0;
 }

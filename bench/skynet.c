@@ -9,8 +9,9 @@
  * number of online CPUs (compare with Go at GOMAXPROCS = the same). The root
  * is spawned and timed from a driver coroutine. Best (minimum) of 3 runs.
  *
- * Stacks are mmap'd (two mappings per live coroutine): many may be alive at
- * once, so vm.max_map_count may have to be raised (bench/run.sh does).
+ * Many coroutines may be alive at once: with a mapping per stack (two
+ * mappings each, kernels without MADV_GUARD_INSTALL) vm.max_map_count may
+ * have to be raised (bench/run.sh does).
  *
  * Output:
  *   name=skynet impl=goro value=<ms> unit=ms

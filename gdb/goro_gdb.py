@@ -962,6 +962,60 @@ def _connect_events():
     gdb._goro_event_handlers = connected
 
 
+class CoreGuards(gdb.Command):
+    """goro-core-guards lift|restore: around generate-core-file (and gcore),
+    on a live process, lift the guard regions below coroutine stacks in
+    arenas (MADV_GUARD_INSTALL) and put them back. gdb cannot read a guard
+    region and would leave out of the core the whole megabyte it reads at a
+    time, and with it the coroutines' stacks and records. Run by hooks that
+    the extension defines; a no-op where stacks have a mapping each, on core
+    files and on remote targets."""
+
+    def __init__(self):
+        super(CoreGuards, self).__init__("goro-core-guards", gdb.COMMAND_DATA)
+
+    def invoke(self, arg, from_tty):
+        lift = {"lift": 1, "restore": 0}.get(arg.strip())
+        if lift is None:
+            raise gdb.GdbError("usage: goro-core-guards lift|restore")
+        inferior = gdb.selected_inferior()
+        connection = getattr(inferior, "connection", None)
+        if not inferior.pid or getattr(connection, "type", "native") != "native":
+            return
+        if _symbol_address("goro__arena_guards") is None:
+            return
+        # Only the selected thread runs the call, and a signal in it (a
+        # thread stopped on a stack overflow has no stack to call on)
+        # unwinds the call instead of stopping inside it.
+        saved = [gdb.parameter("scheduler-locking"), gdb.parameter("unwindonsignal")]
+        try:
+            gdb.execute("set scheduler-locking on", to_string=True)
+            gdb.execute("set unwindonsignal on", to_string=True)
+            gdb.parse_and_eval("((long (*)(int))goro__arena_guards)(%d)" % lift)
+        except gdb.error as e:
+            if lift:
+                print("goro: could not lift the stack guards (%s): coroutine stacks "
+                      "in arenas may be missing from the core" % e)
+        finally:
+            gdb.execute("set scheduler-locking %s" % saved[0], to_string=True)
+            gdb.execute("set unwindonsignal %s" % ("on" if saved[1] else "off"),
+                        to_string=True)
+
+
+def _define_core_hooks():
+    # Hooks of generate-core-file also run for its alias gcore. A second
+    # load redefines them: no question asked.
+    confirm = gdb.parameter("confirm")
+    gdb.execute("set confirm off", to_string=True)
+    try:
+        gdb.execute("define hook-generate-core-file\ngoro-core-guards lift\nend",
+                    to_string=True)
+        gdb.execute("define hookpost-generate-core-file\ngoro-core-guards restore\nend",
+                    to_string=True)
+    finally:
+        gdb.execute("set confirm %s" % ("on" if confirm else "off"), to_string=True)
+
+
 def _register():
     GoroPrefix("set")
     GoroPrefix("show")
@@ -970,6 +1024,8 @@ def _register():
     CoroutineCommand()
     CoroutineApply()
     CoroFunction()
+    CoreGuards()
+    _define_core_hooks()
     gdb.unwinder.register_unwinder(None, CoroutineUnwinder(), replace=True)
     gdb.frame_filters["goro-coroutine"] = HideThreadFrame()
     gdb.printing.register_pretty_printer(None, _build_printers(), replace=True)

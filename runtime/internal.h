@@ -196,9 +196,10 @@ struct goro {
     char name[32];
 
     /* The slab, set when mapped and kept across lives. [map, map + guard)
-     * is PROT_NONE; [lo, hi) is the usable stack. */
+     * is the guard; [lo, hi) is the usable stack. */
     char *map;
     size_t map_size;
+    struct goro_arena *arena;      /* the arena it is a slot of; NULL: its own mapping */
     size_t stack_size;             /* the reserve asked for */
     char *lo, *hi;
     uint32_t reuses;               /* times this slab was reused (trim pacing) */

@@ -62,6 +62,7 @@ static int start_locked(const goro_config_t *cfg)
     int64_t slice = cfg && cfg->slice_ns ? cfg->slice_ns : env_slice();
     goro__sched.slice_ns = slice ? slice : DEFAULT_SLICE;
     goro__fault_install();
+    goro__stack_guard_init();       /* no stack is mapped between runs */
     int err = goro__fork_install();
     if (!err)
         err = goro__sched_start(workers);

@@ -178,21 +178,46 @@ struct env_case {
     long expect;            /* the observation; -1: the default worker count */
 };
 
-/* The rw part of the calling coroutine's stack mapping, in 64 KiB units
- * (the coroutine record above the stack adds a page or so). */
+/* expect for GORO_STACK_GUARD's default: arenas (1) where the kernel has
+ * guard regions, else a mapping per stack (0) - either is right. */
+#define KERNEL_SAYS (-3)
+
+/* Whether the kernel refuses to read addr (write() from it: EFAULT). */
+static bool unreadable(uintptr_t addr)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return false;
+    bool refused = write(fds[1], (const void *)addr, 1) < 0 && errno == EFAULT;
+    close(fds[0]);
+    close(fds[1]);
+    return refused;
+}
+
+/* The calling coroutine's stack below its frame, down to the guard the
+ * kernel refuses to read, in 64 KiB units, rounded (the frames above this
+ * one and the coroutine's record take a page or so). */
 static long stack_mapping_64k(void)
 {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    FILE *f = fopen("/proc/self/maps", "r");
-    unsigned long lo, hi;
-    long found = -1;
-    char line[512];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= here && here < hi)
-            found = (long)((hi - lo) / (64 * 1024));
+    uintptr_t p = here & ~(page - 1);
+    while (here - p < ((uintptr_t)2 << 30) && !unreadable(p))
+        p -= page;
+    return (long)((here - (p + page) + 32 * 1024) / (64 * 1024));
+}
+
+/* 1: the stacks are in arenas with guard regions; 0: a mapping each. */
+static long stacks_in_arenas(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    long yes = f && goro_dump(f) == 0 && fflush(f) == 0 && strstr(text, "MADV_GUARD_INSTALL");
     if (f)
         fclose(f);
-    return found;
+    free(text);
+    return yes;
 }
 
 static atomic_int pool_running, pool_peak;
@@ -253,6 +278,8 @@ static int env_child(void *arg)
             seen = -2;
     } else if (strcmp(c->name, "GORO_OFFLOAD_THREADS") == 0) {
         seen = offload_peak();
+    } else if (strcmp(c->name, "GORO_STACK_GUARD") == 0) {
+        seen = stacks_in_arenas();
     }
     printf("seen=%ld\n", seen);
     fflush(stdout);
@@ -279,6 +306,8 @@ static void check_env_case(const struct env_case *c, char *report, size_t len)
         expect = n < 1 ? 1 : n > 1024 ? 1024 : n;
     }
     snprintf(seen, sizeof seen, "seen=%ld\n", expect);
+    if (expect == KERNEL_SAYS)            /* the default stack guard */
+        snprintf(seen, sizeof seen, "seen=%d\n", strstr(out, "seen=1\n") ? 1 : 0);
     bool message_ok = c->want ? strstr(out, line) != NULL : strstr(out, "goro:") == NULL;
     bool seen_ok = strstr(out, seen) != NULL;
     /* 64 KiB units of a mapping whose ends need not fall on them: under
@@ -321,6 +350,7 @@ START_TEST(env_bad_values_are_reported)
         { "GORO_OFFLOAD_THREADS", "8abc", "1..1024", 4 },
         { "GORO_OFFLOAD_THREADS", "0", "1..1024", 4 },
         { "GORO_OFFLOAD_THREADS", "4096", "1..1024", 4 },
+        { "GORO_STACK_GUARD", "madvise", "auto or mprotect", KERNEL_SAYS },
     };
     check_env_cases(cases, sizeof cases / sizeof cases[0]);
 }
@@ -339,6 +369,8 @@ START_TEST(env_good_values_are_used)
         { "GORO_SLICE", "off", NULL, 0 },
         { "GORO_OFFLOAD_THREADS", "6", NULL, 6 },
         { "GORO_OFFLOAD_THREADS", "", NULL, 4 },
+        { "GORO_STACK_GUARD", "mprotect", NULL, 0 },
+        { "GORO_STACK_GUARD", "auto", NULL, KERNEL_SAYS },
     };
     check_env_cases(cases, sizeof cases / sizeof cases[0]);
 }

@@ -86,9 +86,9 @@ static void detached_body(long i)
 START_TEST(detached_100k_complete)
 {
     long n = t_scale(100000);
-    /* Keep at most this many in flight: every live coroutine holds a stack
-     * mapping (vm.max_map_count allows ~32k) and the spawning thread could
-     * outrun two workers. */
+    /* Keep at most this many in flight: without arenas every live coroutine
+     * holds two stack mappings (vm.max_map_count allows ~32k), and the
+     * spawning thread could outrun two workers. */
     const long in_flight = 8192;
     atomic_store(&detached_done, 0);
     atomic_store(&detached_sum, 0);

@@ -134,64 +134,118 @@ END_TEST
 
 /* ---- frames larger than the guard ---- */
 
-/* The kernel's mappings, from /proc/self/maps. */
-struct vma {
-    uintptr_t lo, hi;
-    char perms[5];
-};
-
-/* The mapping that contains addr, or (ending_at) the one that ends at it. */
-static bool vma_lookup(uintptr_t addr, bool ending_at, struct vma *v)
+/* Whether the kernel refuses to read addr: a guard, or nothing mapped.
+ * Guard regions (MADV_GUARD_INSTALL) do not show in /proc/self/maps, so
+ * the tests find guards this way, whichever kind the runtime uses. */
+static bool unreadable(uintptr_t addr)
 {
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[512];
-    bool found = false;
-    if (!f)
+    int fds[2];
+    if (pipe(fds) != 0)
         return false;
-    while (!found && fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, v->perms) != 3)
-            continue;
-        found = ending_at ? hi == addr : lo <= addr && addr < hi;
-        v->lo = lo;
-        v->hi = hi;
-    }
-    fclose(f);
-    return found;
+    bool refused = write(fds[1], (const void *)addr, 1) < 0 && errno == EFAULT;
+    close(fds[0]);
+    close(fds[1]);
+    return refused;
 }
 
-/* The guard below the stack that holds sp: its size, 0 if there is none. */
-static long guard_below(uintptr_t sp, uintptr_t *map, uintptr_t *top)
+#define PAGE ((uintptr_t)sysconf(_SC_PAGESIZE))
+#define GUARD_SCAN (1024 * KiB)       /* how far a guard is looked for */
+
+/* The guard below the stack that holds sp: reading down from sp page by
+ * page to the first page the kernel refuses (*lo, the guard's high end),
+ * then on while it refuses (*map, its low end). Its size, 0 if none. */
+static long guard_below(uintptr_t sp, uintptr_t *map, uintptr_t *lo)
 {
-    struct vma stack, guard;
-    if (!vma_lookup(sp, false, &stack) || !vma_lookup(stack.lo, true, &guard) ||
-        strcmp(guard.perms, "---p") != 0)
+    uintptr_t p = sp & ~(PAGE - 1);
+    while (sp - p < GUARD_SCAN && !unreadable(p))
+        p -= PAGE;
+    if (sp - p >= GUARD_SCAN)
         return 0;
-    *map = guard.lo;
-    *top = stack.hi;
-    return (long)(guard.hi - guard.lo);
+    *lo = p + PAGE;
+    while (*lo - p < GUARD_SCAN && unreadable(p))
+        p -= PAGE;
+    *map = p + PAGE;
+    return (long)(*lo - *map);
 }
+
+/* Whether every page from sp up to (not including) end can be read, and
+ * end lies within `within` bytes above sp. */
+static bool readable_up_to(uintptr_t sp, uintptr_t end, uintptr_t within)
+{
+    if (end <= sp || end - sp > within)
+        return false;
+    for (uintptr_t p = sp & ~(PAGE - 1); p < end; p += PAGE)
+        if (unreadable(p))
+            return false;
+    return true;
+}
+
+static _Atomic uintptr_t own_guard_at;
 
 static long own_guard(void)
 {
-    uintptr_t map, top;
-    return guard_below((uintptr_t)__builtin_frame_address(0), &map, &top);
+    uintptr_t map = 0, lo;
+    long size = guard_below((uintptr_t)__builtin_frame_address(0), &map, &lo);
+    atomic_store(&own_guard_at, map);
+    return size;
 }
+
+/* The line of goro_dump that says how stacks are guarded, or "". */
+static const char *stack_space_line(void)
+{
+    static char line[256];
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    line[0] = 0;
+    if (f && goro_dump(f) == 0 && fflush(f) == 0) {
+        const char *l = strstr(text, "goro: stack guards");
+        if (l)
+            snprintf(line, sizeof line, "%.*s", (int)strcspn(l, "\n"), l);
+    }
+    if (f)
+        fclose(f);
+    free(text);
+    return line;
+}
+
+/* Whether the runtime carves stacks out of arenas with guard regions. */
+static bool stacks_in_arenas(void)
+{
+    return strstr(stack_space_line(), "MADV_GUARD_INSTALL") != NULL;
+}
+
 
 /* gcc's stack-clash protection on aarch64 leaves frames below 63 KiB
  * unprobed and assumes a 64 KiB guard; elsewhere a guard that large also
  * catches such frames in code built without the flag. */
+static long deep_body(void);
+
 START_TEST(guard_covers_unprobed_frames)
 {
     long guard = 0;
     goro_attr_t small = { .stack_size = 32 * KiB };
     goro_t *h = NULL;
-    ck_assert_ptr_nonnull(h = go(own_guard));
-    ck_assert_int_eq(goro_join(h, &guard), 0);
-    ck_assert_msg(guard >= 64 * KiB, "default stack: guard of %ld KiB", guard / KiB);
-    ck_assert_int_eq(goro_go(&h, &small, own_guard), 0);
-    ck_assert_int_eq(goro_join(h, &guard), 0);
-    ck_assert_msg(guard >= 64 * KiB, "32 KiB stack: guard of %ld KiB", guard / KiB);
+    uintptr_t small_at = 0;
+    int small_reused = 0;
+    /* Stacks reused after their pages went back to the kernel (a deep
+     * default one trimmed in its pool, a small one given back to its
+     * arena) keep their guard. */
+    for (int round = 0; round < 3; round++) {
+        ck_assert_int_eq(goro_join(go(deep_body), NULL), 0);
+        ck_assert_ptr_nonnull(h = go(own_guard));
+        ck_assert_int_eq(goro_join(h, &guard), 0);
+        ck_assert_msg(guard >= 64 * KiB, "default stack, round %d: guard of %ld KiB", round,
+                      guard / KiB);
+        ck_assert_int_eq(goro_go(&h, &small, own_guard), 0);
+        ck_assert_int_eq(goro_join(h, &guard), 0);
+        ck_assert_msg(guard >= 64 * KiB, "32 KiB stack, round %d: guard of %ld KiB", round,
+                      guard / KiB);
+        small_reused += atomic_load(&own_guard_at) == small_at;
+        small_at = atomic_load(&own_guard_at);
+    }
+    if (stacks_in_arenas())           /* a freed slot is the next one taken */
+        ck_assert_int_eq(small_reused, 2);
 }
 END_TEST
 
@@ -247,9 +301,9 @@ static long frame_candidate(int i)
     return dig_from_here(FRAME_STACK - 5 * KiB, frames.c->fill);
 }
 
-/* Candidate i's stack: [map, top) with the guard at map. */
+/* Candidate i's stack: its guard [map, lo), then the stack up from lo. */
 struct frame_slab {
-    uintptr_t map, top;
+    uintptr_t map, lo, sp;
     long guard;
 };
 
@@ -267,14 +321,18 @@ static int frame_child(void *arg)
     if (t_wait_at_least(&frames.ready, FRAME_CANDIDATES, t_timeout(10)) < FRAME_CANDIDATES)
         return 12;
     struct frame_slab s[FRAME_CANDIDATES];
-    for (int i = 0; i < FRAME_CANDIDATES; i++)
-        if (!(s[i].guard = guard_below(atomic_load(&frames.sp[i]), &s[i].map, &s[i].top)))
+    for (int i = 0; i < FRAME_CANDIDATES; i++) {
+        s[i].sp = atomic_load(&frames.sp[i]);
+        if (!(s[i].guard = guard_below(s[i].sp, &s[i].map, &s[i].lo)))
             return 13;
-    /* The neighbour is the stack right below the overflowing one's guard. */
+    }
+    /* The neighbour is the stack right below the overflowing one's guard:
+     * nothing but its own top (a few pages: the frames above sp and the
+     * coroutine's record) lies between its sp and that guard. */
     int a = -1, b = -1;
     for (int i = 0; i < FRAME_CANDIDATES && a < 0; i++)
         for (int j = 0; j < FRAME_CANDIDATES; j++)
-            if (s[j].top == s[i].map) {
+            if (j != i && readable_up_to(s[j].sp, s[i].map, 4 * PAGE)) {
                 a = i;
                 b = j;
                 break;
@@ -285,9 +343,8 @@ static int frame_child(void *arg)
     }
     /* Read-only while it waits (it never runs again): a store into it
      * faults there, and the crash is not reported as an overflow. */
-    struct vma nb;
-    if (!vma_lookup(s[b].top - 1, false, &nb) ||
-        mprotect((void *)nb.lo, nb.hi - nb.lo, PROT_READ) != 0)
+    struct { uintptr_t lo, hi; } nb = { s[b].lo, s[a].map };
+    if (mprotect((void *)nb.lo, nb.hi - nb.lo, PROT_READ) != 0)
         return 15;
     printf("ID=%llu: %d KiB frame, guard of %ld KiB, the neighbour's stack at [%#lx, %#lx)\n",
            (unsigned long long)goro_id(h[a]), frames.c->kib, s[a].guard / KiB,
@@ -333,6 +390,11 @@ END_TEST
 static long rss_deep_body(void)
 {
     return dig_from_here(200 * KiB, NULL);
+}
+
+static long deep_body(void)
+{
+    return rss_deep_body();
 }
 
 static long rss_deep_yield_body(void)
@@ -446,35 +508,51 @@ static void park_until_released(void)
         goro_yield();
 }
 
-/* In a child: use up nearly every mapping the kernel allows, then spawn
- * until goro_go fails. Exit status 0 when it failed cleanly with -EAGAIN or
- * -ENOMEM and everything recovered; the parent checks the message. */
+#define NO_ARENAS 77                  /* a child's status: nothing to test */
+
+/* One mapping split into single pages of alternating protection, one
+ * mapping per page (neighbours with equal flags would merge), that leaves
+ * `headroom` of vm.max_map_count. Its size in pages; 0 on failure. */
+static long use_up_mappings(long headroom, char **fill)
+{
+    long max = t_read_long_file("/proc/sys/vm/max_map_count");
+    long have = t_maps_count();
+    long pages = max - have - headroom;
+    if (max <= 0 || have <= 0 || pages < 16)
+        return 0;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    *fill = mmap(NULL, (size_t)pages * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+    if (*fill == MAP_FAILED)
+        return 0;
+    for (long i = 1; i < pages; i += 2)
+        if (mprotect(*fill + i * pg, pg, PROT_READ) != 0)
+            break;
+    printf("mappings: %ld of %ld\n", t_maps_count(), max);
+    return pages;
+}
+
+/* In a child, stacks each in its own mapping (GORO_STACK_GUARD=mprotect):
+ * use up nearly every mapping the kernel allows, then spawn until goro_go
+ * fails. Exit status 0 when it failed cleanly with -EAGAIN or -ENOMEM and
+ * everything recovered; the parent checks the message. */
 static int maps_child(void *arg)
 {
     (void)arg;
     enum { MAXH = 4096 };
     static goro_t *h[MAXH];
     goro_config_t cfg = { .workers = 2 };
+    setenv("GORO_STACK_GUARD", "mprotect", 1);
     if (goro_start(&cfg) != 0)
         return 10;
-    for (int i = 0; i < 16; i++)                  /* warm: arenas, pools */
+    if (stacks_in_arenas())
+        return 19;
+    for (int i = 0; i < 16; i++)                  /* warm: pools */
         goro_join(go(nothing), NULL);
-    long max = t_read_long_file("/proc/sys/vm/max_map_count");
-    long have = t_maps_count();
-    const long headroom = 64;
-    long pages = max - have - headroom;
-    if (max <= 0 || have <= 0 || pages < 16)
+    char *fill;
+    long pages = use_up_mappings(64, &fill);
+    if (!pages)
         return 11;
-    /* One mapping split into single pages of alternating protection: one
-     * mapping per page (neighbours with equal flags would merge). */
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    char *fill = mmap(NULL, (size_t)pages * pg, PROT_NONE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (fill == MAP_FAILED)
-        return 12;
-    for (long i = 1; i < pages; i += 2)
-        if (mprotect(fill + i * pg, pg, PROT_READ) != 0)
-            break;
     int n = 0, err = 0;
     while (n < MAXH) {
         err = goro_go(&h[n], NULL, park_until_released);
@@ -482,7 +560,7 @@ static int maps_child(void *arg)
             break;
         n++;
     }
-    printf("spawned=%d err=%d maps=%ld max=%ld\n", n, err, t_maps_count(), max);
+    printf("spawned=%d err=%d maps=%ld\n", n, err, t_maps_count());
     int status = 0;
     if (err != -EAGAIN && err != -ENOMEM)
         status = 13;
@@ -493,7 +571,7 @@ static int maps_child(void *arg)
         goro_join(extra, NULL);
     if (go(nothing) != NULL || (errno != EAGAIN && errno != ENOMEM))
         status = status ? status : 15;
-    munmap(fill, (size_t)pages * pg);
+    munmap(fill, (size_t)pages * (size_t)sysconf(_SC_PAGESIZE));
     atomic_store(&maps_release, 1);
     for (int i = 0; i < n; i++)
         if (goro_join(h[i], NULL) != 0)
@@ -506,18 +584,25 @@ static int maps_child(void *arg)
     return status;
 }
 
-START_TEST(map_count_exhaustion_is_reported)
+static bool map_count_testable(const char *test)
 {
     if (t_slow() || t_sanitized()) {
         /* qemu's and the sanitizers' own mappings make the count meaningless */
-        t_skip("map_count_exhaustion_is_reported", "slow run or sanitizer");
-        return;
+        t_skip(test, "slow run or sanitizer");
+        return false;
     }
     long max = t_read_long_file("/proc/sys/vm/max_map_count");
     if (max <= 0 || max > 200000) {
-        t_skip("map_count_exhaustion_is_reported", "vm.max_map_count unreadable or > 200000");
-        return;
+        t_skip(test, "vm.max_map_count unreadable or > 200000");
+        return false;
     }
+    return true;
+}
+
+START_TEST(map_count_exhaustion_is_reported)
+{
+    if (!map_count_testable("map_count_exhaustion_is_reported"))
+        return;
     static char out[16 * 1024];
     int st = t_run_child(maps_child, NULL, t_timeout(20), out, sizeof out);
     ck_assert_msg(st != -1, "child could not run or hung; output:\n%s", out);
@@ -525,11 +610,63 @@ START_TEST(map_count_exhaustion_is_reported)
                   "child status %#x; output:\n%.3000s", st, out);
     const char *msg = strstr(out, "vm.max_map_count");
     ck_assert_msg(msg != NULL, "no vm.max_map_count message in:\n%.3000s", out);
+    ck_assert_msg(strstr(out, "each coroutine stack takes 2"), "no cause in:\n%.3000s", out);
     /* one line, said once although goro_go failed several times */
     int goro_lines = 0;
     for (const char *p = out; (p = strstr(p, "goro:")); p++)
         goro_lines++;
     ck_assert_msg(goro_lines == 1, "%d goro: lines in:\n%.3000s", goro_lines, out);
+}
+END_TEST
+
+/* In a child, stacks in arenas: with all but 64 of the mappings used up,
+ * ARENA_SPAWNS coroutines still spawn and park (a mapping per stack would
+ * stop at 32), and a burst of them comes and goes. */
+enum { ARENA_SPAWNS = 20000 };
+
+static int arena_maps_child(void *arg)
+{
+    (void)arg;
+    static goro_t *h[ARENA_SPAWNS];
+    goro_config_t cfg = { .workers = 2 };
+    if (goro_start(&cfg) != 0)
+        return 10;
+    if (!stacks_in_arenas())
+        return NO_ARENAS;
+    char *fill;
+    long pages = use_up_mappings(64, &fill);
+    if (!pages)
+        return 11;
+    goro_attr_t small = { .stack_size = 32 * KiB };
+    int n = 0, err = 0;
+    for (; n < ARENA_SPAWNS && !err; n += !err)
+        err = goro_go(&h[n], n % 8 ? NULL : &small, park_until_released);
+    printf("spawned=%d err=%d maps=%ld\n%s\n", n, err, t_maps_count(), stack_space_line());
+    atomic_store(&maps_release, 1);
+    int status = err ? 12 : 0;
+    for (int i = 0; i < n; i++)
+        if (goro_join(h[i], NULL) != 0)
+            status = status ? status : 13;
+    munmap(fill, (size_t)pages * (size_t)sysconf(_SC_PAGESIZE));
+    if (goro_shutdown() != 0)
+        status = status ? status : 14;
+    return status;
+}
+
+START_TEST(stacks_share_mappings)
+{
+    if (!map_count_testable("stacks_share_mappings"))
+        return;
+    static char out[64 * 1024];
+    int st = t_run_child(arena_maps_child, NULL, t_timeout(60), out, sizeof out);
+    ck_assert_msg(st != -1, "child could not run or hung; output:\n%s", out);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == NO_ARENAS) {
+        t_skip("stacks_share_mappings", "no MADV_GUARD_INSTALL here");
+        return;
+    }
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "child status %#x; output:\n%.3000s", st, out);
+    ck_assert_msg(!strstr(out, "goro: cannot"), "a message:\n%.3000s", out);
 }
 END_TEST
 
@@ -722,6 +859,7 @@ Suite *stack_suite(void)
     tc = t_tcase(s, "children", 40);  /* these fork their own child */
     tcase_add_test(tc, overflow_is_reported);
     tcase_add_test(tc, map_count_exhaustion_is_reported);
+    tcase_add_test(tc, stacks_share_mappings);
 
     tc = t_tcase(s, "frames", 40);    /* a child each */
     tcase_add_loop_test(tc, large_frame_overflow_is_reported, 0,

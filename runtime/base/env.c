@@ -135,6 +135,19 @@ bool goro__env_is(const char *name, const char *word)
     return s && strcmp(s, word) == 0;
 }
 
+int goro__env_word(const char *name, const char *const *words, int n, const char *want,
+                   int dflt)
+{
+    const char *s = env_value(name);
+    if (!s)
+        return dflt;
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, words[i]) == 0)
+            return i;
+    ignoring(name, s, want);
+    return dflt;
+}
+
 bool goro__env_flag(const char *name, bool dflt)
 {
     const char *s = env_value(name);

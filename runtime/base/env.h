@@ -12,11 +12,14 @@
  * "goro: ignoring NAME=VALUE (want ...)"; the caller then uses its default.
  * _long: a decimal number in min..max (min >= 0; more: text after the
  * range in the message); _size: bytes, k/M/g suffixes allowed; _is: the
- * value is exactly word; _flag: 0 or 1. */
+ * value is exactly word; _word: the index of the one of n words it is
+ * (want names them in the message); _flag: 0 or 1. */
 GORO_HIDDEN bool goro__env_long(const char *name, long min, long max, const char *more,
                                 long *out);
 GORO_HIDDEN bool goro__env_size(const char *name, size_t min, size_t max, size_t *out);
 GORO_HIDDEN bool goro__env_is(const char *name, const char *word);
+GORO_HIDDEN int goro__env_word(const char *name, const char *const *words, int n,
+                               const char *want, int dflt);
 GORO_HIDDEN bool goro__env_flag(const char *name, bool dflt);
 
 /* clock.c: CLOCK_MONOTONIC in ns (goro_now). */

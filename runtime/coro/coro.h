@@ -1,6 +1,6 @@
 /* coro/: a coroutine's life - spawn, entry, exit, join, detach and
- * cancellation (coro.c), its stack (stack.c: mapped, guarded, pooled,
- * trimmed), the tokens that cancel detached ones (token.c), the offload
+ * cancellation (coro.c), its stack (stack.c: pooled, trimmed; arena.c:
+ * mapped and guarded), the tokens that cancel detached ones (token.c), the offload
  * pool for blocking calls (offload.c) and C++ support (cxx.c).
  *
  * May call: sched/ (park, ready, the spawn gate), base/, debug/'s
@@ -29,6 +29,22 @@ GORO_HIDDEN void goro__slab_trim_tick(int64_t now);
 GORO_HIDDEN bool goro__slab_trim_pending(void);
 GORO_HIDDEN size_t goro__page_size(void);
 GORO_HIDDEN int goro__stack_size_check(size_t size, size_t *rounded);
+
+/* arena.c: address space for stacks, with their guard at the low end.
+ * guard_init (at each start, no stack mapped) chooses arenas with guard
+ * regions or a mapping per stack with mprotect; reserve returns size bytes
+ * whose first guard bytes fault, or NULL with errno set, and the arena to
+ * give to release. The mode and the counts are for goro_dump. */
+struct goro_arena;
+GORO_HIDDEN void goro__stack_guard_init(void);
+GORO_HIDDEN char *goro__stack_reserve(size_t size, size_t guard, struct goro_arena **arena);
+GORO_HIDDEN void goro__stack_release(char *map, size_t size, struct goro_arena *arena);
+GORO_HIDDEN void goro__stack_space_free(void);
+GORO_HIDDEN bool goro__stacks_in_arenas(void);
+GORO_HIDDEN void goro__stack_space_counts(long *arenas, long *stacks);
+/* For gdb's generate-core-file (gdb/goro_gdb.py): lifts or restores the
+ * guard regions, which gdb cannot read. */
+GORO_HIDDEN long goro__arena_guards(int lift);
 
 /* err.c: for a coroutine's end, on its own stack - the failure it ended
  * with, taken from it (the joiner gets none): its error object, or one

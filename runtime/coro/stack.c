@@ -1,15 +1,17 @@
 /*
- * Coroutine stacks ("slabs"): one mapping each, laid out high to low as
+ * Coroutine stacks ("slabs"), laid out high to low as
  *
- *   [ struct goro | stack, growing down ... | guard (PROT_NONE) ]
+ *   [ struct goro | stack, growing down ... | guard ]
  *   hi-end                                    map
  *
- * The mapping is MAP_NORESERVE and read-write, so the kernel commits pages
- * only as the coroutine first touches them (and a read() into a stack
- * buffer never sees EFAULT, as it would with fault-driven growth). The
- * guard (64 KiB, see GUARD_MIN) turns an overflow into a SIGSEGV that
- * fault.c reports, also for a large frame in code built with
- * -fstack-clash-protection.
+ * arena.c provides the address space and the guard: a slot of a shared
+ * arena with a guard region (MADV_GUARD_INSTALL), or a mapping of its own
+ * with an mprotect'ed guard. The memory is MAP_NORESERVE and read-write, so
+ * the kernel commits pages only as the coroutine first touches them (and a
+ * read() into a stack buffer never sees EFAULT, as it would with
+ * fault-driven growth). The guard (64 KiB, see GUARD_MIN) turns an
+ * overflow into a SIGSEGV that fault.c reports, also for a large frame in
+ * code built with -fstack-clash-protection.
  *
  * Slabs of the default size are pooled: a small LIFO cache per P (no lock)
  * in front of a global pool. A slab going back to a pool gives its deep
@@ -51,7 +53,7 @@
  * allocates without touching it: gcc's stack-clash protection probes every
  * 4 KiB on x86-64 but assumes a 64 KiB guard on aarch64 (frames up to
  * 63 KiB go unprobed there). 64 KiB everywhere also catches frames below
- * about 60 KiB in code built without the flag. PROT_NONE costs address
+ * about 60 KiB in code built without the flag. A guard costs address
  * space only: no memory, and no extra mapping. */
 #define GUARD_MIN (64 * 1024)
 #define KEEP_BYTES (16 * 1024)        /* top of a pooled stack kept resident */
@@ -144,8 +146,12 @@ static int explain_map_failure(int err, size_t size)
     if (err == ENOMEM && max > 0 && have >= 0 && have + 8 >= max) {
         goro__warn_once(&said_maps,
             "cannot map a coroutine stack: the process has %ld memory mappings "
-            "and vm.max_map_count is %ld (each coroutine stack takes 2); raise it, "
-            "e.g. sysctl -w vm.max_map_count=%ld", have, max, max * 4);
+            "and vm.max_map_count is %ld (%s); raise it, e.g. sysctl -w "
+            "vm.max_map_count=%ld", have, max,
+            goro__stacks_in_arenas()
+                ? "coroutine stacks share a few of them"
+                : "each coroutine stack takes 2 without MADV_GUARD_INSTALL, Linux 6.13",
+            max * 4);
         return -EAGAIN;
     }
     if (err == ENOMEM && over_as_limit(size, &limit)) {
@@ -169,7 +175,7 @@ static void slab_unmap(struct goro *g)
     goro__registry_remove(g);
     goro__san_fiber_destroy(g);
     VALGRIND_STACK_DEREGISTER(g->valgrind_id);
-    munmap(g->map, g->map_size);
+    goro__stack_release(g->map, g->map_size, g->arena);
 }
 
 /* Unmaps a pool_next list; returns how many slabs it held. */
@@ -248,34 +254,18 @@ static int release_pools(void)
     return unmap_list(cached) + unmap_list(pooled);
 }
 
-/* A read-write mapping of map_size bytes whose first guard bytes are
- * PROT_NONE, or NULL with errno set. */
-static char *map_guarded(size_t map_size, size_t guard)
-{
-    char *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    if (map == MAP_FAILED)
-        return NULL;
-    if (mprotect(map, guard, PROT_NONE) != 0) {
-        int e = errno;
-        munmap(map, map_size);
-        errno = e;
-        return NULL;
-    }
-    return map;
-}
-
 static struct goro *slab_map(size_t stack_size, int *err)
 {
     size_t guard = guard_size();
     size_t head = (sizeof(struct goro) + 63) & ~(size_t)63;
     size_t map_size = guard + stack_size + ((head + goro__page_size() - 1) & ~(goro__page_size() - 1));
-    char *map = map_guarded(map_size, guard);
+    struct goro_arena *arena;
+    char *map = goro__stack_reserve(map_size, guard, &arena);
     int e = map ? 0 : errno;
     /* ENOMEM: out of address space (RLIMIT_AS) or of mappings; idle
      * pooled slabs may be what holds them. */
     if (e == ENOMEM && release_pools() > 0) {
-        map = map_guarded(map_size, guard);
+        map = goro__stack_reserve(map_size, guard, &arena);
         e = map ? 0 : errno;
     }
     if (!map) {
@@ -286,6 +276,7 @@ static struct goro *slab_map(size_t stack_size, int *err)
     memset(g, 0, sizeof *g);
     g->map = map;
     g->map_size = map_size;
+    g->arena = arena;
     g->stack_size = stack_size;
     g->lo = map + guard;
     g->hi = (char *)((uintptr_t)g & ~(uintptr_t)15);
@@ -294,7 +285,7 @@ static struct goro *slab_map(size_t stack_size, int *err)
     if ((*err = goro__registry_add(g)) != 0) {
         goro__san_fiber_destroy(g);
         VALGRIND_STACK_DEREGISTER(g->valgrind_id);
-        munmap(map, map_size);
+        goro__stack_release(map, map_size, arena);
         return NULL;
     }
     return g;
@@ -475,4 +466,5 @@ void goro__slab_free_all(void)
     struct goro *g;
     while ((g = goro__registry_last()))
         slab_unmap(g);
+    goro__stack_space_free();
 }

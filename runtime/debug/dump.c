@@ -106,17 +106,24 @@ void goro__describe_wait(const struct goro *g, char *buf, size_t len)
         snprintf(buf, len, "%s", why);
 }
 
+/* An M's thread id: written by the thread itself as it starts, which a
+ * dump right after goro_start may race with (0: not yet). */
+static int m_tid(const struct goro_m *m)
+{
+    return (int)__atomic_load_n(&m->tid, __ATOMIC_ACQUIRE);
+}
+
 static void print_running(struct dump *d, struct goro *g)
 {
     struct goro_m *m = thread_running(g);
     const char *printing = m && m == goro__m() ? ", the one printing this" : "";
     struct goro_p *p = m ? worker_held_by(m) : NULL;
     if (p)
-        goro__outf(d->out, "  running on worker %d (thread %d)%s\n", p->id, (int)m->tid,
+        goro__outf(d->out, "  running on worker %d (thread %d)%s\n", p->id, m_tid(m),
                    printing);
     else if (m)
         goro__outf(d->out, "  running on spare thread %d (its worker was handed off)%s\n",
-                   (int)m->tid, printing);
+                   m_tid(m), printing);
     if (g == d->self && d->ucontext)
         goro__backtrace_out(d->out, d->ucontext);   /* interrupted by the signal */
     else if (g == d->self)
@@ -170,7 +177,7 @@ static void dump_workers(struct dump *d)
             goro__outf(d->out, "worker %d: being handed to another thread\n", ps[i].id);
             continue;
         }
-        goro__outf(d->out, "worker %d: thread %d, ", ps[i].id, (int)m->tid);
+        goro__outf(d->out, "worker %d: thread %d, ", ps[i].id, m_tid(m));
         struct goro *g = m->curg;
         if (g) {
             goro__outf(d->out, "running ");
@@ -191,7 +198,7 @@ static void dump_spare_threads(struct dump *d)
     for (int i = 0; i < n; i++) {
         if (worker_held_by(&ms[i]))
             continue;
-        goro__outf(d->out, "spare thread (no worker): thread %d, ", (int)ms[i].tid);
+        goro__outf(d->out, "spare thread (no worker): thread %d, ", m_tid(&ms[i]));
         struct goro *g = ms[i].curg;
         if (g) {
             goro__outf(d->out, "running ");
@@ -201,6 +208,18 @@ static void dump_spare_threads(struct dump *d)
             goro__outf(d->out, "idle\n");
         }
     }
+}
+
+/* "stacks: guards by MADV_GUARD_INSTALL, 1200 stacks in 8 arenas" */
+static void dump_stack_space(struct goro_out *o)
+{
+    long arenas, stacks;
+    goro__stack_space_counts(&arenas, &stacks);
+    if (!goro__stacks_in_arenas())
+        goro__outf(o, "goro: stack guards by mprotect (two mappings per stack)\n");
+    else
+        goro__outf(o, "goro: stack guards by MADV_GUARD_INSTALL, %ld stack%s in %ld arena%s\n",
+                   stacks, stacks == 1 ? "" : "s", arenas, arenas == 1 ? "" : "s");
 }
 
 void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal)
@@ -216,6 +235,7 @@ void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal)
     dump_spare_threads(&d);
     goro__outf(o, "goro: %d coroutine%s%s\n", d.count, d.count == 1 ? "" : "s",
                inexact ? " (the registry was busy: the list may be incomplete)" : "");
+    dump_stack_space(o);
 }
 
 int goro_dump(FILE *out)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -392,6 +393,48 @@ long t_rss_kib(void)
     int ok = fscanf(f, "%ld %ld", &size, &rss) == 2;
     fclose(f);
     return ok ? rss * (sysconf(_SC_PAGESIZE) / 1024) : -1;
+}
+
+bool t_unreadable(uintptr_t addr)
+{
+    /* Read as another process would: valgrind checks the buffer of a
+     * write() (memory below a stack pointer is off limits to it), not the
+     * remote side of process_vm_readv. qemu-user lacks the call. */
+    char c;
+    struct iovec local = { &c, 1 }, remote = { (void *)addr, 1 };
+    ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (n == 1 || errno != ENOSYS)
+        return n != 1 && errno == EFAULT;
+    int fds[2];
+    if (pipe(fds) != 0)
+        return false;
+    bool refused = write(fds[1], (const void *)addr, 1) < 0 && errno == EFAULT;
+    close(fds[0]);
+    close(fds[1]);
+    return refused;
+}
+
+const char *t_stack_space_line(void)
+{
+    static char line[256];
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    line[0] = 0;
+    if (f && goro_dump(f) == 0 && fflush(f) == 0) {
+        const char *l = strstr(text, "goro: stack guards");
+        if (l)
+            snprintf(line, sizeof line, "%.*s", (int)strcspn(l, "\n"), l);
+    }
+    if (f)
+        fclose(f);
+    free(text);
+    return line;
+}
+
+bool t_stacks_in_arenas(void)
+{
+    return strstr(t_stack_space_line(), "MADV_GUARD_INSTALL") != NULL;
 }
 
 long t_read_long_file(const char *path)

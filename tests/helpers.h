@@ -158,6 +158,15 @@ long t_maps_count(void);
 long t_rss_kib(void);
 long t_read_long_file(const char *path);
 
+/* Whether the kernel refuses to read addr: a guard, or nothing mapped.
+ * Guard regions (MADV_GUARD_INSTALL) do not show in /proc/self/maps, so
+ * the tests find guards this way, whichever kind the runtime uses. */
+bool t_unreadable(uintptr_t addr);
+/* The line of goro_dump (runtime started) that says how stacks are
+ * guarded, or ""; and whether that is in arenas with guard regions. */
+const char *t_stack_space_line(void);
+bool t_stacks_in_arenas(void);
+
 /* Entries in /proc/self/fd (the descriptors this process has open). */
 long t_fd_count(void);
 

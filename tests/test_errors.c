@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -183,26 +182,6 @@ struct env_case {
  * guard regions, else a mapping per stack (0) - either is right. */
 #define KERNEL_SAYS (-3)
 
-/* Whether the kernel refuses to read addr (write() from it: EFAULT). */
-static bool unreadable(uintptr_t addr)
-{
-    /* Read as another process would: valgrind checks the buffer of a
-     * write() (memory below a stack pointer is off limits to it), not the
-     * remote side of process_vm_readv. qemu-user lacks the call. */
-    char c;
-    struct iovec local = { &c, 1 }, remote = { (void *)addr, 1 };
-    ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-    if (n == 1 || errno != ENOSYS)
-        return n != 1 && errno == EFAULT;
-    int fds[2];
-    if (pipe(fds) != 0)
-        return false;
-    bool refused = write(fds[1], (const void *)addr, 1) < 0 && errno == EFAULT;
-    close(fds[0]);
-    close(fds[1]);
-    return refused;
-}
-
 /* The calling coroutine's stack below its frame, down to the guard the
  * kernel refuses to read, in 64 KiB units, rounded (the frames above this
  * one and the coroutine's record take a page or so). */
@@ -211,23 +190,11 @@ static long stack_mapping_64k(void)
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     uintptr_t p = here & ~(page - 1);
-    while (here - p < ((uintptr_t)2 << 30) && !unreadable(p))
+    while (here - p < ((uintptr_t)2 << 30) && !t_unreadable(p))
         p -= page;
     return (long)((here - (p + page) + 32 * 1024) / (64 * 1024));
 }
 
-/* 1: the stacks are in arenas with guard regions; 0: a mapping each. */
-static long stacks_in_arenas(void)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    long yes = f && goro_dump(f) == 0 && fflush(f) == 0 && strstr(text, "MADV_GUARD_INSTALL");
-    if (f)
-        fclose(f);
-    free(text);
-    return yes;
-}
 
 static atomic_int pool_running, pool_peak;
 
@@ -288,7 +255,7 @@ static int env_child(void *arg)
     } else if (strcmp(c->name, "GORO_OFFLOAD_THREADS") == 0) {
         seen = offload_peak();
     } else if (strcmp(c->name, "GORO_STACK_GUARD") == 0) {
-        seen = stacks_in_arenas();
+        seen = t_stacks_in_arenas();
     }
     printf("seen=%ld\n", seen);
     fflush(stdout);

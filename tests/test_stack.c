@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -135,28 +134,6 @@ END_TEST
 
 /* ---- frames larger than the guard ---- */
 
-/* Whether the kernel refuses to read addr: a guard, or nothing mapped.
- * Guard regions (MADV_GUARD_INSTALL) do not show in /proc/self/maps, so
- * the tests find guards this way, whichever kind the runtime uses. */
-static bool unreadable(uintptr_t addr)
-{
-    /* Read as another process would: valgrind checks the buffer of a
-     * write() (memory below a stack pointer is off limits to it), not the
-     * remote side of process_vm_readv. qemu-user lacks the call. */
-    char c;
-    struct iovec local = { &c, 1 }, remote = { (void *)addr, 1 };
-    ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-    if (n == 1 || errno != ENOSYS)
-        return n != 1 && errno == EFAULT;
-    int fds[2];
-    if (pipe(fds) != 0)
-        return false;
-    bool refused = write(fds[1], (const void *)addr, 1) < 0 && errno == EFAULT;
-    close(fds[0]);
-    close(fds[1]);
-    return refused;
-}
-
 #define PAGE ((uintptr_t)sysconf(_SC_PAGESIZE))
 #define GUARD_SCAN (1024 * KiB)       /* how far a guard is looked for */
 
@@ -166,12 +143,12 @@ static bool unreadable(uintptr_t addr)
 static long guard_below(uintptr_t sp, uintptr_t *map, uintptr_t *lo)
 {
     uintptr_t p = sp & ~(PAGE - 1);
-    while (sp - p < GUARD_SCAN && !unreadable(p))
+    while (sp - p < GUARD_SCAN && !t_unreadable(p))
         p -= PAGE;
     if (sp - p >= GUARD_SCAN)
         return 0;
     *lo = p + PAGE;
-    while (*lo - p < GUARD_SCAN && unreadable(p))
+    while (*lo - p < GUARD_SCAN && t_unreadable(p))
         p -= PAGE;
     *map = p + PAGE;
     return (long)(*lo - *map);
@@ -184,7 +161,7 @@ static bool readable_up_to(uintptr_t sp, uintptr_t end, uintptr_t within)
     if (end <= sp || end - sp > within)
         return false;
     for (uintptr_t p = sp & ~(PAGE - 1); p < end; p += PAGE)
-        if (unreadable(p))
+        if (t_unreadable(p))
             return false;
     return true;
 }
@@ -197,31 +174,6 @@ static long own_guard(void)
     long size = guard_below((uintptr_t)__builtin_frame_address(0), &map, &lo);
     atomic_store(&own_guard_at, map);
     return size;
-}
-
-/* The line of goro_dump that says how stacks are guarded, or "". */
-static const char *stack_space_line(void)
-{
-    static char line[256];
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    line[0] = 0;
-    if (f && goro_dump(f) == 0 && fflush(f) == 0) {
-        const char *l = strstr(text, "goro: stack guards");
-        if (l)
-            snprintf(line, sizeof line, "%.*s", (int)strcspn(l, "\n"), l);
-    }
-    if (f)
-        fclose(f);
-    free(text);
-    return line;
-}
-
-/* Whether the runtime carves stacks out of arenas with guard regions. */
-static bool stacks_in_arenas(void)
-{
-    return strstr(stack_space_line(), "MADV_GUARD_INSTALL") != NULL;
 }
 
 
@@ -253,7 +205,7 @@ START_TEST(guard_covers_unprobed_frames)
         small_reused += atomic_load(&own_guard_at) == small_at;
         small_at = atomic_load(&own_guard_at);
     }
-    if (stacks_in_arenas())           /* a freed slot is the next one taken */
+    if (t_stacks_in_arenas())           /* a freed slot is the next one taken */
         ck_assert_int_eq(small_reused, 2);
 }
 END_TEST
@@ -554,7 +506,7 @@ static int maps_child(void *arg)
     setenv("GORO_STACK_GUARD", "mprotect", 1);
     if (goro_start(&cfg) != 0)
         return 10;
-    if (stacks_in_arenas())
+    if (t_stacks_in_arenas())
         return 19;
     for (int i = 0; i < 16; i++)                  /* warm: pools */
         goro_join(go(nothing), NULL);
@@ -640,7 +592,7 @@ static int arena_maps_child(void *arg)
     goro_config_t cfg = { .workers = 2 };
     if (goro_start(&cfg) != 0)
         return 10;
-    if (!stacks_in_arenas())
+    if (!t_stacks_in_arenas())
         return NO_ARENAS;
     char *fill;
     long pages = use_up_mappings(64, &fill);
@@ -650,7 +602,7 @@ static int arena_maps_child(void *arg)
     int n = 0, err = 0;
     for (; n < ARENA_SPAWNS && !err; n += !err)
         err = goro_go(&h[n], n % 8 ? NULL : &small, park_until_released);
-    printf("spawned=%d err=%d maps=%ld\n%s\n", n, err, t_maps_count(), stack_space_line());
+    printf("spawned=%d err=%d maps=%ld\n%s\n", n, err, t_maps_count(), t_stack_space_line());
     atomic_store(&maps_release, 1);
     int status = err ? 12 : 0;
     for (int i = 0; i < n; i++)

@@ -68,13 +68,15 @@ struct size_class {
     struct size_class *next;
 };
 
+struct arena_link {
+    struct goro_arena *prev, *next;
+};
+
 struct goro_arena {
     char *base;
     struct size_class *cls;
     uint32_t nslots, bumped, live, nfree;
-    struct goro_arena *prev, *next;   /* on cls->open */
-    struct goro_arena *all_prev, *all_next;   /* on all_arenas */
-    bool open;
+    struct arena_link on_open, on_all;   /* cls->open, all_arenas */
     uint32_t *free;                   /* nfree slot numbers, last freed on top */
     uint8_t *guarded;                 /* per slot: its guard is installed */
 };
@@ -164,44 +166,39 @@ static struct size_class *class_of(size_t slot_size, size_t guard)
     return c;
 }
 
-static void open_push(struct goro_arena *a)
+/* The two lists an arena is on, by the offset of its link. */
+#define ON_OPEN offsetof(struct goro_arena, on_open)
+#define ON_ALL offsetof(struct goro_arena, on_all)
+
+static struct arena_link *link_of(struct goro_arena *a, size_t on)
 {
-    a->prev = NULL;
-    a->next = a->cls->open;
-    if (a->next)
-        a->next->prev = a;
-    a->cls->open = a;
-    a->open = true;
+    return (struct arena_link *)((char *)a + on);
 }
 
-static void all_push(struct goro_arena *a)
+static void list_push(struct goro_arena **head, struct goro_arena *a, size_t on)
 {
-    a->all_prev = NULL;
-    a->all_next = all_arenas;
-    if (a->all_next)
-        a->all_next->all_prev = a;
-    all_arenas = a;
+    struct arena_link *l = link_of(a, on);
+    l->prev = NULL;
+    l->next = *head;
+    if (l->next)
+        link_of(l->next, on)->prev = a;
+    *head = a;
 }
 
-static void all_remove(struct goro_arena *a)
+static void list_remove(struct goro_arena **head, struct goro_arena *a, size_t on)
 {
-    if (a->all_prev)
-        a->all_prev->all_next = a->all_next;
+    struct arena_link *l = link_of(a, on);
+    if (l->prev)
+        link_of(l->prev, on)->next = l->next;
     else
-        all_arenas = a->all_next;
-    if (a->all_next)
-        a->all_next->all_prev = a->all_prev;
+        *head = l->next;
+    if (l->next)
+        link_of(l->next, on)->prev = l->prev;
 }
 
-static void open_remove(struct goro_arena *a)
+static bool has_free_slot(const struct goro_arena *a)
 {
-    if (a->prev)
-        a->prev->next = a->next;
-    else
-        a->cls->open = a->next;
-    if (a->next)
-        a->next->prev = a->prev;
-    a->open = false;
+    return a->nfree || a->bumped < a->nslots;
 }
 
 /* Takes a free slot of a (which has one). */
@@ -209,8 +206,8 @@ static uint32_t slot_take(struct goro_arena *a)
 {
     uint32_t i = a->nfree ? a->free[--a->nfree] : a->bumped++;
     a->live++;
-    if (!a->nfree && a->bumped == a->nslots)
-        open_remove(a);
+    if (!has_free_slot(a))
+        list_remove(&a->cls->open, a, ON_OPEN);
     return i;
 }
 
@@ -228,14 +225,14 @@ static bool kept_empty(const struct goro_arena *a)
 /* Gives slot i back; returns a when that left it to be unmapped (4). */
 static struct goro_arena *slot_give(struct goro_arena *a, uint32_t i)
 {
+    if (!has_free_slot(a))
+        list_push(&a->cls->open, a, ON_OPEN);
     a->free[a->nfree++] = i;
     a->live--;
-    if (!a->open)
-        open_push(a);
     if (a->live || kept_empty(a))
         return NULL;
-    open_remove(a);
-    all_remove(a);
+    list_remove(&a->cls->open, a, ON_OPEN);
+    list_remove(&all_arenas, a, ON_ALL);
     a->cls->arenas--;
     a->cls->slots -= a->nslots;
     return a;
@@ -295,8 +292,8 @@ static char *arena_reserve(size_t slot_size, size_t guard, struct goro_arena **a
         fresh->cls = c;
         c->arenas++;
         c->slots += fresh->nslots;
-        open_push(fresh);
-        all_push(fresh);
+        list_push(&c->open, fresh, ON_OPEN);
+        list_push(&all_arenas, fresh, ON_ALL);
     }
     if (!c) {
         goro__unlock(&arena_lock);
@@ -375,7 +372,7 @@ void goro__stack_space_free(void)
     while (c) {
         struct goro_arena *a;
         while ((a = c->open)) {
-            open_remove(a);
+            list_remove(&c->open, a, ON_OPEN);
             arena_unmap(a);
         }
         struct size_class *next = c->next;
@@ -393,7 +390,7 @@ void goro__stack_space_free(void)
 __attribute__((used, noinline)) long goro__arena_guards(int lift)
 {
     long n = 0;
-    for (struct goro_arena *a = all_arenas; a; a = a->all_next, n++) {
+    for (struct goro_arena *a = all_arenas; a; a = a->on_all.next, n++) {
         size_t size = a->cls->slot_size;
         if (lift) {
             madvise(a->base, arena_bytes(a), MADV_GUARD_REMOVE);

@@ -40,6 +40,10 @@
     (likely(cond) ? (void)0 : goro__assert_failed(#cond, __FILE__, __LINE__))
 __attribute__((visibility("hidden"), noreturn, cold)) void
 goro__assert_failed(const char *cond, const char *file, int line);
+/* Run by park_commit between arming a wait and the rest of its commit, if
+ * set: lets a test hold that window open (tests/test_cancel.c). */
+struct goro;
+extern void (*goro__debug_park_armed)(struct goro *g);
 #else
 #define GORO_ASSERT(cond) ((void)0)
 #endif

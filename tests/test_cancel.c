@@ -996,6 +996,100 @@ START_TEST(cancel_deadline_release_race)
 }
 END_TEST
 
+#ifdef GORO_DEBUG
+#include "internal.h"
+
+/* ---- debug builds: a cancel that lands while the park still commits ----
+ * Once park_commit has armed a wait, a lock-free claim (goro_cancel here)
+ * may resume the coroutine on the other worker, and that one may run it to
+ * its end and free its slab while park_commit still reads it. The debug
+ * hook holds that window open on the parking worker: it waits for the
+ * victim to be gone (its token says so, and a little longer for its slab to
+ * be unmapped: a 64 KiB stack in mprotect mode is) or for 500 ms, whichever
+ * comes first. The victim must still be there when the hook gives up: it
+ * may not end before its park has finished with it. */
+static _Atomic(goro_t *) armed_target;
+static _Atomic int armed_seen, armed_victim_gone, armed_hook_done, armed_start;
+
+static void hold_armed(struct goro *g)
+{
+    if (g != atomic_load(&armed_target))
+        return;
+    atomic_store(&armed_seen, 1);
+    for (int ms = 0; ms < 500 && !atomic_load(&armed_victim_gone); ms++)
+        usleep(1000);
+    atomic_store(&armed_hook_done, 1 + atomic_load(&armed_victim_gone));
+}
+
+static long armed_victim(void)
+{
+    atomic_store(&armed_target, goro_self());
+    while (!atomic_load(&armed_start))
+        goro_yield();
+    return goro_sleep(60 * GORO_SEC);
+}
+
+static bool wait_flag(_Atomic int *flag, double seconds)
+{
+    for (long us = 0; !atomic_load(flag); us += 1000) {
+        if (us > (long)(seconds * 1e6))
+            return false;
+        usleep(1000);
+    }
+    return true;
+}
+
+static int armed_child(void *arg)
+{
+    (void)arg;
+    goro_config_t cfg = { .workers = 2 };
+    setenv("GORO_STACK_GUARD", "mprotect", 1);    /* a freed odd slab is unmapped */
+    if (goro_start(&cfg) != 0)
+        return 10;
+    goro__debug_park_armed = hold_armed;
+    goro_attr_t odd = { .stack_size = 64 * 1024 };
+    goro_t *h;
+    goro_token_t tok;
+    if (goro_go(&h, &odd, armed_victim) != 0 || goro_token(h, &tok) != 0)
+        return 11;
+    while (!atomic_load(&armed_target))
+        usleep(100);
+    goro_detach(h);
+    atomic_store(&armed_start, 1);
+    if (!wait_flag(&armed_seen, 10))
+        return 12;                                /* the victim never parked */
+    if (goro_cancel_token(tok) != 0)
+        return 13;
+    int gone = 0;
+    for (int ms = 0; ms < 10000 && !atomic_load(&armed_hook_done); ms++) {
+        if (!gone && goro_cancel_token(tok) == -ESRCH) {
+            gone = 1;
+            usleep(20 * 1000);                    /* its slab released */
+            atomic_store(&armed_victim_gone, 1);
+        }
+        usleep(1000);
+    }
+    int hook = atomic_load(&armed_hook_done);
+    goro__debug_park_armed = NULL;
+    for (int ms = 0; ms < 10000 && goro_cancel_token(tok) != -ESRCH; ms++)
+        usleep(1000);
+    printf("hook=%d gone=%d\n", hook, goro_cancel_token(tok) == -ESRCH);
+    if (hook != 1)
+        return hook ? 14 : 15;    /* 14: the victim ended while its park committed */
+    return goro_shutdown() == 0 ? 0 : 16;
+}
+
+START_TEST(debug_cancel_waits_for_the_parks_commit)
+{
+    static char out[4096];
+    int st = t_run_child(armed_child, NULL, t_timeout(30), out, sizeof out);
+    ck_assert_msg(st != -1, "child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+    ck_assert_msg(strstr(out, "hook=1 gone=1"), "%s", out);
+}
+END_TEST
+#endif
+
 Suite *cancel_suite(void)
 {
     Suite *s = suite_create("cancel");
@@ -1012,5 +1106,9 @@ Suite *cancel_suite(void)
      * GORO_TEST_RACE_MS (the child's own limit is what catches a hang) */
     tc = t_tcase(s, "race", 3600);
     tcase_add_test(tc, cancel_deadline_release_race);
+#ifdef GORO_DEBUG
+    tc = t_tcase(s, "debug", 30);
+    tcase_add_test(tc, debug_cancel_waits_for_the_parks_commit);
+#endif
     return s;
 }

@@ -1025,16 +1025,20 @@ int goro__wake_error(int outcome)
  * timer lives in. A timer that fires before the wait is armed moves
  * `wake` from IDLE to TIMEDOUT (sched/timer.c, invariant 4), so arming is
  * a CAS from IDLE, and its failure means: timed out already. */
+#ifdef GORO_DEBUG
+void (*goro__debug_park_armed)(struct goro *g);
+#endif
+
 static void park_commit(struct goro_m *m, struct goro *g)
 {
     bool ready_now = false;
-    /* Once the wait is armed, a claim (the timer, goro_cancel) may resume
-     * g on another M before the commit below has run; g then waits for it
-     * in goro__park. Else g could withdraw from what it waits on (a join:
-     * nothing published yet) and the commit publish it afterwards, for
-     * ever. */
-    if (m->post_commit)
-        atomic_store_explicit(&g->committing, 1, memory_order_relaxed);
+    /* Invariant: from the arming store on, a claim (the timer, goro_cancel,
+     * the commit's partner) may resume g on another M, which may withdraw
+     * from what it waits on, or run g to its end and free its slab. So g
+     * waits in goro__park while `committing` is set, and every access to g
+     * below comes before the release store that clears it; after that store
+     * g is touched only if this M claimed it (ready_now). */
+    atomic_store_explicit(&g->committing, 1, memory_order_relaxed);
     if (m->post_timer) {
         goro__timer_start(m->post_timer, m->p, m->post_deadline);
         uint32_t idle = GORO_WAKE_IDLE;
@@ -1043,6 +1047,10 @@ static void park_commit(struct goro_m *m, struct goro *g)
     } else {
         atomic_store(&g->wake, m->post_armed);
     }
+#ifdef GORO_DEBUG
+    if (goro__debug_park_armed)
+        goro__debug_park_armed(g);
+#endif
     if (m->post_armed == GORO_WAKE_ARMED && atomic_load(&g->cancelled) &&
         goro__claim(g, GORO_WAKE_CANCELED))
         ready_now = true;
@@ -1051,8 +1059,7 @@ static void park_commit(struct goro_m *m, struct goro *g)
     else if (m->post_commit && !m->post_commit(m->post_arg, g) &&
              goro__claim(g, GORO_WAKE_DONE))
         ready_now = true;            /* the wait was over before it began */
-    if (m->post_commit)
-        atomic_store_explicit(&g->committing, 0, memory_order_release);
+    atomic_store_explicit(&g->committing, 0, memory_order_release);
     if (ready_now)
         goro__ready(g);
 }

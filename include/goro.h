@@ -1095,6 +1095,72 @@ int goro_signal_stop(goro_chan_t *ch);
  * Returns 0 or a negative errno. */
 int goro_dump(FILE *out);
 
+/* ---- Stall reports (docs/debugging.md, "Stalls") ----
+ * A stall: a coroutine that keeps its worker for threshold or longer
+ * without a switch - a long computation in code that cannot be preempted
+ * (a library, a no-preempt section), or a blocking system call. The monitor thread notices it, samples the
+ * coroutine where it runs (a signal to its worker, whose handler walks its
+ * stack with libunwind; never for a thread blocked in the kernel, whose
+ * call would fail with EINTR: the call is named instead) and reports it
+ * once: its id and name, how long so far, why preemption did not end it,
+ * and the backtrace. When the stall ends its length goes into a histogram
+ * (goro_stall_stats, goro_dump). */
+
+/* Why preemption did not end a stall. */
+typedef enum goro_stall_why {
+    GORO_STALL_PREEMPTIBLE,   /* it could be preempted where it was sampled
+                                 (or GORO_SLICE=off asked for no preemption) */
+    GORO_STALL_FOREIGN,       /* in code not marked preemptible (a library) */
+    GORO_STALL_NOPREEMPT,     /* inside goro_preempt_disable */
+    GORO_STALL_RUNTIME,       /* inside goro's own code */
+    GORO_STALL_ASYNC_OFF,     /* asynchronous preemption is off (GORO_PREEMPT=0,
+                                 valgrind, TSan) */
+    GORO_STALL_BLOCKED,       /* blocked in the kernel (a system call) */
+    GORO_STALL_UNANSWERED     /* its worker did not answer the sampling signal */
+} goro_stall_why_t;
+
+/* One stall, as a report callback receives it. Every pointer is valid
+ * during the call only. */
+typedef struct goro_stall {
+    uint64_t id;              /* the coroutine */
+    const char *name;         /* its name, "" if it has none */
+    int worker;               /* the worker it holds */
+    int64_t ns;               /* how long it had run when sampled */
+    goro_stall_why_t why;
+    const char *reason;       /* why, in words, naming the library if any */
+    int nframes;              /* backtrace depth; 0 when none was taken */
+    const void *const *frames;  /* code addresses, innermost first */
+    const char *text;         /* the whole report as stderr would get it */
+} goro_stall_t;
+
+/* Called on the monitor thread, for each stall; must return quickly and
+ * must not wait on anything of goro's. */
+typedef void (*goro_stall_fn)(const goro_stall_t *stall, void *arg);
+
+/* Reports stalls of threshold_ns or longer from now on: to fn, each one,
+ * if fn is given; else to stderr, at most one report a second (the next
+ * report counts those left out). threshold_ns 0 turns reports off. May be
+ * called before or after goro_start; GORO_STALL=<ms> in the environment
+ * does the same at each start (stderr). Returns 0, or -EINVAL for a
+ * threshold below 1 ms (GORO_MSEC) other than 0. */
+int goro_stall_watch(int64_t threshold_ns, goro_stall_fn fn, void *arg);
+
+#define GORO_STALL_BUCKETS 16
+/* Stalls since the process began (across restarts). bucket i counts ended
+ * stalls of 2^i to 2^(i+1) ms (bucket 0: under 2 ms, the last: 2^15 ms or
+ * more), whatever the threshold was when each was seen. */
+typedef struct goro_stall_stats {
+    int64_t threshold_ns;     /* now; 0: off */
+    uint64_t stalls;          /* seen, ongoing ones included */
+    uint64_t reported;        /* reports made (callback or stderr) */
+    uint64_t suppressed;      /* left out of stderr by the one-a-second rule */
+    int64_t longest_ns;       /* of the ended ones */
+    uint64_t buckets[GORO_STALL_BUCKETS];
+} goro_stall_stats_t;
+
+/* Fills *st. Returns 0, or -EINVAL for NULL. */
+int goro_stall_stats(goro_stall_stats_t *st);
+
 /* ------------------------------------------------------------------------
  * Implementation of the spawn macros. Not part of the contract.
  * ------------------------------------------------------------------------ */

@@ -323,6 +323,26 @@ struct goro_timers {
     _Atomic int64_t first;         /* earliest when, INT64_MAX: none */
 };
 
+/* Stall reports (debug/stall.c). A sample of what an M runs, taken by
+ * its SIGURG handler when sysmon asks: sysmon bumps req and signals; the
+ * handler fills the rest and stores done = req (release). */
+#define GORO_STALL_FRAMES 32
+struct goro_stall_sample {
+    _Atomic uint32_t req, done;
+    uint64_t id;                   /* 0: no coroutine was running */
+    char name[32];
+    uint8_t why;                   /* goro_stall_why_t */
+    int nips;
+    uintptr_t ips[GORO_STALL_FRAMES];
+};
+/* What sysmon follows of a P's stall (sysmon only). */
+struct goro_stall_track {
+    uint8_t phase;                 /* none, watching, asked, reported, ignored */
+    uint32_t tick, req;            /* the stalled slice's schedtick; the sample asked */
+    int64_t since, asked_at;
+    struct goro_m *m;
+};
+
 /* A processor: the right to run coroutines, with its local run queue.
  * Owned by one worker thread at a time (see runtime/sched/sched.c).
  * Who writes what: "owner" is the M that holds the P (p->owner == m, and
@@ -373,6 +393,7 @@ struct goro_p {
     _Atomic int8_t running_prio;   /* owner: the class of the slice it runs (sysmon reads) */
     uint32_t sm_class_tick;        /* sysmon: schedtick + 1 of a slice cut for a class */
     int64_t sm_class_when;         /* sysmon: when it asked */
+    struct goro_stall_track sm_stall;
 };
 
 /* A worker thread. Its fields are written by its own thread ("m") unless
@@ -412,6 +433,8 @@ struct goro_m {
     int64_t signal_sent_at;        /* when (sysmon only) */
     void *altstack;                /* the signal stack (m, at start and end) */
     size_t altstack_size;
+    struct goro_stall_sample stall;  /* answered by its SIGURG handler (m) */
+    struct goro_stall_track sm_stall;  /* a stall it kept after a hand-off (sysmon) */
 };
 
 /* The scheduler's global state. */

@@ -63,6 +63,7 @@ static int start_locked(const goro_config_t *cfg)
     goro__sched.slice_ns = slice ? slice : DEFAULT_SLICE;
     goro__fault_install();
     goro__stack_guard_init();       /* no stack is mapped between runs */
+    goro__stall_start();
     int err = goro__fork_install();
     if (!err)
         err = goro__sched_start(workers);

@@ -256,6 +256,10 @@ static int env_child(void *arg)
         seen = offload_peak();
     } else if (strcmp(c->name, "GORO_STACK_GUARD") == 0) {
         seen = t_stacks_in_arenas();
+    } else if (strcmp(c->name, "GORO_STALL") == 0) {
+        goro_stall_stats_t st;
+        goro_stall_stats(&st);
+        seen = (long)(st.threshold_ns / GORO_MSEC);
     }
     printf("seen=%ld\n", seen);
     fflush(stdout);
@@ -327,6 +331,8 @@ START_TEST(env_bad_values_are_reported)
         { "GORO_OFFLOAD_THREADS", "0", "1..1024", 4 },
         { "GORO_OFFLOAD_THREADS", "4096", "1..1024", 4 },
         { "GORO_STACK_GUARD", "madvise", "auto or mprotect", KERNEL_SAYS },
+        { "GORO_STALL", "0", "1..3600000 ms", 0 },
+        { "GORO_STALL", "50ms", "1..3600000 ms", 0 },
     };
     check_env_cases(cases, sizeof cases / sizeof cases[0]);
 }
@@ -347,6 +353,7 @@ START_TEST(env_good_values_are_used)
         { "GORO_OFFLOAD_THREADS", "", NULL, 4 },
         { "GORO_STACK_GUARD", "mprotect", NULL, 0 },
         { "GORO_STACK_GUARD", "auto", NULL, KERNEL_SAYS },
+        { "GORO_STALL", "250", NULL, 250 },
     };
     check_env_cases(cases, sizeof cases / sizeof cases[0]);
 }

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 declare -A group=(
-  [core]="gcc g++ clang make pkg-config python3 libunwind-dev libevent-dev check valgrind libsqlite3-dev"
+  [core]="gcc g++ clang make pkg-config python3 libunwind-dev libevent-dev check valgrind libsqlite3-dev zlib1g-dev"
   [test]="valgrind"
   [bench]="g++ libboost-context-dev golang-go gnuplot-nox"
   [gdb]="gdb gdb-multiarch"

@@ -49,8 +49,25 @@ GORO_HIDDEN void goro__outf(struct goro_out *o, const char *fmt, ...)
 GORO_HIDDEN void goro__backtrace_out(struct goro_out *o, void *ucontext);
 /* The backtrace of a coroutine that is not running, from its saved context. */
 GORO_HIDDEN void goro__backtrace_saved(struct goro_out *o, const struct goro *g);
+/* The code addresses of a signal context's frames, innermost first, at
+ * most max; a fault while reading (a stack that makes no sense) cuts the
+ * walk short. For a signal handler: names come later (goro__symbolize). */
+GORO_HIDDEN int goro__backtrace_ips(void *ucontext, uintptr_t *ips, int max);
+/* Copies len bytes from memory that may be unmapped meanwhile (another
+ * thread's coroutine); false if a fault cut the copy short. */
+GORO_HIDDEN bool goro__copy_guarded(void *dst, const void *src, size_t len);
 /* "name" or "name+0x12" or the address, for a code address. */
 GORO_HIDDEN void goro__symbolize(const void *ip, char *buf, size_t len);
+
+/* stall.c (the file says how; sysmon and the SIGURG handler call it) */
+GORO_HIDDEN void goro__stall_start(void);
+GORO_HIDDEN void goro__stall_check(struct goro_p *p, int64_t now);
+GORO_HIDDEN void goro__stall_handoff(struct goro_p *p, struct goro_m *m, int64_t now);
+GORO_HIDDEN void goro__stall_check_threads(int64_t now);
+GORO_HIDDEN bool goro__stall_asked(struct goro_m *m);
+GORO_HIDDEN void goro__stall_sample(struct goro_m *m, struct goro *g, void *uc);
+GORO_HIDDEN void goro__stall_answer(struct goro_m *m, int why);
+GORO_HIDDEN void goro__stall_dump(struct goro_out *o);
 
 /* dump.c */
 GORO_HIDDEN void goro__dump_install(void);

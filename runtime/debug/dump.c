@@ -235,6 +235,7 @@ void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal)
     dump_spare_threads(&d);
     goro__outf(o, "goro: %d coroutine%s%s\n", d.count, d.count == 1 ? "" : "s",
                inexact ? " (the registry was busy: the list may be incomplete)" : "");
+    goro__stall_dump(o);
     dump_stack_space(o);
 }
 

@@ -338,6 +338,48 @@ static void guarded_walk(struct goro_out *o, enum walk_from from, void *ucontext
     walk_escape = outer;
 }
 
+int goro__backtrace_ips(void *ucontext, uintptr_t *ips, int max)
+{
+    sigjmp_buf escape;
+    sigjmp_buf *volatile outer = walk_escape;
+    volatile int n = 0;
+    if (sigsetjmp(escape, 1)) {
+        walk_escape = outer;
+        return n;                   /* what was read before the fault */
+    }
+    walk_escape = &escape;
+    unw_cursor_t cursor;
+    if (unw_init_local2(&cursor, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME) == 0) {
+        do {
+            unw_word_t ip;
+            if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || !ip)
+                break;
+            ips[n] = (uintptr_t)ip;
+            n = n + 1;
+        } while (n < max && unw_step(&cursor) > 0);
+    }
+    walk_escape = outer;
+    return n;
+}
+
+__attribute__((no_sanitize("address", "thread")))
+bool goro__copy_guarded(void *dst, const void *src, size_t len)
+{
+    sigjmp_buf escape;
+    sigjmp_buf *volatile outer = walk_escape;
+    if (sigsetjmp(escape, 1)) {
+        walk_escape = outer;
+        return false;
+    }
+    walk_escape = &escape;
+    volatile unsigned char *d = dst;
+    const volatile unsigned char *s = src;
+    for (size_t i = 0; i < len; i++)
+        d[i] = s[i];
+    walk_escape = outer;
+    return true;
+}
+
 void goro__backtrace_out(struct goro_out *o, void *ucontext)
 {
     guarded_walk(o, ucontext ? WALK_SIGNAL : WALK_HERE, ucontext, NULL);

@@ -36,6 +36,7 @@
 
 #include "internal.h"
 #include "base/sanitizer.h"
+#include "debug/debug.h"
 #include "sigframe.h"
 
 void goro__preempt_resume(void);
@@ -129,6 +130,21 @@ static void frame_copy(void *dst, const void *src, size_t n)
 /* Room to leave below the copy: the yield's own frames. */
 #define PREEMPT_STACK_MARGIN (8 * 1024)
 
+/* Whether g, stopped at pc by the signal, may be suspended there; else
+ * why not (goro_stall_why_t). in_rt: not in the middle of a switch or
+ * any P-using runtime code, whatever the section its instructions ended
+ * up in. */
+static int decline_reason(struct goro_m *m, struct goro *g, uintptr_t pc)
+{
+    if (!async_enabled)
+        return GORO_STALL_ASYNC_OFF;
+    if (atomic_load_explicit(&g->nopreempt, memory_order_relaxed) != 0)
+        return GORO_STALL_NOPREEMPT;
+    if (atomic_load_explicit(&m->in_rt, memory_order_relaxed) != 0 || in_goro(pc))
+        return GORO_STALL_RUNTIME;
+    return pc_preemptible(pc) ? GORO_STALL_PREEMPTIBLE : GORO_STALL_FOREIGN;
+}
+
 __attribute__((no_sanitize_address))
 static void on_sigurg(int sig, siginfo_t *si, void *ucv)
 {
@@ -149,21 +165,27 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
     atomic_store_explicit(&m->signal_pending, 0, memory_order_relaxed);
     ucontext_t *uc = ucv;
     struct goro *g = m->curg;
+    if (g && (g->flags & GORO_F_G0))
+        g = NULL;
+    /* sysmon's stall report (debug/stall.c) wants to know where g is:
+     * sampled before a preemption rewrites uc. */
+    bool sample = goro__stall_asked(m);
+    if (sample)
+        goro__stall_sample(m, g, uc);
+    int why = g ? decline_reason(m, g, goro__sigframe_pc(uc)) : GORO_STALL_RUNTIME;
     struct goro_p *p = m->p;
     if (g && p && atomic_load_explicit(&p->owner, memory_order_relaxed) == m &&
-        !(g->flags & GORO_F_G0) && async_enabled && goro__preempt_requested(p)) {
-        /* in_rt: not in the middle of a switch or any P-using runtime
-         * code, whatever the section its instructions ended up in. */
-        bool done = atomic_load_explicit(&g->nopreempt, memory_order_relaxed) == 0 &&
-                    atomic_load_explicit(&m->in_rt, memory_order_relaxed) == 0 &&
-                    pc_preemptible(goro__sigframe_pc(uc)) &&
+        goro__preempt_requested(p)) {
+        bool done = why == GORO_STALL_PREEMPTIBLE &&
                     goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,
                                             goro__preempt_resume, frame_copy);
         /* sysmon hands the P off after a few of these (not merely because
          * this thread was slow to get the CPU and the signal). */
-        if (!done)
+        if (!done && why != GORO_STALL_ASYNC_OFF)
             atomic_fetch_add_explicit(&p->preempt_declines, 1, memory_order_relaxed);
     }
+    if (sample)
+        goro__stall_answer(m, why);
     errno = saved_errno;
 }
 

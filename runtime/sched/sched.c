@@ -1240,7 +1240,7 @@ static void *m_main(void *arg);
 
 /* The scheduling state of m's thread: R, S, D ... ('?' if unknown). Read
  * afresh each time (only for a P that looks stuck), keeping no descriptor. */
-static char thread_state(struct goro_m *m)
+char goro__m_thread_state(struct goro_m *m)
 {
     char path[64];
     pid_t tid = __atomic_load_n(&m->tid, __ATOMIC_ACQUIRE);
@@ -1280,7 +1280,7 @@ bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry)
     if (!m)
         return false;
     p->sm_class_tick = t + 1;
-    char st = thread_state(m);
+    char st = goro__m_thread_state(m);
     if (st == 'S' || st == 'D')
         return false;
     atomic_store_explicit(&p->preempt_req, t + 1, memory_order_relaxed);
@@ -1301,7 +1301,7 @@ bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
     *mp = m;
     if (!m || !goro__sched.handoff_ok || atomic_load_explicit(&m->in_rt, memory_order_acquire) != 0)
         return false;
-    char st = thread_state(m);
+    char st = goro__m_thread_state(m);
     *blocked = st == 'S' || st == 'D';
     /* Coroutines pinned to m do not keep the P there: they cannot run
      * before m comes back either way, and the rest of the P's work can

@@ -150,6 +150,9 @@ GORO_HIDDEN bool goro__handoff(struct goro_p *p, struct goro_m *m);
 GORO_HIDDEN bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
                                       struct goro_m **m);
 GORO_HIDDEN void goro__sysmon_attach(struct goro_m *m);
+/* The scheduling state of m's thread from /proc: R, S, D ... ('?' if
+ * unknown). A file read: for what looks stuck only. */
+GORO_HIDDEN char goro__m_thread_state(struct goro_m *m);
 GORO_HIDDEN void goro__inject_global(struct goro_polled *list);
 /* Moves the coroutines pinned to Ms that lost their P at least `after` ns
  * ago and are still outside the runtime to the global queue; true if it

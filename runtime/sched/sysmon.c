@@ -18,7 +18,8 @@
  *   - coroutines pinned to a thread that lost its P UNPIN_SLICES ago and
  *     is still away: to the global queue (sched.c, goro__unpin_stuck);
  *   - pooled stacks idle for a second or two: back to the kernel (stack.c);
- *     sysmon does not sleep deeply while the pool holds any.
+ *     sysmon does not sleep deeply while the pool holds any;
+ *   - a slice that has lasted the stall threshold: report it (stall.c).
  * A stuck P is looked at again after PREEMPT_RETRY, doubling while it
  * stays stuck up to a slice: its thread's state comes from /proc, and one
  * read per P per millisecond cost a fifth of a core.
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "debug/debug.h"
 
 #define DELAY_MIN (20 * GORO_USEC)
 #define DELAY_MAX (10 * GORO_MSEC)
@@ -105,6 +107,7 @@ static bool check_slice(struct goro_p *p, int64_t now)
     bool long_run = declines - p->sm_declines >= 3 && now - p->sm_since >= 3 * slice;
     if (goro__handoff_wanted(p, long_run, &blocked, &m) && goro__handoff(p, m)) {
         p->sm_declines = declines;
+        goro__stall_handoff(p, m, now);
         return true;
     }
     /* A thread blocked in a system call is not signalled: the call would
@@ -231,7 +234,9 @@ static void *sysmon_main(void *arg)
             acted |= check_slice(&goro__sched.procs[i], now);
             check_poll(&goro__sched.procs[i], now);
             check_timers(&goro__sched.procs[i], now);
+            goro__stall_check(&goro__sched.procs[i], now);
         }
+        goro__stall_check_threads(now);
         check_global(now);
         if (slice > 0) {
             check_classes(now);
@@ -261,6 +266,7 @@ int goro__sysmon_start(int64_t slice_ns)
         p->sm_retry = PREEMPT_RETRY;
         p->sm_declines = atomic_load(&p->preempt_declines);
         p->sm_tick = atomic_load(&p->schedtick);
+        p->sm_stall.phase = 0;
     }
     int err = goro__preempt_install();
     if (err)

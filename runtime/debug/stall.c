@@ -1,0 +1,493 @@
+/*
+ * Stall reports: a coroutine that keeps its worker for the threshold
+ * (GORO_STALL=<ms>, goro_stall_watch) without a switch is reported once,
+ * with why preemption did not end it and where it was.
+ *
+ * sysmon calls goro__stall_check for every P on each round:
+ *   1. A busy P whose slice (schedtick) has lasted the threshold is a
+ *      stall. If its thread is blocked in the kernel it is reported at
+ *      once, naming the system call: a signal would make that call fail
+ *      with EINTR. Else sysmon asks the thread for a sample (m->stall.req,
+ *      then a tagged SIGURG, preempt.c) and looks for the answer on its
+ *      next rounds.
+ *   2. The handler, on the worker, walks the interrupted stack (code
+ *      addresses only: naming them opens object files, which sysmon does),
+ *      says why it would not preempt there, and stores done = req.
+ *   3. sysmon names the frames and reports: to the callback, or to stderr
+ *      at most once a second. No answer within ANSWER_WAIT (a handler the
+ *      program put before ours, a blocked signal) is reported as such.
+ *   4. When the P's slice changes, the stall has ended: its length (to
+ *      within a sysmon round) goes into the histogram.
+ * Invariants: only sysmon writes the P's sm_stall and the statistics
+ * (atomics, since goro_stall_stats reads them anywhere); sysmon reads a
+ * sample only once done == req (acquire), and the handler writes one only
+ * while done != req, so the two never touch it at once - a late answer to
+ * a request sysmon gave up on is an answer to the next one, which is as
+ * good a sample.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "base/env.h"
+#include "debug/debug.h"
+
+#define ANSWER_WAIT (200 * GORO_MSEC)
+#define STDERR_EVERY GORO_SEC
+
+enum { PHASE_NONE, PHASE_WATCHING, PHASE_ASKED, PHASE_REPORTED, PHASE_IGNORED };
+
+static _Atomic int64_t threshold;
+static goro_lock_t watch_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
+static goro_stall_fn watch_fn;         /* under watch_lock */
+static void *watch_arg;
+
+/* Statistics (sysmon writes, anyone reads). */
+static _Atomic uint64_t n_stalls, n_reported, n_suppressed;
+static _Atomic int64_t longest;
+static _Atomic uint64_t buckets[GORO_STALL_BUCKETS];
+static int64_t last_stderr = INT64_MIN;    /* sysmon only */
+static uint64_t left_out;                  /* since the last stderr report (sysmon) */
+
+int goro_stall_watch(int64_t threshold_ns, goro_stall_fn fn, void *arg)
+{
+    if (threshold_ns < 0 || (threshold_ns > 0 && threshold_ns < GORO_MSEC))
+        return -EINVAL;
+    goro__lock(&watch_lock);
+    watch_fn = fn;
+    watch_arg = arg;
+    goro__unlock(&watch_lock);
+    atomic_store(&threshold, threshold_ns);
+    return 0;
+}
+
+void goro__stall_start(void)
+{
+    long ms;
+    if (goro__env_long("GORO_STALL", 1, 3600 * 1000L, " ms", &ms))
+        goro_stall_watch(ms * GORO_MSEC, NULL, NULL);
+}
+
+int goro_stall_stats(goro_stall_stats_t *st)
+{
+    if (!st)
+        return -EINVAL;
+    memset(st, 0, sizeof *st);
+    st->threshold_ns = atomic_load(&threshold);
+    st->stalls = atomic_load(&n_stalls);
+    st->reported = atomic_load(&n_reported);
+    st->suppressed = atomic_load(&n_suppressed);
+    st->longest_ns = atomic_load(&longest);
+    for (int i = 0; i < GORO_STALL_BUCKETS; i++)
+        st->buckets[i] = atomic_load(&buckets[i]);
+    return 0;
+}
+
+static int bucket_of(int64_t ns)
+{
+    int64_t ms = ns / GORO_MSEC;
+    int i = 0;
+    while (ms >= 2 && i < GORO_STALL_BUCKETS - 1) {
+        ms >>= 1;
+        i++;
+    }
+    return i;
+}
+
+static void stall_ended(int64_t ns)
+{
+    atomic_fetch_add_explicit(&buckets[bucket_of(ns)], 1, memory_order_relaxed);
+    if (ns > atomic_load_explicit(&longest, memory_order_relaxed))
+        atomic_store_explicit(&longest, ns, memory_order_relaxed);
+}
+
+/* ---- on the worker: the SIGURG handler's half ---- */
+
+bool goro__stall_asked(struct goro_m *m)
+{
+    return atomic_load_explicit(&m->stall.req, memory_order_relaxed) !=
+           atomic_load_explicit(&m->stall.done, memory_order_relaxed);
+}
+
+/* Before anything changes uc (a preemption redirects it). */
+void goro__stall_sample(struct goro_m *m, struct goro *g, void *uc)
+{
+    struct goro_stall_sample *s = &m->stall;
+    s->id = g ? g->id : 0;
+    if (g)
+        memcpy(s->name, g->name, sizeof s->name);
+    s->nips = g ? goro__backtrace_ips(uc, s->ips, GORO_STALL_FRAMES) : 0;
+}
+
+void goro__stall_answer(struct goro_m *m, int why)
+{
+    m->stall.why = (uint8_t)why;
+    atomic_store_explicit(&m->stall.done, atomic_load_explicit(&m->stall.req, memory_order_relaxed),
+                          memory_order_release);
+}
+
+/* ---- on sysmon: noticing, reporting, ending ---- */
+
+struct text {
+    char buf[8192];
+    size_t len;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void text_add(struct text *t, const char *fmt, ...)
+{
+    if (t->len >= sizeof t->buf - 1)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->buf + t->len, sizeof t->buf - t->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        t->len += (size_t)n < sizeof t->buf - t->len ? (size_t)n : sizeof t->buf - t->len - 1;
+}
+
+/* The object's file name (no directory) for a code address. */
+static const char *object_of(uintptr_t pc)
+{
+    Dl_info info;
+    if (!pc || !dladdr((void *)pc, &info) || !info.dli_fname || !info.dli_fname[0])
+        return "the program";
+    const char *slash = strrchr(info.dli_fname, '/');
+    return slash ? slash + 1 : info.dli_fname;
+}
+
+/* The system call m's thread is blocked in, by name where known. */
+static void blocked_call(struct goro_m *m, char *buf, size_t len)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall",
+             (int)__atomic_load_n(&m->tid, __ATOMIC_ACQUIRE));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, line, sizeof line - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    long nr = -1;
+    if (n > 0) {
+        line[n] = 0;
+        if (sscanf(line, "%ld", &nr) != 1)
+            nr = -1;
+    }
+    static const struct { long nr; const char *name; } names[] = {
+        { SYS_read, "read" }, { SYS_write, "write" }, { SYS_futex, "futex" },
+        { SYS_nanosleep, "nanosleep" }, { SYS_clock_nanosleep, "clock_nanosleep" },
+        { SYS_ppoll, "ppoll" }, { SYS_pselect6, "pselect6" }, { SYS_epoll_pwait, "epoll_pwait" },
+        { SYS_accept, "accept" }, { SYS_accept4, "accept4" }, { SYS_connect, "connect" },
+        { SYS_recvfrom, "recvfrom" }, { SYS_sendto, "sendto" }, { SYS_recvmsg, "recvmsg" },
+        { SYS_sendmsg, "sendmsg" }, { SYS_openat, "openat" }, { SYS_fsync, "fsync" },
+        { SYS_fdatasync, "fdatasync" }, { SYS_flock, "flock" }, { SYS_fcntl, "fcntl" },
+        { SYS_wait4, "wait4" }, { SYS_waitid, "waitid" }, { SYS_readv, "readv" },
+        { SYS_writev, "writev" }, { SYS_pread64, "pread64" }, { SYS_pwrite64, "pwrite64" },
+        { SYS_rt_sigtimedwait, "rt_sigtimedwait" }, { SYS_msync, "msync" },
+#ifdef SYS_poll
+        { SYS_poll, "poll" },
+#endif
+#ifdef SYS_select
+        { SYS_select, "select" },
+#endif
+#ifdef SYS_epoll_wait
+        { SYS_epoll_wait, "epoll_wait" },
+#endif
+#ifdef SYS_pause
+        { SYS_pause, "pause" },
+#endif
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].nr == nr) {
+            snprintf(buf, len, "blocked in the kernel (system call %s)", names[i].name);
+            return;
+        }
+    if (nr >= 0)
+        snprintf(buf, len, "blocked in the kernel (system call %ld)", nr);
+    else
+        snprintf(buf, len, "blocked in the kernel");
+}
+
+static void why_text(int why, uintptr_t pc, char *buf, size_t len)
+{
+    switch (why) {
+    case GORO_STALL_PREEMPTIBLE:
+        if (goro__sched.slice_ns < 0)
+            snprintf(buf, len, "never preempted (GORO_SLICE=off)");
+        else
+            snprintf(buf, len, "preemptible where it was sampled (not yet asked, or just "
+                     "back from code that is not)");
+        break;
+    case GORO_STALL_FOREIGN:
+        snprintf(buf, len, "in code not marked preemptible (%s)", object_of(pc));
+        break;
+    case GORO_STALL_NOPREEMPT:
+        snprintf(buf, len, "in a no-preempt section (goro_preempt_disable)");
+        break;
+    case GORO_STALL_RUNTIME:
+        snprintf(buf, len, "inside goro's own code");
+        break;
+    case GORO_STALL_ASYNC_OFF:
+        snprintf(buf, len, "asynchronous preemption is off");
+        break;
+    default:
+        snprintf(buf, len, "its worker did not answer the sampling signal");
+        break;
+    }
+}
+
+/* One report: to the callback, or to stderr once a second at most. */
+static void report(const goro_stall_t *st, int64_t now)
+{
+    goro__lock(&watch_lock);
+    goro_stall_fn fn = watch_fn;
+    void *arg = watch_arg;
+    goro__unlock(&watch_lock);
+    atomic_fetch_add_explicit(&n_reported, 1, memory_order_relaxed);
+    if (fn) {
+        fn(st, arg);
+        return;
+    }
+    if (last_stderr != INT64_MIN && now - last_stderr < STDERR_EVERY) {
+        left_out++;
+        atomic_fetch_sub_explicit(&n_reported, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&n_suppressed, 1, memory_order_relaxed);
+        return;
+    }
+    last_stderr = now;
+    size_t len = strlen(st->text);
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(2, st->text + off, len - off);
+        if (w <= 0 && errno != EINTR)
+            break;
+        off += w > 0 ? (size_t)w : 0;
+    }
+    if (left_out) {
+        char line[160];
+        int n = snprintf(line, sizeof line, "goro: (%llu stall%s before this one left out: "
+                         "one report a second)\n", (unsigned long long)left_out,
+                         left_out == 1 ? "" : "s");
+        if (write(2, line, (size_t)n) < 0)
+            (void)0;
+        left_out = 0;
+    }
+}
+
+/* worker: the P's id, or -1 for a thread whose P went on without it. */
+static void report_stall(struct goro_stall_track *tr, int worker,
+                         const struct goro_stall_sample *s, int why, const char *blocked,
+                         int64_t now)
+{
+    static struct text t;              /* sysmon only */
+    const void *frames[GORO_STALL_FRAMES];
+    char reason[160];
+    int nips = why == GORO_STALL_UNANSWERED || blocked ? 0 : s->nips;
+    uintptr_t pc = nips ? s->ips[0] : 0;
+    if (blocked)
+        snprintf(reason, sizeof reason, "%s", blocked);
+    else
+        why_text(why, pc, reason, sizeof reason);
+    int64_t ns = now - tr->since;
+    t.len = 0;
+    text_add(&t, "goro: coroutine %llu", (unsigned long long)s->id);
+    if (s->name[0])
+        text_add(&t, " (%.*s)", (int)sizeof s->name, s->name);
+    if (worker >= 0)
+        text_add(&t, " has held worker %d", worker);
+    else
+        text_add(&t, " has held its thread (its worker went on without it)");
+    text_add(&t, " for %lld ms without a switch: %s\n", (long long)(ns / GORO_MSEC), reason);
+    for (int i = 0; i < nips; i++) {
+        char name[160];
+        /* frame 0 stopped at its pc; the others hold return addresses */
+        goro__symbolize((void *)(s->ips[i] - (i ? 1 : 0)), name, sizeof name);
+        text_add(&t, "  #%-5d 0x%012lx %s\n", i, (unsigned long)s->ips[i], name);
+        frames[i] = (const void *)s->ips[i];
+    }
+    if (!nips && !blocked && why != GORO_STALL_UNANSWERED)
+        text_add(&t, "  (no backtrace: libunwind found no frames)\n");
+    goro_stall_t st = {
+        .id = s->id, .name = s->name, .worker = worker, .ns = ns,
+        .why = blocked ? GORO_STALL_BLOCKED : (goro_stall_why_t)why, .reason = reason,
+        .nframes = nips, .frames = frames, .text = t.buf,
+    };
+    report(&st, now);
+}
+
+/* tr has lasted the threshold on m: report it now if m's thread is
+ * blocked in the kernel, else ask m for a sample. */
+static void stall_begin(struct goro_stall_track *tr, struct goro_m *m, int worker, int64_t now)
+{
+    tr->m = m;
+    char st = goro__m_thread_state(m);
+    if (st == 'S' || st == 'D') {
+        /* Who is blocked: its M says, as the handler would have. */
+        struct goro_stall_sample s = { .id = 0 };
+        struct goro *g = NULL;
+        /* m may return from its call, and g end, meanwhile: copied with
+         * care (the handler's sample needs none: it runs on m) */
+        if (!goro__copy_guarded(&g, &m->curg, sizeof g) || !g || g == &m->g0 || !goro__copy_guarded(&s.id, &g->id, sizeof s.id) ||
+            !goro__copy_guarded(s.name, g->name, sizeof s.name)) {
+            tr->phase = PHASE_IGNORED;
+            return;
+        }
+        char what[96];
+        blocked_call(m, what, sizeof what);
+        tr->phase = PHASE_REPORTED;
+        atomic_fetch_add_explicit(&n_stalls, 1, memory_order_relaxed);
+        report_stall(tr, worker, &s, GORO_STALL_BLOCKED, what, now);
+        return;
+    }
+    tr->req = atomic_load_explicit(&m->stall.req, memory_order_relaxed) + 1;
+    atomic_store_explicit(&m->stall.req, tr->req, memory_order_relaxed);
+    tr->asked_at = now;
+    tr->phase = PHASE_ASKED;
+    goro__preempt_signal(m);
+}
+
+static void stall_answered(struct goro_stall_track *tr, int worker, int64_t now)
+{
+    struct goro_stall_sample *s = &tr->m->stall;
+    bool answered = atomic_load_explicit(&s->done, memory_order_acquire) == tr->req;
+    if (!answered && now - tr->asked_at < ANSWER_WAIT)
+        return;
+    if (answered && s->id == 0) {
+        tr->phase = PHASE_IGNORED;      /* the runtime's own g0, not a coroutine */
+        return;
+    }
+    tr->phase = PHASE_REPORTED;
+    atomic_fetch_add_explicit(&n_stalls, 1, memory_order_relaxed);
+    if (answered) {
+        report_stall(tr, worker, s, s->why, NULL, now);
+    } else {
+        struct goro_stall_sample none = { .id = 0 };
+        report_stall(tr, worker, &none, GORO_STALL_UNANSWERED, NULL, now);
+    }
+}
+
+static void stall_end(struct goro_stall_track *tr, int64_t now)
+{
+    if (tr->phase == PHASE_REPORTED)
+        stall_ended(now - tr->since);
+    tr->phase = PHASE_NONE;
+}
+
+/* The next step of a track that is on: ask, look for the answer. */
+static void stall_step(struct goro_stall_track *tr, struct goro_m *m, int worker, int64_t now,
+                       int64_t limit)
+{
+    if (tr->phase == PHASE_ASKED)
+        stall_answered(tr, worker, now);
+    else if (tr->phase == PHASE_WATCHING && limit > 0 && now - tr->since >= limit)
+        stall_begin(tr, m, worker, now);
+}
+
+static _Atomic int handed_tracks;      /* Ms with a track on (sysmon only writes) */
+
+void goro__stall_check(struct goro_p *p, int64_t now)
+{
+    struct goro_stall_track *tr = &p->sm_stall;
+    if (tr->phase != PHASE_NONE && tr->tick != p->sm_tick)
+        stall_end(tr, now);
+    int64_t limit = atomic_load_explicit(&threshold, memory_order_relaxed);
+    if (tr->phase == PHASE_NONE) {
+        struct goro_m *m = atomic_load_explicit(&p->owner, memory_order_acquire);
+        if (limit <= 0 || now - p->sm_since < limit ||
+            !atomic_load_explicit(&p->running, memory_order_relaxed) || !m ||
+            m == GORO_P_RETAKING)
+            return;
+        tr->tick = p->sm_tick;
+        tr->since = p->sm_since;
+        tr->m = m;
+        tr->phase = PHASE_WATCHING;
+    }
+    stall_step(tr, tr->m, p->id, now, limit);
+}
+
+/* sysmon gave p away from m, whose coroutine goes on where it is: the
+ * stall, begun or not, is now m's to follow (until m comes back). */
+void goro__stall_handoff(struct goro_p *p, struct goro_m *m, int64_t now)
+{
+    (void)now;
+    struct goro_stall_track *tr = &p->sm_stall;
+    m->sm_stall = *tr;
+    if (m->sm_stall.phase == PHASE_NONE) {
+        m->sm_stall.since = p->sm_since;
+        m->sm_stall.m = m;
+        m->sm_stall.phase = PHASE_WATCHING;
+    }
+    tr->phase = PHASE_NONE;
+    atomic_store_explicit(&handed_tracks, 1, memory_order_relaxed);
+}
+
+/* Threads that lost their P while in a coroutine: the stall ends when
+ * the thread is back in the runtime (on its g0) or has a P again. */
+void goro__stall_check_threads(int64_t now)
+{
+    if (!atomic_load_explicit(&handed_tracks, memory_order_relaxed))
+        return;
+    int64_t limit = atomic_load_explicit(&threshold, memory_order_relaxed);
+    int nms = atomic_load(&goro__sched.nms), on = 0;
+    for (int i = 0; i < nms; i++) {
+        struct goro_m *m = &goro__sched.ms[i];
+        struct goro_stall_track *tr = &m->sm_stall;
+        if (tr->phase == PHASE_NONE)
+            continue;
+        if (!atomic_load_explicit(&m->lost_p_at, memory_order_relaxed) ||
+            atomic_load_explicit(&m->in_rt, memory_order_acquire) != 0) {
+            stall_end(tr, now);
+            continue;
+        }
+        stall_step(tr, m, -1, now, limit);
+        on++;
+    }
+    if (!on)
+        atomic_store_explicit(&handed_tracks, 0, memory_order_relaxed);
+}
+
+/* goro_dump's line. */
+void goro__stall_dump(struct goro_out *o)
+{
+    goro_stall_stats_t st;
+    goro_stall_stats(&st);
+    if (!st.threshold_ns && !st.stalls) {
+        goro__outf(o, "goro: stall reports off (GORO_STALL=<ms> turns them on)\n");
+        return;
+    }
+    char line[512];
+    size_t len = 0;
+    uint64_t ended = 0;
+    for (int i = 0; i < GORO_STALL_BUCKETS; i++)
+        ended += st.buckets[i];
+    len += (size_t)snprintf(line, sizeof line, "goro: stalls: %llu seen",
+                            (unsigned long long)st.stalls);
+    if (st.stalls > ended)
+        len += (size_t)snprintf(line + len, sizeof line - len, " (%llu not over yet)",
+                                (unsigned long long)(st.stalls - ended));
+    if (ended)
+        len += (size_t)snprintf(line + len, sizeof line - len, ", longest %lld ms",
+                                (long long)(st.longest_ns / GORO_MSEC));
+    if (st.threshold_ns)
+        len += (size_t)snprintf(line + len, sizeof line - len, " (reported from %lld ms)",
+                                (long long)(st.threshold_ns / GORO_MSEC));
+    const char *sep = "; by length:";
+    for (int i = 0; i < GORO_STALL_BUCKETS && len < sizeof line - 64; i++) {
+        if (!st.buckets[i])
+            continue;
+        long lo = i ? 1L << i : 0, hi = (1L << (i + 1)) - 1;
+        if (i == GORO_STALL_BUCKETS - 1)
+            len += (size_t)snprintf(line + len, sizeof line - len, "%s %ld+ ms %llu", sep, lo,
+                                    (unsigned long long)st.buckets[i]);
+        else
+            len += (size_t)snprintf(line + len, sizeof line - len, "%s %ld-%ld ms %llu", sep,
+                                    lo, hi, (unsigned long long)st.buckets[i]);
+        sep = ",";
+    }
+    goro__outf(o, "%s\n", line);
+}

@@ -64,6 +64,7 @@ GORO_HIDDEN void goro__stall_start(void);
 GORO_HIDDEN void goro__stall_check(struct goro_p *p, int64_t now);
 GORO_HIDDEN void goro__stall_handoff(struct goro_p *p, struct goro_m *m, int64_t now);
 GORO_HIDDEN void goro__stall_check_threads(int64_t now);
+GORO_HIDDEN bool goro__stall_pending(void);
 GORO_HIDDEN bool goro__stall_asked(struct goro_m *m);
 GORO_HIDDEN void goro__stall_sample(struct goro_m *m, struct goro *g, void *uc);
 GORO_HIDDEN void goro__stall_answer(struct goro_m *m, int why);

@@ -16,8 +16,9 @@
  *   3. sysmon names the frames and reports: to the callback, or to stderr
  *      at most once a second. No answer within ANSWER_WAIT (a handler the
  *      program put before ours, a blocked signal) is reported as such.
- *   4. When the P's slice changes, the stall has ended: its length (to
- *      within a sysmon round) goes into the histogram.
+ *   4. When the P's slice changes, or the P goes idle, the stall has
+ *      ended: its length (to within a sysmon round) goes into the
+ *      histogram.
  * Invariants: only sysmon writes the P's sm_stall and the statistics
  * (atomics, since goro_stall_stats reads them anywhere); sysmon reads a
  * sample only once done == req (acquire), and the handler writes one only
@@ -393,7 +394,9 @@ static _Atomic int handed_tracks;      /* Ms with a track on (sysmon only writes
 void goro__stall_check(struct goro_p *p, int64_t now)
 {
     struct goro_stall_track *tr = &p->sm_stall;
-    if (tr->phase != PHASE_NONE && tr->tick != p->sm_tick)
+    /* over: a new slice, or none (an idle P starts none until it wakes) */
+    if (tr->phase != PHASE_NONE && (tr->tick != p->sm_tick ||
+                                    !atomic_load_explicit(&p->running, memory_order_relaxed)))
         stall_end(tr, now);
     int64_t limit = atomic_load_explicit(&threshold, memory_order_relaxed);
     if (tr->phase == PHASE_NONE) {
@@ -449,6 +452,18 @@ void goro__stall_check_threads(int64_t now)
     }
     if (!on)
         atomic_store_explicit(&handed_tracks, 0, memory_order_relaxed);
+}
+
+/* sysmon, before it sleeps until a P is busy: a stall it follows must
+ * first be seen to end. */
+bool goro__stall_pending(void)
+{
+    if (atomic_load_explicit(&handed_tracks, memory_order_relaxed))
+        return true;
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        if (goro__sched.procs[i].sm_stall.phase != PHASE_NONE)
+            return true;
+    return false;
 }
 
 /* goro_dump's line. */

@@ -19,7 +19,8 @@
  *     is still away: to the global queue (sched.c, goro__unpin_stuck);
  *   - pooled stacks idle for a second or two: back to the kernel (stack.c);
  *     sysmon does not sleep deeply while the pool holds any;
- *   - a slice that has lasted the stall threshold: report it (stall.c).
+ *   - a slice that has lasted the stall threshold: report it (stall.c);
+ *     sysmon does not sleep deeply before it has seen such a stall end.
  * A stuck P is looked at again after PREEMPT_RETRY, doubling while it
  * stays stuck up to a slice: its thread's state comes from /proc, and one
  * read per P per millisecond cost a fifth of a core.
@@ -205,7 +206,7 @@ static void *sysmon_main(void *arg)
     while (!atomic_load(&quit)) {
         uint32_t seen = atomic_load(&sleep_word);
         if (idle_rounds > QUIET_ROUNDS && all_idle() && !pinned_waiting &&
-            !goro__slab_trim_pending()) {
+            !goro__slab_trim_pending() && !goro__stall_pending()) {
             /* Deep sleep. deep and npidle are both seq_cst, and a P leaving
              * the idle list decrements npidle before it kicks us. */
             atomic_store(&deep, 1);

@@ -1141,8 +1141,10 @@ typedef void (*goro_stall_fn)(const goro_stall_t *stall, void *arg);
  * if fn is given; else to stderr, at most one report a second (the next
  * report counts those left out). threshold_ns 0 turns reports off. May be
  * called before or after goro_start; GORO_STALL=<ms> in the environment
- * does the same at each start (stderr). Returns 0, or -EINVAL for a
- * threshold below 1 ms (GORO_MSEC) other than 0. */
+ * does the same at each start (stderr). Once it returns, the previous fn
+ * is not running (unless it is the caller) and is not called again: its
+ * arg may be freed. Returns 0, or -EINVAL for a threshold below 1 ms
+ * (GORO_MSEC) other than 0. */
 int goro_stall_watch(int64_t threshold_ns, goro_stall_fn fn, void *arg);
 
 #define GORO_STALL_BUCKETS 16

@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -57,6 +58,9 @@ static _Atomic uint64_t buckets[GORO_STALL_BUCKETS];
 static int64_t last_stderr = INT64_MIN;    /* sysmon only */
 static uint64_t left_out;                  /* since the last stderr report (sysmon) */
 
+static _Atomic int calling;            /* sysmon is in a watch_fn it read */
+static __thread bool in_report;        /* this thread is (sysmon, in watch_fn) */
+
 int goro_stall_watch(int64_t threshold_ns, goro_stall_fn fn, void *arg)
 {
     if (threshold_ns < 0 || (threshold_ns > 0 && threshold_ns < GORO_MSEC))
@@ -66,6 +70,10 @@ int goro_stall_watch(int64_t threshold_ns, goro_stall_fn fn, void *arg)
     watch_arg = arg;
     goro__unlock(&watch_lock);
     atomic_store(&threshold, threshold_ns);
+    /* The old fn and arg are the caller's to free once this returns: a
+     * call of it already under way ends first (unless it is the caller). */
+    while (!in_report && atomic_load_explicit(&calling, memory_order_acquire))
+        sched_yield();
     return 0;
 }
 
@@ -246,13 +254,20 @@ static void why_text(int why, uintptr_t pc, char *buf, size_t len)
 /* One report: to the callback, or to stderr once a second at most. */
 static void report(const goro_stall_t *st, int64_t now)
 {
+    /* calling is set under the lock that goro_stall_watch changes fn
+     * under: it either sees the call coming or we see its new fn. */
     goro__lock(&watch_lock);
     goro_stall_fn fn = watch_fn;
     void *arg = watch_arg;
+    if (fn)
+        atomic_store_explicit(&calling, 1, memory_order_relaxed);
     goro__unlock(&watch_lock);
     atomic_fetch_add_explicit(&n_reported, 1, memory_order_relaxed);
     if (fn) {
+        in_report = true;
         fn(st, arg);
+        in_report = false;
+        atomic_store_explicit(&calling, 0, memory_order_release);
         return;
     }
     if (last_stderr != INT64_MIN && now - last_stderr < STDERR_EVERY) {

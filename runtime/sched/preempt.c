@@ -21,6 +21,10 @@
  * pinned to this worker until its next cooperative switch, because compiled
  * code may hold thread-local addresses in registers, and because the frame
  * restores this thread's signal stack settings.
+ *
+ * The same handler answers sysmon's stall samples (debug/stall.c): before
+ * anything else it records where the coroutine is and, after, why it would
+ * not be preempted there.
  */
 #define _GNU_SOURCE
 #include <errno.h>

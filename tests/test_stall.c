@@ -28,18 +28,25 @@
 #include "helpers.h"
 #include "suites.h"
 
+/* TSan runs a signal handler late, from inside its own runtime, on a copy
+ * of the context: libunwind may not get past TSan's frames. */
+static bool tsan(void)
+{
+#if defined(__SANITIZE_THREAD__)
+    return true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    return true;
+#endif
+#endif
+    return false;
+}
+
 /* Off under TSan and valgrind (runtime/sched/preempt.c): every stall's
  * reason is then that. */
 static bool async_preemption(void)
 {
-#if defined(__SANITIZE_THREAD__)
-    return false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-    return false;
-#endif
-#endif
-    return !t_valgrind();
+    return !tsan() && !t_valgrind();
 }
 
 /* Lines of text containing every one of the NULL-terminated words. */
@@ -221,9 +228,9 @@ START_TEST(stall_in_zlib_is_reported)
                              NULL) == 1, "no stall line: %.4000s", out);
     /* the backtrace: zlib's exported entry points (its internals have no
      * names in Debian's library) and the caller */
-    ck_assert_msg(lines_with(out, "  #", "deflate", NULL) + lines_with(out, "  #", "compress2",
+    ck_assert_msg(tsan() || lines_with(out, "  #", "deflate", NULL) + lines_with(out, "  #", "compress2",
                   NULL) >= 1, "no zlib frame: %.4000s", out);
-    ck_assert_msg(lines_with(out, "  #", "squeeze_for_a_while+", NULL) == 1,
+    ck_assert_msg(tsan() || lines_with(out, "  #", "squeeze_for_a_while+", NULL) == 1,
                   "no user frame: %.4000s", out);
     /* the second report comes within the second, unless the machine is
      * slow enough to spread them */
@@ -302,6 +309,8 @@ START_TEST(stall_in_no_preempt_section_goes_to_the_callback)
     } else {
         ck_assert_int_eq(seen.why, GORO_STALL_ASYNC_OFF);
     }
+    if (tsan())
+        return;
     ck_assert_msg(seen.nframes >= 2, "%d frames: %s", seen.nframes, seen.text);
     ck_assert_msg(lines_with(seen.text, "  #", "spin_until_seen+", NULL) == 1, "%s", seen.text);
 }

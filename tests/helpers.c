@@ -882,3 +882,23 @@ void t_bw_after_join(void)
     ck_assert_int_eq(r, 42);
     ck_assert_int_eq(goro_chan_free(t_bw.release), 0);
 }
+
+int t_count_lines(const char *text, const char *prefix, ...)
+{
+    int n = 0;
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
+        bool match = strncmp(buf, prefix, strlen(prefix)) == 0;
+        va_list ap;
+        va_start(ap, prefix);
+        for (const char *w; match && (w = va_arg(ap, const char *));)
+            match = strstr(buf, w) != NULL;
+        va_end(ap);
+        n += match;
+        line = end ? end + 1 : NULL;
+    }
+    return n;
+}

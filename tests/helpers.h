@@ -185,6 +185,10 @@ void t_set_bufs(int fd, int bytes);                 /* SO_SNDBUF and SO_RCVBUF *
  * *filler and the returned listener with close() afterwards. */
 int t_stalled_listener(struct sockaddr_in *addr, int *filler);
 
+/* Lines of text that start with prefix ("" for any) and contain every
+ * one of the NULL-terminated words after it. */
+int t_count_lines(const char *text, const char *prefix, ...);
+
 /* Runs fn(arg) in a child process with stdout and stderr captured into out
  * (NUL-terminated, truncated to outlen - 1). The child exits with fn's
  * return value. Kills the child after timeout_s. Returns the wait status

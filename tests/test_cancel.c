@@ -1029,16 +1029,6 @@ static long armed_victim(void)
     return goro_sleep(60 * GORO_SEC);
 }
 
-static bool wait_flag(_Atomic int *flag, double seconds)
-{
-    for (long us = 0; !atomic_load(flag); us += 1000) {
-        if (us > (long)(seconds * 1e6))
-            return false;
-        usleep(1000);
-    }
-    return true;
-}
-
 static int armed_child(void *arg)
 {
     (void)arg;
@@ -1056,7 +1046,7 @@ static int armed_child(void *arg)
         usleep(100);
     goro_detach(h);
     atomic_store(&armed_start, 1);
-    if (!wait_flag(&armed_seen, 10))
+    if (!t_wait_flag(&armed_seen, 10))
         return 12;                                /* the victim never parked */
     if (goro_cancel_token(tok) != 0)
         return 13;

@@ -30,28 +30,6 @@
 
 /* ---- text helpers ---- */
 
-/* Lines of text that start with prefix and contain every one of the
- * NULL-terminated words after it. */
-static int count_lines(const char *text, const char *prefix, ...)
-{
-    int n = 0;
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        char buf[512];
-        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
-        bool match = strncmp(buf, prefix, strlen(prefix)) == 0;
-        va_list ap;
-        va_start(ap, prefix);
-        for (const char *w; match && (w = va_arg(ap, const char *));)
-            match = strstr(buf, w) != NULL;
-        va_end(ap);
-        n += match;
-        line = end ? end + 1 : NULL;
-    }
-    return n;
-}
-
 /* The part of text between the line "=== name" and the next "=== " line. */
 static char *section(const char *text, const char *name)
 {
@@ -177,19 +155,19 @@ START_TEST(dump_counts_workers_not_threads)
     ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
                   "child status %#x; output:\n%s", st, out);
     char *blocked = section(out, "blocked"), *released = section(out, "released");
-    ck_assert_msg(count_lines(blocked, "goro: dump of process ", ", 1 worker", NULL) == 1 &&
-                  count_lines(blocked, "worker ", NULL) == 1 &&
-                  count_lines(blocked, "worker 0: thread ", NULL) == 1,
+    ck_assert_msg(t_count_lines(blocked, "goro: dump of process ", ", 1 worker", NULL) == 1 &&
+                  t_count_lines(blocked, "worker ", NULL) == 1 &&
+                  t_count_lines(blocked, "worker 0: thread ", NULL) == 1,
                   "with GORO_WORKERS=1, want one worker in the dump:\n%s", blocked);
     const char *handed = "(its worker was handed off)";
-    ck_assert_msg(count_lines(blocked, "spare thread (no worker): thread ", "running coroutine",
+    ck_assert_msg(t_count_lines(blocked, "spare thread (no worker): thread ", "running coroutine",
                               "\"blocker", handed, NULL) == 2 &&
-                  count_lines(blocked, "  running on spare thread ", handed, NULL) == 2,
+                  t_count_lines(blocked, "  running on spare thread ", handed, NULL) == 2,
                   "want both blocked threads listed as spares running their blocker:\n%s",
                   blocked);
-    ck_assert_msg(count_lines(released, "goro: dump of process ", ", 1 worker", NULL) == 1 &&
-                  count_lines(released, "worker ", NULL) == 1 &&
-                  count_lines(released, "spare thread (no worker): thread ", ", idle", NULL) == 2,
+    ck_assert_msg(t_count_lines(released, "goro: dump of process ", ", 1 worker", NULL) == 1 &&
+                  t_count_lines(released, "worker ", NULL) == 1 &&
+                  t_count_lines(released, "spare thread (no worker): thread ", ", idle", NULL) == 2,
                   "once the blockers are back, want one worker and two idle spares:\n%s",
                   released);
     free(blocked);

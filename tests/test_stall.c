@@ -12,7 +12,6 @@
  * Coroutines never call ck_assert (see helpers.h). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,47 +27,13 @@
 #include "helpers.h"
 #include "suites.h"
 
-/* TSan runs a signal handler late, from inside its own runtime, on a copy
- * of the context: libunwind may not get past TSan's frames. */
-static bool tsan(void)
-{
-#if defined(__SANITIZE_THREAD__)
-    return true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-    return true;
+/* Under TSan a signal handler runs late, from inside TSan's runtime, on a
+ * copy of the context: libunwind may not get past TSan's frames. */
+#ifdef T_TSAN
+#define UNWIND_FROM_HANDLERS false
+#else
+#define UNWIND_FROM_HANDLERS true
 #endif
-#endif
-    return false;
-}
-
-/* Off under TSan and valgrind (runtime/sched/preempt.c): every stall's
- * reason is then that. */
-static bool async_preemption(void)
-{
-    return !tsan() && !t_valgrind();
-}
-
-/* Lines of text containing every one of the NULL-terminated words. */
-static int lines_with(const char *text, ...)
-{
-    int n = 0;
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        char buf[1024];
-        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
-        va_list ap;
-        va_start(ap, text);
-        bool all = true;
-        for (const char *w; (w = va_arg(ap, const char *));)
-            all = all && strstr(buf, w);
-        va_end(ap);
-        n += all;
-        line = end ? end + 1 : NULL;
-    }
-    return n;
-}
 
 /* Runs without a goro call for ms milliseconds, preemption off. */
 __attribute__((noinline)) static long spin_unpreempted(long ms)
@@ -222,22 +187,22 @@ START_TEST(stall_in_zlib_is_reported)
     int st = t_run_child(zlib_child, NULL, t_timeout(60), out, sizeof out);
     ck_assert_msg(st != -1, "child hung: %.4000s", out);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %.4000s", st, out);
-    ck_assert_msg(lines_with(out, "goro: coroutine ", "(squeezer) has held worker ",
-                             async_preemption() ? "without a switch: in code not marked "
+    ck_assert_msg(t_count_lines(out, "", "goro: coroutine ", "(squeezer) has held worker ",
+                             t_async_preemption() ? "without a switch: in code not marked "
                              "preemptible (libz.so" : "asynchronous preemption is off",
                              NULL) == 1, "no stall line: %.4000s", out);
     /* the backtrace: zlib's exported entry points (its internals have no
      * names in Debian's library) and the caller */
-    ck_assert_msg(tsan() || lines_with(out, "  #", "deflate", NULL) + lines_with(out, "  #", "compress2",
+    ck_assert_msg(!UNWIND_FROM_HANDLERS || t_count_lines(out, "", "  #", "deflate", NULL) + t_count_lines(out, "", "  #", "compress2",
                   NULL) >= 1, "no zlib frame: %.4000s", out);
-    ck_assert_msg(tsan() || lines_with(out, "  #", "squeeze_for_a_while+", NULL) == 1,
+    ck_assert_msg(!UNWIND_FROM_HANDLERS || t_count_lines(out, "", "  #", "squeeze_for_a_while+", NULL) == 1,
                   "no user frame: %.4000s", out);
     /* the second report comes within the second, unless the machine is
      * slow enough to spread them */
-    ck_assert_msg(lines_with(out, "stalls=2 reported=1 suppressed=1", NULL) == 1 ||
-                  (t_slow() && lines_with(out, "stalls=2 reported=2 suppressed=0", NULL) == 1),
+    ck_assert_msg(t_count_lines(out, "", "stalls=2 reported=1 suppressed=1", NULL) == 1 ||
+                  (t_slow() && t_count_lines(out, "", "stalls=2 reported=2 suppressed=0", NULL) == 1),
                   "%.4000s", out);
-    ck_assert_msg(lines_with(out, "goro: stalls: ", " seen, longest ", "(reported from 50 ms)",
+    ck_assert_msg(t_count_lines(out, "", "goro: stalls: ", " seen, longest ", "(reported from 50 ms)",
                              "; by length: ", NULL) == 1, "no dump line: %.4000s", out);
     /* the squeeze ran about 350 ms: the longest is at least the threshold */
     const char *l = strstr(out, "longest_ms=");
@@ -277,14 +242,6 @@ static void seen_reset(void)
     memset(&seen, 0, sizeof seen);
 }
 
-static bool wait_seen(int n, double seconds)
-{
-    double end = t_now() + t_timeout(seconds);
-    while (atomic_load(&seen.n) < n && t_now() < end)
-        usleep(1000);
-    return atomic_load(&seen.n) >= n;
-}
-
 START_TEST(stall_in_no_preempt_section_goes_to_the_callback)
 {
     seen_reset();
@@ -296,23 +253,23 @@ START_TEST(stall_in_no_preempt_section_goes_to_the_callback)
     long spun = -1;
     ck_assert_int_eq(goro_join(h, &spun), 0);
     ck_assert_msg(spun == 0, "the monitor never saw the stall");
-    ck_assert_msg(wait_seen(1, 5), "no report");
+    ck_assert_msg(t_wait_flag(&seen.n, t_timeout(5)), "no report");
     ck_assert_msg(wait_ended(ended + 1, 5), "the stall never ended in the histogram");
     ck_assert_int_eq(goro_stall_watch(0, NULL, NULL), 0);
     ck_assert_int_eq(atomic_load(&seen.n), 1);              /* once per stall */
     ck_assert_uint_eq(seen.id, id);
     ck_assert_msg(seen.ns >= 30 * GORO_MSEC, "%lld ns", (long long)seen.ns);
     ck_assert_msg(strstr(seen.text, "(spinner) has held worker "), "%s", seen.text);
-    if (async_preemption()) {
+    if (t_async_preemption()) {
         ck_assert_int_eq(seen.why, GORO_STALL_NOPREEMPT);
         ck_assert_msg(strstr(seen.reason, "no-preempt section"), "%s", seen.reason);
     } else {
         ck_assert_int_eq(seen.why, GORO_STALL_ASYNC_OFF);
     }
-    if (tsan())
+    if (!UNWIND_FROM_HANDLERS)
         return;
     ck_assert_msg(seen.nframes >= 2, "%d frames: %s", seen.nframes, seen.text);
-    ck_assert_msg(lines_with(seen.text, "  #", "spin_until_seen+", NULL) == 1, "%s", seen.text);
+    ck_assert_msg(t_count_lines(seen.text, "", "  #", "spin_until_seen+", NULL) == 1, "%s", seen.text);
 }
 END_TEST
 
@@ -374,7 +331,7 @@ static int blocked_child(void *arg)
     if (goro_go(&h, &(goro_attr_t){ .name = "sleeper" }, sleep_in_the_kernel) != 0)
         return 12;
     uint64_t id = goro_id(h);
-    if (goro_join(h, NULL) != 0 || !wait_seen(1, 5))
+    if (goro_join(h, NULL) != 0 || !t_wait_flag(&seen.n, t_timeout(5)))
         return 13;
     printf("same_id=%d why=%d frames=%d\n%s\n", seen.id == id, seen.why, seen.nframes, seen.text);
     return goro_shutdown() == 0 ? 0 : 14;
@@ -391,7 +348,7 @@ START_TEST(blocked_call_is_named)
     snprintf(want, sizeof want, "same_id=1 why=%d frames=0", GORO_STALL_BLOCKED);
     ck_assert_msg(strstr(out, want), "%s", out);
     /* qemu-user's thread sits in the host's call, whatever the guest's was */
-    ck_assert_msg(lines_with(out, "(sleeper) has held worker 0 for ",
+    ck_assert_msg(t_count_lines(out, "", "(sleeper) has held worker 0 for ",
                              t_slow() ? "blocked in the kernel" : "(system call clock_nanosleep)",
                              NULL) == 1, "%s", out);
 }

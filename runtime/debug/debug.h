@@ -45,6 +45,8 @@ struct goro_out {
 };
 GORO_HIDDEN void goro__outf(struct goro_out *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* write(2) until all of it is out, EINTR retried; gives up on an error. */
+GORO_HIDDEN void goro__write_all(int fd, const char *s, size_t n);
 /* The backtrace of a signal context, or of the caller if ucontext is NULL. */
 GORO_HIDDEN void goro__backtrace_out(struct goro_out *o, void *ucontext);
 /* The backtrace of a coroutine that is not running, from its saved context. */
@@ -62,7 +64,7 @@ GORO_HIDDEN void goro__symbolize(const void *ip, char *buf, size_t len);
 /* stall.c (the file says how; sysmon and the SIGURG handler call it) */
 GORO_HIDDEN void goro__stall_start(void);
 GORO_HIDDEN void goro__stall_check(struct goro_p *p, int64_t now);
-GORO_HIDDEN void goro__stall_handoff(struct goro_p *p, struct goro_m *m, int64_t now);
+GORO_HIDDEN void goro__stall_handoff(struct goro_p *p, struct goro_m *m);
 GORO_HIDDEN void goro__stall_check_threads(int64_t now);
 GORO_HIDDEN bool goro__stall_pending(void);
 GORO_HIDDEN bool goro__stall_asked(struct goro_m *m);

@@ -54,7 +54,7 @@ static __thread sigjmp_buf *walk_escape __attribute__((tls_model("initial-exec")
 
 /* ---- output ---- */
 
-static void write_all(int fd, const char *s, size_t n)
+void goro__write_all(int fd, const char *s, size_t n)
 {
     while (n) {
         ssize_t w = write(fd, s, n);
@@ -80,7 +80,7 @@ void goro__outf(struct goro_out *o, const char *fmt, ...)
     if (o->file)
         fwrite(buf, 1, len, o->file);
     else
-        write_all(o->fd, buf, len);
+        goro__write_all(o->fd, buf, len);
 }
 
 /* ---- symbols ----

@@ -29,13 +29,10 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "base/env.h"
@@ -144,24 +141,6 @@ void goro__stall_answer(struct goro_m *m, int why)
 
 /* ---- on sysmon: noticing, reporting, ending ---- */
 
-struct text {
-    char buf[8192];
-    size_t len;
-};
-
-__attribute__((format(printf, 2, 3)))
-static void text_add(struct text *t, const char *fmt, ...)
-{
-    if (t->len >= sizeof t->buf - 1)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->buf + t->len, sizeof t->buf - t->len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        t->len += (size_t)n < sizeof t->buf - t->len ? (size_t)n : sizeof t->buf - t->len - 1;
-}
-
 /* The object's file name (no directory) for a code address. */
 static const char *object_of(uintptr_t pc)
 {
@@ -175,19 +154,10 @@ static const char *object_of(uintptr_t pc)
 /* The system call m's thread is blocked in, by name where known. */
 static void blocked_call(struct goro_m *m, char *buf, size_t len)
 {
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/self/task/%d/syscall",
-             (int)__atomic_load_n(&m->tid, __ATOMIC_ACQUIRE));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, line, sizeof line - 1) : -1;
-    if (fd >= 0)
-        close(fd);
+    char line[128];
     long nr = -1;
-    if (n > 0) {
-        line[n] = 0;
-        if (sscanf(line, "%ld", &nr) != 1)
-            nr = -1;
-    }
+    if (goro__m_task_file(m, "syscall", line, sizeof line) < 0 || sscanf(line, "%ld", &nr) != 1)
+        nr = -1;
     static const struct { long nr; const char *name; } names[] = {
         { SYS_read, "read" }, { SYS_write, "write" }, { SYS_futex, "futex" },
         { SYS_nanosleep, "nanosleep" }, { SYS_clock_nanosleep, "clock_nanosleep" },
@@ -262,8 +232,8 @@ static void report(const goro_stall_t *st, int64_t now)
     if (fn)
         atomic_store_explicit(&calling, 1, memory_order_relaxed);
     goro__unlock(&watch_lock);
-    atomic_fetch_add_explicit(&n_reported, 1, memory_order_relaxed);
     if (fn) {
+        atomic_fetch_add_explicit(&n_reported, 1, memory_order_relaxed);
         in_report = true;
         fn(st, arg);
         in_report = false;
@@ -272,25 +242,16 @@ static void report(const goro_stall_t *st, int64_t now)
     }
     if (last_stderr != INT64_MIN && now - last_stderr < STDERR_EVERY) {
         left_out++;
-        atomic_fetch_sub_explicit(&n_reported, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&n_suppressed, 1, memory_order_relaxed);
         return;
     }
+    atomic_fetch_add_explicit(&n_reported, 1, memory_order_relaxed);
     last_stderr = now;
-    size_t len = strlen(st->text);
-    for (size_t off = 0; off < len;) {
-        ssize_t w = write(2, st->text + off, len - off);
-        if (w <= 0 && errno != EINTR)
-            break;
-        off += w > 0 ? (size_t)w : 0;
-    }
+    goro__write_all(2, st->text, strlen(st->text));
     if (left_out) {
-        char line[160];
-        int n = snprintf(line, sizeof line, "goro: (%llu stall%s before this one left out: "
-                         "one report a second)\n", (unsigned long long)left_out,
-                         left_out == 1 ? "" : "s");
-        if (write(2, line, (size_t)n) < 0)
-            (void)0;
+        struct goro_out o = { .file = NULL, .fd = 2 };
+        goro__outf(&o, "goro: (%llu stall%s before this one left out: one report a second)\n",
+                   (unsigned long long)left_out, left_out == 1 ? "" : "s");
         left_out = 0;
     }
 }
@@ -300,7 +261,7 @@ static void report_stall(struct goro_stall_track *tr, int worker,
                          const struct goro_stall_sample *s, int why, const char *blocked,
                          int64_t now)
 {
-    static struct text t;              /* sysmon only */
+    static char text[8192];            /* sysmon only */
     const void *frames[GORO_STALL_FRAMES];
     char reason[160];
     int nips = why == GORO_STALL_UNANSWERED || blocked ? 0 : s->nips;
@@ -310,37 +271,46 @@ static void report_stall(struct goro_stall_track *tr, int worker,
     else
         why_text(why, pc, reason, sizeof reason);
     int64_t ns = now - tr->since;
-    t.len = 0;
-    text_add(&t, "goro: coroutine %llu", (unsigned long long)s->id);
-    if (s->name[0])
-        text_add(&t, " (%.*s)", (int)sizeof s->name, s->name);
-    if (worker >= 0)
-        text_add(&t, " has held worker %d", worker);
-    else
-        text_add(&t, " has held its thread (its worker went on without it)");
-    text_add(&t, " for %lld ms without a switch: %s\n", (long long)(ns / GORO_MSEC), reason);
+    /* Written as the other reports are (goro_out), into text: a report
+     * longer than that is cut short. */
+    text[0] = 0;
+    struct goro_out o = { .file = fmemopen(text, sizeof text, "w"), .fd = -1 };
+    if (o.file) {
+        goro__outf(&o, "goro: coroutine %llu", (unsigned long long)s->id);
+        if (s->name[0])
+            goro__outf(&o, " (%.*s)", (int)sizeof s->name, s->name);
+        if (worker >= 0)
+            goro__outf(&o, " has held worker %d", worker);
+        else
+            goro__outf(&o, " has held its thread (its worker went on without it)");
+        goro__outf(&o, " for %lld ms without a switch: %s\n", (long long)(ns / GORO_MSEC),
+                   reason);
+    }
     for (int i = 0; i < nips; i++) {
         char name[160];
         /* frame 0 stopped at its pc; the others hold return addresses */
         goro__symbolize((void *)(s->ips[i] - (i ? 1 : 0)), name, sizeof name);
-        text_add(&t, "  #%-5d 0x%012lx %s\n", i, (unsigned long)s->ips[i], name);
+        if (o.file)
+            goro__outf(&o, "  #%-5d 0x%012lx %s\n", i, (unsigned long)s->ips[i], name);
         frames[i] = (const void *)s->ips[i];
     }
-    if (!nips && !blocked && why != GORO_STALL_UNANSWERED)
-        text_add(&t, "  (no backtrace: libunwind found no frames)\n");
+    if (o.file && !nips && !blocked && why != GORO_STALL_UNANSWERED)
+        goro__outf(&o, "  (no backtrace: libunwind found no frames)\n");
+    if (o.file)
+        fclose(o.file);
     goro_stall_t st = {
         .id = s->id, .name = s->name, .worker = worker, .ns = ns,
         .why = blocked ? GORO_STALL_BLOCKED : (goro_stall_why_t)why, .reason = reason,
-        .nframes = nips, .frames = frames, .text = t.buf,
+        .nframes = nips, .frames = frames, .text = text,
     };
     report(&st, now);
 }
 
 /* tr has lasted the threshold on m: report it now if m's thread is
  * blocked in the kernel, else ask m for a sample. */
-static void stall_begin(struct goro_stall_track *tr, struct goro_m *m, int worker, int64_t now)
+static void stall_begin(struct goro_stall_track *tr, int worker, int64_t now)
 {
-    tr->m = m;
+    struct goro_m *m = tr->m;
     char st = goro__m_thread_state(m);
     if (st == 'S' || st == 'D') {
         /* Who is blocked: its M says, as the handler would have. */
@@ -395,13 +365,12 @@ static void stall_end(struct goro_stall_track *tr, int64_t now)
 }
 
 /* The next step of a track that is on: ask, look for the answer. */
-static void stall_step(struct goro_stall_track *tr, struct goro_m *m, int worker, int64_t now,
-                       int64_t limit)
+static void stall_step(struct goro_stall_track *tr, int worker, int64_t now, int64_t limit)
 {
     if (tr->phase == PHASE_ASKED)
         stall_answered(tr, worker, now);
     else if (tr->phase == PHASE_WATCHING && limit > 0 && now - tr->since >= limit)
-        stall_begin(tr, m, worker, now);
+        stall_begin(tr, worker, now);
 }
 
 static _Atomic int handed_tracks;      /* Ms with a track on (sysmon only writes) */
@@ -425,14 +394,13 @@ void goro__stall_check(struct goro_p *p, int64_t now)
         tr->m = m;
         tr->phase = PHASE_WATCHING;
     }
-    stall_step(tr, tr->m, p->id, now, limit);
+    stall_step(tr, p->id, now, limit);
 }
 
 /* sysmon gave p away from m, whose coroutine goes on where it is: the
  * stall, begun or not, is now m's to follow (until m comes back). */
-void goro__stall_handoff(struct goro_p *p, struct goro_m *m, int64_t now)
+void goro__stall_handoff(struct goro_p *p, struct goro_m *m)
 {
-    (void)now;
     struct goro_stall_track *tr = &p->sm_stall;
     m->sm_stall = *tr;
     if (m->sm_stall.phase == PHASE_NONE) {
@@ -462,7 +430,7 @@ void goro__stall_check_threads(int64_t now)
             stall_end(tr, now);
             continue;
         }
-        stall_step(tr, m, -1, now, limit);
+        stall_step(tr, -1, now, limit);
         on++;
     }
     if (!on)

@@ -1238,24 +1238,33 @@ static void migrate(struct goro_m *m, struct goro *self)
 
 static void *m_main(void *arg);
 
-/* The scheduling state of m's thread: R, S, D ... ('?' if unknown). Read
- * afresh each time (only for a P that looks stuck), keeping no descriptor. */
-char goro__m_thread_state(struct goro_m *m)
+/* The first len - 1 bytes of /proc/self/task/<m's tid>/<name>, as a
+ * string; the length, or -1. Read afresh each time (only for a thread
+ * that looks stuck), keeping no descriptor. */
+ssize_t goro__m_task_file(struct goro_m *m, const char *name, char *buf, size_t len)
 {
     char path[64];
     pid_t tid = __atomic_load_n(&m->tid, __ATOMIC_ACQUIRE);
     if (tid <= 0)
-        return '?';                 /* not started yet */
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+        return -1;                  /* not started yet */
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return '?';
-    char buf[256];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
     close(fd);
     if (n <= 0)
-        return '?';
+        return -1;
     buf[n] = 0;
+    return n;
+}
+
+/* The scheduling state of m's thread: R, S, D ... ('?' if unknown). */
+char goro__m_thread_state(struct goro_m *m)
+{
+    char buf[256];
+    if (goro__m_task_file(m, "stat", buf, sizeof buf) < 0)
+        return '?';
     char *paren = strrchr(buf, ')');
     return paren && paren[1] == ' ' ? paren[2] : '?';
 }

@@ -108,7 +108,7 @@ static bool check_slice(struct goro_p *p, int64_t now)
     bool long_run = declines - p->sm_declines >= 3 && now - p->sm_since >= 3 * slice;
     if (goro__handoff_wanted(p, long_run, &blocked, &m) && goro__handoff(p, m)) {
         p->sm_declines = declines;
-        goro__stall_handoff(p, m, now);
+        goro__stall_handoff(p, m);
         return true;
     }
     /* A thread blocked in a system call is not signalled: the call would

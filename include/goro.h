@@ -1163,6 +1163,55 @@ typedef struct goro_stall_stats {
 /* Fills *st. Returns 0, or -EINVAL for NULL. */
 int goro_stall_stats(goro_stall_stats_t *st);
 
+/* ---- Deadlocks and leaks (docs/debugging.md, "Deadlocks and leaks") ----
+ * A deadlock: no coroutine can ever run again, and a thread waits for one.
+ * Precisely: every coroutine is parked, on nothing a timer, a descriptor,
+ * an offload or a signal could end; at least one thread outside the
+ * runtime waits in a goro call with no deadline (goro_join, a channel, a
+ * lock, goro_shutdown), none waits with one, and every other thread of
+ * the process is one of the runtime's own. (A thread doing anything else
+ * might still send, unlock or cancel: then nothing is said.) The monitor
+ * thread notices within about 100 ms and reports, as Go does, "goro: all
+ * coroutines are asleep - deadlock!", who waits for what, who holds each
+ * lock, the cycles among them, and the dump (goro_dump) - then aborts, so
+ * that a core file keeps the scene for gdb. GORO_DEADLOCK=report in the
+ * environment reports and goes on; GORO_DEADLOCK=off checks nothing (read
+ * at each start). */
+
+/* Called on the monitor thread with the report (valid during the call)
+ * instead of stderr and the abort; it may cancel coroutines to break the
+ * deadlock, or end the process. Must not wait on anything of goro's. */
+typedef void (*goro_deadlock_fn)(const char *report, void *arg);
+
+/* Sends deadlock reports to fn from now on (NULL: back to stderr and the
+ * GORO_DEADLOCK setting; with fn set, the check runs even when that says
+ * off). One report per deadlock: the next comes only after something has
+ * run. Once it returns, the previous fn is not running (unless it is the
+ * caller) and is not called again. Returns 0. */
+int goro_deadlock_watch(goro_deadlock_fn fn, void *arg);
+
+/* A leak: a coroutine parked for good while the rest of the program goes
+ * on. goro_leaks finds those parked, with no deadline,
+ *   - in a cycle of waits (two coroutines that each hold the mutex the
+ *     other wants, a coroutine that joins one that joins it back), or on
+ *     a lock held by a coroutine that has ended or is itself leaked, or
+ *     joining one that is leaked, or on a group whose members all are;
+ *   - on channels that nothing else can reach: no memory outside the
+ *     leaked coroutines' own stacks holds their address - the heap, the
+ *     globals, the stacks of threads and of the coroutines that can still
+ *     run are read for it (a forgotten child that sends its result to a
+ *     parent that gave up).
+ * The scan is conservative: memory that still holds a stale copy of a
+ * channel's address (a freed block, a dead frame) keeps it reachable, so
+ * a leak may be missed, but nothing reachable is called leaked (unless its
+ * address is hidden: XORed, or only in a register or the kernel).
+ * Waits on conditions, semaphores and wait groups are not judged: they
+ * live inside the program's own structures, which only a tracing
+ * collector could follow. Writes one line per leaked coroutine with its
+ * backtrace to out (NULL: count only) and returns how many it found, or
+ * -ENOMEM. It reads all the process's memory: seconds for gigabytes. */
+int goro_leaks(FILE *out);
+
 /* ------------------------------------------------------------------------
  * Implementation of the spawn macros. Not part of the contract.
  * ------------------------------------------------------------------------ */

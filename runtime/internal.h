@@ -148,6 +148,7 @@ struct goro {
     uint8_t entry_kind;            /* enum goro_entry_kind */
     uint8_t flags;                 /* GORO_F_* */
     uint8_t stack_args;            /* call.stack holds arguments */
+    uint8_t wait_timed;            /* while PARKED: a deadline ends the wait */
     /* Its class (enum goro__prio), and the classes lent to it by waiters
      * (sched/prio.c: low 16 bits count NORMAL loans, high 16 HIGH ones).
      * Zero for both: NORMAL, nothing lent. In the first line, beside
@@ -464,6 +465,7 @@ struct goro_sched {
     int64_t gq_waiting_since;      /* sysmon only: when it saw gq non-empty */
     _Atomic uint64_t spawned_ext;  /* spawns from threads without a P */
     _Atomic int draining;          /* goro_shutdown is waiting */
+    _Atomic uint64_t outside_moves;  /* threads outside the runtime began or ended a wait */
     _Atomic int closing;           /* goro_shutdown: spawns from outside refused */
     _Atomic int ext_spawning;      /* spawns under way on threads without a P */
     _Atomic uint32_t live_futex;   /* bumped by exits while draining */

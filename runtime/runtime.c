@@ -64,6 +64,7 @@ static int start_locked(const goro_config_t *cfg)
     goro__fault_install();
     goro__stack_guard_init();       /* no stack is mapped between runs */
     goro__stall_start();
+    goro__deadlock_start();
     int err = goro__fork_install();
     if (!err)
         err = goro__sched_start(workers);

@@ -402,3 +402,11 @@ __attribute__((used, noinline)) long goro__arena_guards(int lift)
     }
     return n;
 }
+
+void goro__stack_space_each(void (*fn)(const void *lo, size_t len, void *arg), void *arg)
+{
+    goro__lock(&arena_lock);
+    for (struct goro_arena *a = all_arenas; a; a = a->on_all.next)
+        fn(a->base, arena_bytes(a), arg);
+    goro__unlock(&arena_lock);
+}

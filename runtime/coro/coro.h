@@ -42,6 +42,10 @@ GORO_HIDDEN void goro__stack_release(char *map, size_t size, struct goro_arena *
 GORO_HIDDEN void goro__stack_space_free(void);
 GORO_HIDDEN bool goro__stacks_in_arenas(void);
 GORO_HIDDEN void goro__stack_space_counts(long *arenas, long *stacks);
+/* Calls fn for every arena's range (under the arenas' lock: fn must not
+ * map or free stacks); for the leak scan, which leaves stacks out. */
+GORO_HIDDEN void goro__stack_space_each(void (*fn)(const void *lo, size_t len, void *arg),
+                                        void *arg);
 /* For gdb's generate-core-file (gdb/goro_gdb.py): lifts or restores the
  * guard regions, which gdb cannot read. */
 GORO_HIDDEN long goro__arena_guards(int lift);

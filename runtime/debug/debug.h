@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "wait/waitq.h"
 
 /* registry.c */
 GORO_HIDDEN int goro__registry_add(struct goro *g);
@@ -72,10 +73,70 @@ GORO_HIDDEN void goro__stall_sample(struct goro_m *m, struct goro *g, void *uc);
 GORO_HIDDEN void goro__stall_answer(struct goro_m *m, int why);
 GORO_HIDDEN void goro__stall_dump(struct goro_out *o);
 
+/* waitgraph.c: who waits on what, and who alone can end each wait - a
+ * snapshot for the deadlock and leak reports (the file says how). */
+enum { GORO_HELD_ENDED = GORO_HELD_THREAD + 1 };   /* beside enum goro_held */
+struct goro_wnode {
+    const struct goro *g;          /* the record; NULL: goro_shutdown's thread */
+    uint64_t id;
+    char name[32];
+    pid_t tid;                     /* outside: the thread */
+    int state;                     /* enum goro_state */
+    uint8_t wait;                  /* enum goro_wait, while PARKED */
+    bool timed;                    /* a deadline ends the wait */
+    bool outside;                  /* a thread the runtime does not own */
+    bool by_outside;               /* the world outside may end it: I/O, time, offload */
+    uint8_t held;                  /* enum goro_held or GORO_HELD_ENDED */
+    uint8_t mark;                  /* the checks' own */
+    const void *obj;
+    const struct goro_group *group;  /* the group it is a member of */
+    const struct goro *holder;     /* who alone can end the wait (held) */
+    uint64_t holder_id;
+    int holder_node;               /* the holder's node, or -1 */
+    int chan0, nchans;             /* its channels in chans[] */
+    uintptr_t sp, lo, hi;          /* its stack (sp: 0 while it runs) */
+};
+struct goro_wgraph {
+    struct goro_wnode *nodes;      /* sorted by record */
+    int n;
+    size_t cap;
+    const void **chans;
+    int nchans;
+    size_t chans_cap;
+    bool inexact;                  /* the registry was busy */
+    bool incomplete;               /* no memory for all of it */
+};
+GORO_HIDDEN int goro__waitgraph_build(struct goro_wgraph *wg);
+GORO_HIDDEN void goro__waitgraph_free(struct goro_wgraph *wg);
+/* Sorts without copying elements elsewhere (qsort may, to the heap). */
+GORO_HIDDEN void goro__sort_in_place(void *base, size_t n, size_t size,
+                                     int (*cmp)(const void *, const void *));
+GORO_HIDDEN int goro__waitgraph_find(const struct goro_wgraph *wg, const struct goro *g);
+/* The graph's own memory, which a scan for pointers must leave out. */
+GORO_HIDDEN void goro__waitgraph_each_range(const struct goro_wgraph *wg,
+                                            void (*fn)(const void *lo, size_t len, void *arg),
+                                            void *arg);
+/* "  coroutine 3 "a" waits: mutex 0x..., held by coroutine 4 "b"" */
+GORO_HIDDEN void goro__waitgraph_print_node(struct goro_out *o, const struct goro_wgraph *wg,
+                                            int i);
+GORO_HIDDEN int goro__waitgraph_cycles(struct goro_out *o, const struct goro_wgraph *wg,
+                                       uint8_t *in_cycle);
+
+/* deadlock.c, leaks.c */
+GORO_HIDDEN void goro__deadlock_start(void);
+/* sysmon, with every P idle, before it sleeps: how long it may sleep
+ * (ns) before it asks again, -1 for as long as nothing wakes it. */
+GORO_HIDDEN int64_t goro__deadlock_pending(int64_t now);
+GORO_HIDDEN void goro__leaks_dump(struct goro_out *o);
+
 /* dump.c */
 GORO_HIDDEN void goro__dump_install(void);
-GORO_HIDDEN void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal);
+/* how: from a signal handler (nothing allocated, the registry maybe
+ * busy), plain, or with the leak scan's line (goro_dump). */
+enum { GORO_DUMP_PLAIN, GORO_DUMP_LEAKS, GORO_DUMP_IN_SIGNAL };
+GORO_HIDDEN void goro__dump_out(struct goro_out *o, void *ucontext, int how);
 /* "chan recv 0x...", "io fd=12", "join coroutine 7": what g waits for. */
 GORO_HIDDEN void goro__describe_wait(const struct goro *g, char *buf, size_t len);
+GORO_HIDDEN void goro__describe_wait_of(int wait, const void *obj, char *buf, size_t len);
 
 #endif

@@ -72,9 +72,13 @@ static struct goro_p *worker_held_by(const struct goro_m *m)
 
 void goro__describe_wait(const struct goro *g, char *buf, size_t len)
 {
-    const void *obj = g->wait_obj;
-    const char *why = goro__wait_name(g->wait);
-    switch (g->wait) {
+    goro__describe_wait_of(g->wait, g->wait_obj, buf, len);
+}
+
+void goro__describe_wait_of(int wait, const void *obj, char *buf, size_t len)
+{
+    const char *why = goro__wait_name(wait);
+    switch (wait) {
     case GORO_W_IO:
         /* the descriptor record starts with its fd (runtime/io/netpoll.h) */
         if (obj) {
@@ -82,13 +86,14 @@ void goro__describe_wait(const struct goro *g, char *buf, size_t len)
             return;
         }
         break;
-    case GORO_W_JOIN:
-        if (obj) {
-            snprintf(buf, len, "join coroutine %llu",
-                     (unsigned long long)((const struct goro *)obj)->id);
+    case GORO_W_JOIN: {
+        uint64_t id;            /* the joined one may be ending meanwhile */
+        if (obj && goro__copy_guarded(&id, &((const struct goro *)obj)->id, sizeof id)) {
+            snprintf(buf, len, "join coroutine %llu", (unsigned long long)id);
             return;
         }
         break;
+    }
     case GORO_W_OFFLOAD:
         if (obj) {
             char fn[160];
@@ -222,20 +227,22 @@ static void dump_stack_space(struct goro_out *o)
                    stacks, stacks == 1 ? "" : "s", arenas, arenas == 1 ? "" : "s");
 }
 
-void goro__dump_out(struct goro_out *o, void *ucontext, bool in_signal)
+void goro__dump_out(struct goro_out *o, void *ucontext, int how)
 {
     struct dump d = { .out = o, .ucontext = ucontext, .self = goro__current() };
     int nthreads;
     int nworkers = goro__registry_ms(&nthreads) && goro__sched.procs ? goro__sched.nprocs : 0;
     goro__outf(o, "goro: dump of process %d, %d worker%s\n", (int)getpid(), nworkers,
                nworkers == 1 ? "" : "s");
-    int inexact = goro__registry_walk(dump_coroutine, &d, in_signal);
+    int inexact = goro__registry_walk(dump_coroutine, &d, how == GORO_DUMP_IN_SIGNAL);
     goro__outf(o, "\n");
     dump_workers(&d);
     dump_spare_threads(&d);
     goro__outf(o, "goro: %d coroutine%s%s\n", d.count, d.count == 1 ? "" : "s",
                inexact ? " (the registry was busy: the list may be incomplete)" : "");
     goro__stall_dump(o);
+    if (how == GORO_DUMP_LEAKS)
+        goro__leaks_dump(o);
     dump_stack_space(o);
 }
 
@@ -249,7 +256,7 @@ int goro_dump(FILE *out)
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
     struct goro_out o = { .file = mem ? mem : out, .fd = -1 };
-    goro__dump_out(&o, NULL, false);
+    goro__dump_out(&o, NULL, GORO_DUMP_LEAKS);
     if (mem) {
         if (fclose(mem) != 0) {
             free(text);
@@ -272,7 +279,7 @@ static void on_sigquit(int sig, siginfo_t *si, void *uc)
     int saved = errno;
     if (!atomic_exchange(&dumping, 1)) {
         struct goro_out o = { .file = NULL, .fd = 2 };
-        goro__dump_out(&o, uc, true);
+        goro__dump_out(&o, uc, GORO_DUMP_IN_SIGNAL);
         atomic_store(&dumping, 0);
     }
     errno = saved;

@@ -46,5 +46,8 @@ GORO_HIDDEN int goro__netpoll_watch(struct event *ev, int fd,
 /* signal.c: goro_shutdown ends every subscription once the runtime's
  * threads are gone. */
 GORO_HIDDEN void goro__signal_end_all(void);
+/* signal.c: the number of channels subscribed to signals now (for the
+ * deadlock check: a signal may come any time and wake a receiver). */
+GORO_HIDDEN int goro__signal_subscribers(void);
 
 #endif

@@ -56,6 +56,14 @@ static int pending_fd = -1;                /* signalfd of every signal listened 
 static struct event doorbell_ev, pending_ev;
 static bool doorbell_watched, pending_watched;   /* in base 0 of this runtime */
 
+int goro__signal_subscribers(void)
+{
+    goro__lock(&lock);
+    int n = nsubs;
+    goro__unlock(&lock);
+    return n;
+}
+
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
     (void)si;

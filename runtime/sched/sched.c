@@ -1064,12 +1064,80 @@ static void park_commit(struct goro_m *m, struct goro *g)
         goro__ready(g);
 }
 
+/* ---- threads that wait from outside the runtime ---- */
+
+/* Every thread the runtime does not own, while it waits in a goro call
+ * (or in goro_shutdown), is on this list: the deadlock check (debug/
+ * deadlock.c) must know that it is blocked, and the reports say on what.
+ * Each begin or end of such a wait bumps outside_moves, and wakes sysmon
+ * if it sleeps: a thread that begins to wait may be the last one. */
+struct outside_wait {
+    struct goro *g;                /* its stand-in record; NULL: goro_shutdown */
+    pid_t tid;
+    bool timed;
+    struct outside_wait *prev, *next;
+};
+static __thread struct outside_wait outside_self;
+static struct outside_wait *outside_list;
+static goro_lock_t outside_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
+
+static void outside_begin(struct goro *g, bool timed)
+{
+    struct outside_wait *w = &outside_self;
+    if (!w->tid)
+        w->tid = (pid_t)syscall(SYS_gettid);
+    w->g = g;
+    w->timed = timed;
+    goro__lock(&outside_lock);
+    w->prev = NULL;
+    w->next = outside_list;
+    if (outside_list)
+        outside_list->prev = w;
+    outside_list = w;
+    goro__unlock(&outside_lock);
+    atomic_fetch_add(&goro__sched.outside_moves, 1);
+    goro__sysmon_kick();
+}
+
+static void outside_end(void)
+{
+    struct outside_wait *w = &outside_self;
+    goro__lock(&outside_lock);
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        outside_list = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    goro__unlock(&outside_lock);
+    atomic_fetch_add(&goro__sched.outside_moves, 1);
+}
+
+void goro__outside_waits(void (*fn)(struct goro *g, pid_t tid, bool timed, void *arg),
+                         void *arg)
+{
+    goro__lock(&outside_lock);
+    for (struct outside_wait *w = outside_list; w; w = w->next)
+        fn(w->g, w->tid, w->timed, arg);
+    goro__unlock(&outside_lock);
+}
+
+uint64_t goro__sched_activity(void)
+{
+    uint64_t sum = atomic_load(&goro__sched.outside_moves) + atomic_load(&goro__sched.spawned_ext);
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        sum += atomic_load_explicit(&goro__sched.procs[i].schedtick, memory_order_acquire);
+    return sum;
+}
+
 /* A thread the runtime does not own waits on its own futex word. */
 static int park_external(const struct goro_park *how)
 {
     struct goro *ext = goro__external_self();
     ext->wait = (uint8_t)how->why;
     ext->wait_obj = how->obj;
+    ext->wait_timed = how->deadline >= 0;
+    outside_begin(ext, how->deadline >= 0);
     atomic_store(&ext->wake, how->firm ? GORO_WAKE_ARMED_FIRM : GORO_WAKE_ARMED);
     if (how->unlock)
         how->unlock(how->arg);
@@ -1091,6 +1159,7 @@ static int park_external(const struct goro_park *how)
             goro__futex_wait(&ext->ext_word, 0);  /* a claim won: its wake comes */
         }
     }
+    outside_end();
     int outcome = (int)atomic_load(&ext->wake);
     atomic_store(&ext->wake, GORO_WAKE_IDLE);
     ext->wait = GORO_W_NONE;
@@ -1122,6 +1191,7 @@ int goro__park(const struct goro_park *how)
     }
     self->wait = (uint8_t)how->why;
     self->wait_obj = how->obj;
+    self->wait_timed = timed;
     atomic_store_explicit(&self->state, GORO_S_PARKED, memory_order_relaxed);
     m->post_unlock = how->unlock;
     m->post_commit = how->commit;
@@ -1638,6 +1708,7 @@ int goro__sched_drain(int64_t deadline)
 {
     spawn_gate_close();
     atomic_store(&goro__sched.draining, 1);
+    outside_begin(NULL, deadline >= 0);
     int64_t notice = goro__now() + SHUTDOWN_NOTICE;
     int err = 0;
     for (;;) {
@@ -1656,11 +1727,12 @@ int goro__sched_drain(int64_t deadline)
                     "end (goro_shutdown_until gives up at a deadline); these are "
                     "alive:\n", (int)(SHUTDOWN_NOTICE / GORO_SEC), (unsigned long long)live,
                     live == 1 ? "" : "s");
-            goro__dump_out(&(struct goro_out){ .file = stderr, .fd = -1 }, NULL, false);
+            goro__dump_out(&(struct goro_out){ .file = stderr, .fd = -1 }, NULL, GORO_DUMP_LEAKS);
         }
         /* An exit racing the draining flag may not wake us: poll too. */
         goro__futex_wait_ns(&goro__sched.live_futex, seen, 10 * GORO_MSEC);
     }
+    outside_end();
     atomic_store(&goro__sched.draining, 0);
     if (err)
         goro__spawn_gate_open();

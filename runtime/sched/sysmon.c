@@ -208,17 +208,26 @@ static void *sysmon_main(void *arg)
         if (idle_rounds > QUIET_ROUNDS && all_idle() && !pinned_waiting &&
             !goro__slab_trim_pending() && !goro__stall_pending()) {
             /* Deep sleep. deep and npidle are both seq_cst, and a P leaving
-             * the idle list decrements npidle before it kicks us. */
+             * the idle list decrements npidle before it kicks us. The
+             * deadlock check may want a look again after a while. */
+            uint64_t moves = atomic_load(&goro__sched.outside_moves);
+            int64_t until = goro__deadlock_pending(goro__now());
             atomic_store(&deep, 1);
-            if (all_idle() && !atomic_load(&quit))
-                sysmon_wait(seen, -1);
+            /* A thread that began to wait after the check kicked us, or
+             * sees deep unset: then its move is seen here (seq_cst both). */
+            if (all_idle() && !atomic_load(&quit) &&
+                atomic_load(&goro__sched.outside_moves) == moves)
+                sysmon_wait(seen, until);
             atomic_store(&deep, 0);
             /* A P is busy again: nothing needs us yet, so the back-off
              * goes on where it was (a long runner is still cut within
              * 1.25 slices). Starting over at 20 us cost a futex wake and
              * dozens of rounds each time the workers idled for a moment,
-             * a thousand times a second under a ping-pong load. */
-            idle_rounds = 0;
+             * a thousand times a second under a ping-pong load. Still
+             * idle (the deadlock check's time, or a thread began to wait
+             * from outside): straight back here. */
+            if (!all_idle())
+                idle_rounds = 0;
             continue;
         }
         sysmon_wait(seen, delay);

@@ -34,6 +34,8 @@
 #define ELEM_MAX ((size_t)1 << 16)    /* copy by value: keep elements small */
 #define CAP_MAX ((size_t)1 << 28)
 
+#define SELECT_CASES_MAX 65536
+
 struct goro_chan {
     goro_lock_t lock;
     bool closed;
@@ -363,7 +365,7 @@ static int fd_case_events(const goro_case_t *c)
 
 static int select_check(const goro_case_t *cases, int n, int flags)
 {
-    if (!cases || n < 0 || n > 65536 || (flags & ~GORO_SELECT_NOWAIT))
+    if (!cases || n < 0 || n > SELECT_CASES_MAX || (flags & ~GORO_SELECT_NOWAIT))
         return -EINVAL;
     for (int i = 0; i < n; i++) {
         const goro_case_t *c = &cases[i];
@@ -602,7 +604,7 @@ static int select_wait(goro_case_t *cases, int n, struct select_work *w, int64_t
         if (q)
             goro__waitq_push(q, &w->waiters[i]);
     }
-    struct goro_park how = { .why = GORO_W_SELECT, .obj = cases, .unlock = select_unlock,
+    struct goro_park how = { .why = GORO_W_SELECT, .obj = w->waiters, .unlock = select_unlock,
                              .arg = &w->locks, .deadline = deadline };
     int outcome = goro__park(&how);
     int fired = self->wake_tag;
@@ -682,4 +684,27 @@ out:
 int goro_select(goro_case_t *cases, int n, int flags)
 {
     return goro_select_until(cases, n, flags, GORO_FOREVER);
+}
+
+/* A parked select's object is its first waiter record (select_wait); the
+ * group lists them all, each with its object and queue. */
+int goro__select_chans(const void *obj, goro_copy_fn *copy, const void **chans, int max)
+{
+    struct goro_waiter first;
+    if (!copy(&first, obj, sizeof first) || first.ngroup < 1 || first.ngroup > SELECT_CASES_MAX)
+        return 0;
+    int n = 0;
+    for (int i = 0; i < first.ngroup; i++) {
+        struct goro_waiter w;
+        if (!copy(&w, &first.group[i], sizeof w) || !w.obj)
+            continue;               /* a case on nothing (a NULL channel) */
+        /* A channel's queue lies inside it; anything else is a descriptor. */
+        const struct goro_chan *c = w.obj;
+        if (w.q != &c->recvq && w.q != &c->sendq)
+            return -1;
+        if (n < max)
+            chans[n] = c;
+        n++;
+    }
+    return n;
 }

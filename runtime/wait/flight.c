@@ -282,7 +282,7 @@ static int await(struct goro_flight *fl, struct flight_call *c, struct flight_ou
                  int64_t deadline)
 {
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = out };
-    return goro__waitq_wait(&c->waiters, &w, &fl->lock, GORO_W_FLIGHT, fl, deadline, false);
+    return goro__waitq_wait(&c->waiters, &w, &fl->lock, GORO_W_FLIGHT, c, deadline, false);
 }
 
 /* The starter, after the spawn: waits like the others, or - the runner has
@@ -374,4 +374,14 @@ int goro_flight_do(goro_flight_t *fl, const char *key, long (*fn)(const char *ke
                    void *arg, long *result, goro_err_t **err)
 {
     return goro_flight_do_until(fl, key, fn, arg, result, err, GORO_FOREVER);
+}
+
+/* A waiter's object is its call (await): the runner alone finishes it. */
+enum goro_held goro__flight_holder(const void *obj, goro_copy_fn *copy, struct goro **g)
+{
+    struct flight_call c;
+    if (!copy(&c, obj, sizeof c) || !c.runner || c.finished)
+        return GORO_HELD_NONE;
+    *g = c.runner;
+    return GORO_HELD_CORO;
 }

@@ -549,3 +549,45 @@ int goro_once(goro_once_t *once, void (*fn)(void))
     ready_all(list);
     return 0;
 }
+
+/* ---- for the wait graph (waitq.h) ---- */
+
+static enum goro_held held_by(const struct goro_holder *h, struct goro **g, uint64_t *id)
+{
+    if (!h->held)
+        return GORO_HELD_NONE;
+    *g = h->g;
+    *id = h->id;
+    return h->g ? GORO_HELD_CORO : GORO_HELD_THREAD;
+}
+
+enum goro_held goro__wait_holder(int why, const void *obj, goro_copy_fn *copy,
+                                 struct goro **g, uint64_t *id)
+{
+    *g = NULL;
+    *id = 0;
+    switch (why) {
+    case GORO_W_MUTEX: {
+        struct mutex_impl m;
+        return copy(&m, obj, sizeof m) ? held_by(&m.holder, g, id) : GORO_HELD_NONE;
+    }
+    case GORO_W_RWLOCK: {
+        struct rwlock_impl r;     /* readers are counted, not known: nobody */
+        return copy(&r, obj, sizeof r) ? held_by(&r.holder, g, id) : GORO_HELD_NONE;
+    }
+    case GORO_W_ONCE: {
+        struct once_impl o;
+        if (!copy(&o, obj, sizeof o))
+            return GORO_HELD_NONE;
+        uintptr_t st = atomic_load_explicit(&o.state, memory_order_relaxed);
+        if (st == ONCE_NEW || st == ONCE_DONE)
+            return GORO_HELD_NONE;
+        *g = (struct goro *)st;     /* a coroutine, or a thread's stand-in */
+        return GORO_HELD_CORO;
+    }
+    case GORO_W_FLIGHT:
+        return goro__flight_holder(obj, copy, g);
+    default:
+        return GORO_HELD_NONE;
+    }
+}

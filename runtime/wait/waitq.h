@@ -134,4 +134,24 @@ GORO_HIDDEN int goro__waitq_wait(struct goro_waitq *q, struct goro_waiter *w,
                                  goro_lock_t *lk, enum goro_wait why, const void *obj,
                                  int64_t deadline, bool firm);
 
+/* ---- for the wait graph (debug/waitgraph.c) ----
+ * Who alone can end a wait, read from the object through copy (which
+ * copies len bytes of memory that may be gone, or says false): a snapshot
+ * for the deadlock and leak reports, taken without the object's lock. */
+enum goro_held { GORO_HELD_NONE, GORO_HELD_CORO, GORO_HELD_THREAD };
+typedef bool goro_copy_fn(void *dst, const void *src, size_t len);
+/* A wait of kind why on obj: a mutex's or a written rwlock's holder, a
+ * once's runner (sync.c), a flight's runner (flight.c). GORO_HELD_CORO:
+ * *g is the holder's record, *id its id when it took the object (0: not
+ * known); NONE: nobody in particular can end it (or it is not held). */
+GORO_HIDDEN enum goro_held goro__wait_holder(int why, const void *obj, goro_copy_fn *copy,
+                                             struct goro **g, uint64_t *id);
+GORO_HIDDEN enum goro_held goro__flight_holder(const void *obj, goro_copy_fn *copy,
+                                               struct goro **g);
+/* A parked select's objects (chan.c; obj is its first waiter record): up
+ * to max channels into chans; returns how many it has, or -1 if it also
+ * waits on a descriptor (which the outside world may end). */
+GORO_HIDDEN int goro__select_chans(const void *obj, goro_copy_fn *copy, const void **chans,
+                                   int max);
+
 #endif

@@ -106,6 +106,7 @@ void goro__lock_released(goro_lock_t *l)
     for (int i = nheld - 1; i >= 0; i--)
         if (held[i] == l) {
             held[i] = held[--nheld];
+            held[nheld] = NULL;     /* no stale copy for goro_leaks' scan to find */
             break;
         }
 }

@@ -37,18 +37,23 @@
 #include "helpers.h"
 #include "suites.h"
 
-/* Whether this run can see a deadlock or a leak at all (above). */
+/* Whether this run checks leaks, and deadlocks (above). */
+static bool leaks_run_here(const char *test)
+{
+    if (t_valgrind() || t_slow()) {
+        t_skip(test, t_valgrind() ? "valgrind" : "qemu-user's own threads");
+        return false;
+    }
+    return true;
+}
+
 static bool checks_run_here(const char *test)
 {
 #ifdef T_TSAN
     t_skip(test, "TSan's own thread");
     return false;
 #endif
-    if (t_valgrind() || t_slow()) {
-        t_skip(test, t_valgrind() ? "valgrind" : "qemu-user's own threads");
-        return false;
-    }
-    return true;
+    return leaks_run_here(test);
 }
 
 /* ---- the two-mutex cycle ---- */
@@ -323,7 +328,7 @@ static bool channels_judged(void)
 #endif
 }
 
-/* Waits until n coroutines are parked (goro_leaks counts nothing before). */
+/* Gives the coroutines just spawned time to park (a running one is live). */
 static void settle(void)
 {
     usleep(t_valgrind() ? 300000 : 50000);
@@ -331,7 +336,7 @@ static void settle(void)
 
 START_TEST(mutex_cycle_is_a_leak)
 {
-    if ((t_valgrind() || t_slow()) && !checks_run_here("mutex_cycle_is_a_leak"))
+    if (!leaks_run_here("mutex_cycle_is_a_leak"))
         return;
     leaks_before = goro_leaks(NULL);
     goro_t *a, *b;
@@ -355,6 +360,24 @@ END_TEST
 
 static goro_chan_t *global_ch;
 
+/* A select over more channels than the graph keeps on its stack (64),
+ * all of them its own. */
+#define WIDE 100
+static long lonely_wide_select(void *arg)
+{
+    (void)arg;
+    goro_chan_t *chs[WIDE];
+    goro_case_t cs[WIDE];
+    for (int i = 0; i < WIDE; i++) {
+        chs[i] = t_chan_new(0, 0);
+        cs[i] = (goro_case_t){ .ch = chs[i], .op = GORO_RECV };
+    }
+    int r = goro_select(cs, WIDE, 0);
+    for (int i = 0; i < WIDE; i++)
+        goro_chan_free(chs[i]);
+    return r;
+}
+
 static long receive_global(void *arg)
 {
     (void)arg;
@@ -364,26 +387,31 @@ static long receive_global(void *arg)
 
 START_TEST(receive_nobody_can_answer_is_a_leak)
 {
-    if ((t_valgrind() || t_slow()) && !checks_run_here("receive_nobody_can_answer_is_a_leak"))
+    if (!leaks_run_here("receive_nobody_can_answer_is_a_leak"))
         return;
     leaks_before = goro_leaks(NULL);
-    goro_t *lonely, *held;
+    goro_t *lonely, *held, *wide;
     goro_spawn(&lonely, &(goro_attr_t){ .name = "lonely" }, lonely_receiver, NULL);
+    goro_spawn(&wide, &(goro_attr_t){ .name = "wide" }, lonely_wide_select, NULL);
     global_ch = t_chan_new(sizeof(int), 0);
     goro_spawn(&held, &(goro_attr_t){ .name = "held" }, receive_global, NULL);
     settle();
     static char text[1 << 16];
     int n = leaks(text, sizeof text);
     if (channels_judged()) {
-        ck_assert_msg(n == 1, "%d: %s", n, text);
+        ck_assert_msg(n == 2, "%d: %s", n, text);
         ck_assert_msg(t_count_lines(text, "  coroutine ", "\"lonely\" waits: chan recv 0x", NULL) == 1,
                       "%s", text);
-        ck_assert_msg(t_count_lines(text, "    nothing live refers to channel 0x", NULL) == 1, "%s",
-                      text);
+        ck_assert_msg(t_count_lines(text, "  coroutine ", "\"wide\" waits: select 0x", NULL) == 1,
+                      "%s", text);
+        ck_assert_msg(t_count_lines(text, "    nothing live refers to channel 0x", NULL) == 1 + WIDE,
+                      "%s", text);
         ck_assert_msg(!strstr(text, "\"held\""), "%s", text);
     }
     goro_cancel(lonely);
     goro_join(lonely, NULL);
+    goro_cancel(wide);
+    goro_join(wide, NULL);
     int v = 1;
     goro_chan_send(global_ch, &v);
     goro_join(held, NULL);
@@ -421,7 +449,7 @@ static long parent(void *arg)
 
 START_TEST(forgotten_child_is_a_leak_once_its_parent_is_gone)
 {
-    if ((t_valgrind() || t_slow()) && !checks_run_here("forgotten_child_is_a_leak_once_its_parent_is_gone"))
+    if (!leaks_run_here("forgotten_child_is_a_leak_once_its_parent_is_gone"))
         return;
     leaks_before = goro_leaks(NULL);
     parent_go = t_chan_new(sizeof(int), 0);
@@ -475,7 +503,7 @@ static long lock_abandoned(void *arg)
 
 START_TEST(lock_held_by_an_ended_coroutine_is_a_leak)
 {
-    if ((t_valgrind() || t_slow()) && !checks_run_here("lock_held_by_an_ended_coroutine_is_a_leak"))
+    if (!leaks_run_here("lock_held_by_an_ended_coroutine_is_a_leak"))
         return;
     leaks_before = goro_leaks(NULL);
     goro_t *h;

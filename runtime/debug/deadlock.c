@@ -46,11 +46,7 @@
 enum { MODE_ABORT, MODE_REPORT, MODE_OFF };
 static _Atomic int mode;
 
-static goro_lock_t watch_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
-static goro_deadlock_fn watch_fn;      /* under watch_lock */
-static void *watch_arg;
-static _Atomic int calling;            /* sysmon is in a watch_fn it read */
-static __thread bool in_report;        /* this thread is (sysmon, in watch_fn) */
+static struct goro_watch watch = GORO_WATCH_INIT;
 
 enum { PHASE_NONE, PHASE_SUSPECT, PHASE_CLEARED, PHASE_REPORTED };
 static int phase;                      /* sysmon only, as the rest */
@@ -67,12 +63,7 @@ void goro__deadlock_start(void)
 
 int goro_deadlock_watch(goro_deadlock_fn fn, void *arg)
 {
-    goro__lock(&watch_lock);
-    watch_fn = fn;
-    watch_arg = arg;
-    goro__unlock(&watch_lock);
-    while (!in_report && atomic_load_explicit(&calling, memory_order_acquire))
-        sched_yield();
+    goro__watch_set(&watch, (void (*)(void))fn, arg);
     return 0;
 }
 
@@ -174,17 +165,11 @@ static void write_report(struct goro_out *o, const struct goro_wgraph *wg)
  * file where the system keeps them: gdb's extension reads it). */
 static void report(const char *text, size_t len)
 {
-    goro__lock(&watch_lock);
-    goro_deadlock_fn fn = watch_fn;
-    void *arg = watch_arg;
-    if (fn)
-        atomic_store_explicit(&calling, 1, memory_order_relaxed);
-    goro__unlock(&watch_lock);
+    void *arg;
+    goro_deadlock_fn fn = (goro_deadlock_fn)goro__watch_begin(&watch, &arg);
     if (fn) {
-        in_report = true;
         fn(text, arg);
-        in_report = false;
-        atomic_store_explicit(&calling, 0, memory_order_release);
+        goro__watch_done(&watch);
         return;
     }
     goro__write_all(2, text, len);
@@ -228,13 +213,9 @@ static bool confirm(uint64_t activity)
 
 int64_t goro__deadlock_pending(int64_t now)
 {
-    if (atomic_load_explicit(&mode, memory_order_relaxed) == MODE_OFF) {
-        goro__lock(&watch_lock);
-        bool hooked = watch_fn != NULL;
-        goro__unlock(&watch_lock);
-        if (!hooked)
-            return -1;
-    }
+    if (atomic_load_explicit(&mode, memory_order_relaxed) == MODE_OFF &&
+        !goro__watch_isset(&watch))
+        return -1;
     uint64_t activity = goro__sched_activity();
     bool moved = activity != phase_activity;
     if (phase == PHASE_REPORTED && !moved)

@@ -62,6 +62,22 @@ GORO_HIDDEN bool goro__copy_guarded(void *dst, const void *src, size_t len);
 /* "name" or "name+0x12" or the address, for a code address. */
 GORO_HIDDEN void goro__symbolize(const void *ip, char *buf, size_t len);
 
+/* watch.c: a report callback the program may replace while the monitor
+ * thread calls it (the file says how). fn is stored as void (*)(void):
+ * each user casts it back to its own type. begin returns the fn to call
+ * (NULL: none), which the caller follows with done. */
+struct goro_watch {
+    goro_lock_t lock;
+    void (*fn)(void);              /* under lock */
+    void *arg;
+    _Atomic int calling;           /* the monitor is in a fn it read */
+};
+#define GORO_WATCH_INIT { GORO_LOCK_INIT_RANK(GORO_RANK_LEAF), NULL, NULL, 0 }
+GORO_HIDDEN void goro__watch_set(struct goro_watch *w, void (*fn)(void), void *arg);
+GORO_HIDDEN bool goro__watch_isset(struct goro_watch *w);
+GORO_HIDDEN void (*goro__watch_begin(struct goro_watch *w, void **arg))(void);
+GORO_HIDDEN void goro__watch_done(struct goro_watch *w);
+
 /* stall.c (the file says how; sysmon and the SIGURG handler call it) */
 GORO_HIDDEN void goro__stall_start(void);
 GORO_HIDDEN void goro__stall_check(struct goro_p *p, int64_t now);
@@ -75,7 +91,6 @@ GORO_HIDDEN void goro__stall_dump(struct goro_out *o);
 
 /* waitgraph.c: who waits on what, and who alone can end each wait - a
  * snapshot for the deadlock and leak reports (the file says how). */
-enum { GORO_HELD_ENDED = GORO_HELD_THREAD + 1 };   /* beside enum goro_held */
 struct goro_wnode {
     const struct goro *g;          /* the record; NULL: goro_shutdown's thread */
     uint64_t id;
@@ -86,7 +101,7 @@ struct goro_wnode {
     bool timed;                    /* a deadline ends the wait */
     bool outside;                  /* a thread the runtime does not own */
     bool by_outside;               /* the world outside may end it: I/O, time, offload */
-    uint8_t held;                  /* enum goro_held or GORO_HELD_ENDED */
+    uint8_t held;                  /* enum goro_held */
     uint8_t mark;                  /* the checks' own */
     const void *obj;
     const struct goro_group *group;  /* the group it is a member of */
@@ -94,6 +109,7 @@ struct goro_wnode {
     uint64_t holder_id;
     int holder_node;               /* the holder's node, or -1 */
     int chan0, nchans;             /* its channels in chans[] */
+    size_t records;                /* a select's own records on the heap, from obj */
     uintptr_t sp, lo, hi;          /* its stack (sp: 0 while it runs) */
 };
 struct goro_wgraph {

@@ -321,30 +321,29 @@ static void scan_stack(struct leakscan *s, const struct goro_wnode *v)
         scan_mapping(s, lo & ~(uintptr_t)(PAGE - 1), v->hi);
 }
 
+/* Whether v's wait is judged at all (else it counts as live). */
+static bool judged(const struct goro_wnode *v)
+{
+    switch (v->wait) {
+    case GORO_W_JOIN: case GORO_W_MUTEX: case GORO_W_RWLOCK: case GORO_W_ONCE:
+    case GORO_W_FLIGHT:
+        return v->held == GORO_HELD_CORO || v->held == GORO_HELD_ENDED;
+    case GORO_W_GROUP: case GORO_W_CHAN_SEND: case GORO_W_CHAN_RECV: case GORO_W_SELECT:
+        return true;
+    default:
+        return false;               /* conditions, semaphores, wait groups */
+    }
+}
+
+/* Candidates, the dead, and the live (onto the worklist). */
 static void first_marks(struct leakscan *s)
 {
     for (int i = 0; i < s->wg.n; i++) {
         struct goro_wnode *v = &s->wg.nodes[i];
-        v->mark = M_LIVE;
-        if (v->outside || v->state == GORO_S_RUNNING || v->state == GORO_S_RUNNABLE ||
-            (v->state == GORO_S_PARKED && v->by_outside))
-            continue;
-        if (v->state != GORO_S_PARKED) {
-            v->mark = M_ENDED;      /* dead, waiting to be joined */
-            continue;
-        }
-        switch (v->wait) {
-        case GORO_W_JOIN: case GORO_W_MUTEX: case GORO_W_RWLOCK: case GORO_W_ONCE:
-        case GORO_W_FLIGHT:
-            if (v->held == GORO_HELD_CORO || v->held == GORO_HELD_ENDED)
-                v->mark = M_CANDIDATE;
-            break;
-        case GORO_W_GROUP: case GORO_W_CHAN_SEND: case GORO_W_CHAN_RECV: case GORO_W_SELECT:
-            v->mark = M_CANDIDATE;
-            break;
-        default:
-            break;                  /* not judged */
-        }
+        bool parked = v->state == GORO_S_PARKED && !v->outside;
+        v->mark = !parked && v->state == GORO_S_DEAD ? M_ENDED : M_CANDIDATE;
+        if (v->mark == M_CANDIDATE && (!parked || v->by_outside || !judged(v)))
+            make_live(s, i);
     }
 }
 
@@ -517,6 +516,9 @@ static int judge(struct leakscan *s)
     goro__stack_space_each(add_skip, s);
     goro__registry_walk(skip_slab, s, false);
     goro__waitgraph_each_range(&s->wg, add_skip, s);
+    for (int i = 0; i < s->wg.n; i++)
+        if (s->wg.nodes[i].records)
+            add_skip(s->wg.nodes[i].obj, s->wg.nodes[i].records, s);
     skip_workers(s);
     add_skip(s->targets, s->targets_cap * sizeof *s->targets, s);
     add_skip(s->found, s->targets_cap, s);
@@ -530,12 +532,6 @@ static int judge(struct leakscan *s)
     s->nskip--;                     /* does not move once it lists itself */
     add_skip(s->skip, s->skip_cap * sizeof *s->skip, s);
     qsort(s->skip, s->nskip, sizeof *s->skip, by_lo);
-    /* The live ones first: their stacks are read as they are reached. */
-    for (int i = 0; i < s->wg.n; i++)
-        if (s->wg.nodes[i].mark == M_LIVE) {
-            s->wg.nodes[i].mark = M_CANDIDATE;
-            make_live(s, i);
-        }
     if (s->ntargets)
         scan_roots(s);
     wake_found(s);

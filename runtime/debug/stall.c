@@ -30,7 +30,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
-#include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
 
@@ -44,9 +43,7 @@
 enum { PHASE_NONE, PHASE_WATCHING, PHASE_ASKED, PHASE_REPORTED, PHASE_IGNORED };
 
 static _Atomic int64_t threshold;
-static goro_lock_t watch_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
-static goro_stall_fn watch_fn;         /* under watch_lock */
-static void *watch_arg;
+static struct goro_watch watch = GORO_WATCH_INIT;
 
 /* Statistics (sysmon writes, anyone reads). */
 static _Atomic uint64_t n_stalls, n_reported, n_suppressed;
@@ -55,22 +52,13 @@ static _Atomic uint64_t buckets[GORO_STALL_BUCKETS];
 static int64_t last_stderr = INT64_MIN;    /* sysmon only */
 static uint64_t left_out;                  /* since the last stderr report (sysmon) */
 
-static _Atomic int calling;            /* sysmon is in a watch_fn it read */
-static __thread bool in_report;        /* this thread is (sysmon, in watch_fn) */
-
 int goro_stall_watch(int64_t threshold_ns, goro_stall_fn fn, void *arg)
 {
     if (threshold_ns < 0 || (threshold_ns > 0 && threshold_ns < GORO_MSEC))
         return -EINVAL;
-    goro__lock(&watch_lock);
-    watch_fn = fn;
-    watch_arg = arg;
-    goro__unlock(&watch_lock);
+    /* Waits for a call of the old fn under way (watch.c). */
+    goro__watch_set(&watch, (void (*)(void))fn, arg);
     atomic_store(&threshold, threshold_ns);
-    /* The old fn and arg are the caller's to free once this returns: a
-     * call of it already under way ends first (unless it is the caller). */
-    while (!in_report && atomic_load_explicit(&calling, memory_order_acquire))
-        sched_yield();
     return 0;
 }
 
@@ -224,20 +212,12 @@ static void why_text(int why, uintptr_t pc, char *buf, size_t len)
 /* One report: to the callback, or to stderr once a second at most. */
 static void report(const goro_stall_t *st, int64_t now)
 {
-    /* calling is set under the lock that goro_stall_watch changes fn
-     * under: it either sees the call coming or we see its new fn. */
-    goro__lock(&watch_lock);
-    goro_stall_fn fn = watch_fn;
-    void *arg = watch_arg;
-    if (fn)
-        atomic_store_explicit(&calling, 1, memory_order_relaxed);
-    goro__unlock(&watch_lock);
+    void *arg;
+    goro_stall_fn fn = (goro_stall_fn)goro__watch_begin(&watch, &arg);
     if (fn) {
         atomic_fetch_add_explicit(&n_reported, 1, memory_order_relaxed);
-        in_report = true;
         fn(st, arg);
-        in_report = false;
-        atomic_store_explicit(&calling, 0, memory_order_release);
+        goro__watch_done(&watch);
         return;
     }
     if (last_stderr != INT64_MIN && now - last_stderr < STDERR_EVERY) {

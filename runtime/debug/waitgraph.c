@@ -35,18 +35,20 @@
 #include "debug/debug.h"
 #include "wait/waitq.h"
 
-/* A growable array in a mapping of its own. */
-static bool grow(void **base, size_t *cap, size_t used, size_t elem)
+/* Room for need elements in a growable array in a mapping of its own. */
+static bool reserve(void **base, size_t *cap, size_t need, size_t elem)
 {
-    if (used < *cap)
+    if (need <= *cap)
         return true;
     size_t ncap = *cap ? *cap * 2 : 4096 / elem;
+    if (ncap < need)
+        ncap = need;
     void *p = mmap(NULL, ncap * elem, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
     if (p == MAP_FAILED)
         return false;
     if (*base) {
-        memcpy(p, *base, used * elem);
+        memcpy(p, *base, *cap * elem);     /* all of it: what is used is less */
         munmap(*base, *cap * elem);
     }
     *base = p;
@@ -91,7 +93,7 @@ void goro__sort_in_place(void *base, size_t n, size_t size,
 
 static struct goro_wnode *add_node(struct goro_wgraph *wg)
 {
-    if (!grow((void **)&wg->nodes, &wg->cap, (size_t)wg->n, sizeof *wg->nodes)) {
+    if (!reserve((void **)&wg->nodes, &wg->cap, (size_t)wg->n + 1, sizeof *wg->nodes)) {
         wg->incomplete = true;
         return NULL;
     }
@@ -212,45 +214,31 @@ static void resolve_holder(struct goro_wgraph *wg, struct goro_wnode *v)
     v->holder_id = id;
 }
 
+/* v's channels, into chans: a channel wait's one, or a select's (asked
+ * twice: how many, then into place - never through the heap, where the
+ * leak scan would find the copies). */
 static void resolve_channels(struct goro_wgraph *wg, struct goro_wnode *v)
 {
     v->chan0 = wg->nchans;
-    if (v->wait == GORO_W_CHAN_SEND || v->wait == GORO_W_CHAN_RECV) {
-        if (!grow((void **)&wg->chans, &wg->chans_cap, wg->nchans, sizeof *wg->chans)) {
-            wg->incomplete = true;
-            return;
-        }
-        wg->chans[wg->nchans++] = v->obj;
-        v->nchans = 1;
-        return;
-    }
-    if (v->wait != GORO_W_SELECT)
-        return;
-    const void *some[64];
-    int n = goro__select_chans(v->obj, goro__copy_guarded, some, 64);
-    if (n < 0) {
+    bool chan = v->wait == GORO_W_CHAN_SEND || v->wait == GORO_W_CHAN_RECV;
+    int n = chan ? 1 : v->wait == GORO_W_SELECT
+        ? goro__select_chans(v->obj, goro__copy_guarded, NULL, 0, &v->records) : 0;
+    if (n < 0)
         v->by_outside = true;       /* a descriptor case */
+    if (n <= 0)
+        return;
+    if (!reserve((void **)&wg->chans, &wg->chans_cap, (size_t)wg->nchans + (size_t)n,
+                 sizeof *wg->chans)) {
+        wg->incomplete = true;
         return;
     }
-    const void **all = some;
-    if (n > 64) {
-        all = malloc((size_t)n * sizeof *all);
-        if (!all) {
-            v->by_outside = true;   /* not judged: taken as able to end */
-            return;
-        }
-        n = goro__select_chans(v->obj, goro__copy_guarded, all, n);
-    }
-    for (int i = 0; i < n; i++) {
-        if (!grow((void **)&wg->chans, &wg->chans_cap, wg->nchans, sizeof *wg->chans)) {
-            wg->incomplete = true;
-            break;
-        }
-        wg->chans[wg->nchans++] = all[i];
-        v->nchans++;
-    }
-    if (all != some)
-        free(all);
+    if (chan)
+        wg->chans[wg->nchans] = v->obj;
+    else
+        n = goro__select_chans(v->obj, goro__copy_guarded, &wg->chans[wg->nchans], n,
+                               &v->records);
+    v->nchans = n > 0 ? n : 0;
+    wg->nchans += v->nchans;
 }
 
 int goro__waitgraph_build(struct goro_wgraph *wg)

@@ -139,12 +139,7 @@ GORO_HIDDEN void goro__preempt_check(void);
 /* uc: the copied signal frame's ucontext, which rt_sigreturn restores. */
 GORO_HIDDEN void goro__preempt_park(void *uc);
 
-/* sysmon.c */
-GORO_HIDDEN bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry);
-GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
-GORO_HIDDEN void goro__sysmon_stop(void);
-GORO_HIDDEN void goro__sysmon_kick(void);
-/* The threads the runtime does not own that wait in a goro call now (g:
+/* sched.c: threads the runtime does not own that wait in a goro call now (g:
  * the stand-in record with the wait; NULL for goro_shutdown), under a
  * lock: fn must not wait. For the deadlock check and its report. */
 GORO_HIDDEN void goro__outside_waits(void (*fn)(struct goro *g, pid_t tid, bool timed,
@@ -153,6 +148,12 @@ GORO_HIDDEN void goro__outside_waits(void (*fn)(struct goro *g, pid_t tid, bool 
  * thread, or a thread outside begins or ends a wait: equal readings
  * apart in time mean nothing moved in between. */
 GORO_HIDDEN uint64_t goro__sched_activity(void);
+
+/* sysmon.c */
+GORO_HIDDEN bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry);
+GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
+GORO_HIDDEN void goro__sysmon_stop(void);
+GORO_HIDDEN void goro__sysmon_kick(void);
 /* sched.c, for sysmon */
 #define GORO_P_RETAKING ((struct goro_m *)1)
 GORO_HIDDEN bool goro__handoff(struct goro_p *p, struct goro_m *m);

@@ -409,6 +409,15 @@ struct select_stack {
     struct pollfd level[SELECT_STACK_CASES];
 };
 
+/* The bytes of a select's work on the heap, for n cases (more than fit
+ * on its stack). */
+static size_t select_heap_bytes(size_t m)
+{
+    struct select_work *w;
+    return m * (sizeof *w->waiters + sizeof *w->chans + sizeof *w->pds + sizeof *w->fds +
+                sizeof *w->level + sizeof *w->order);
+}
+
 static int select_work_init(struct select_work *w, int n, struct select_stack *st)
 {
     w->heap = NULL;
@@ -418,8 +427,7 @@ static int select_work_init(struct select_work *w, int n, struct select_stack *s
         return 0;
     }
     size_t m = (size_t)n;
-    char *p = malloc(m * (sizeof *w->waiters + sizeof *w->chans + sizeof *w->pds +
-                          sizeof *w->fds + sizeof *w->level + sizeof *w->order));
+    char *p = malloc(select_heap_bytes(m));
     if (!p)
         return -ENOMEM;
     /* largest alignment first */
@@ -688,11 +696,17 @@ int goro_select(goro_case_t *cases, int n, int flags)
 
 /* A parked select's object is its first waiter record (select_wait); the
  * group lists them all, each with its object and queue. */
-int goro__select_chans(const void *obj, goro_copy_fn *copy, const void **chans, int max)
+int goro__select_chans(const void *obj, goro_copy_fn *copy, const void **chans, int max,
+                       size_t *heap_bytes)
 {
     struct goro_waiter first;
+    *heap_bytes = 0;
     if (!copy(&first, obj, sizeof first) || first.ngroup < 1 || first.ngroup > SELECT_CASES_MAX)
         return 0;
+    /* Its waiters begin its work, on the heap for a large select
+     * (select_work_init), which names every channel: not a reference. */
+    if (first.ngroup > SELECT_STACK_CASES)
+        *heap_bytes = select_heap_bytes((size_t)first.ngroup);
     int n = 0;
     for (int i = 0; i < first.ngroup; i++) {
         struct goro_waiter w;

@@ -138,7 +138,10 @@ GORO_HIDDEN int goro__waitq_wait(struct goro_waitq *q, struct goro_waiter *w,
  * Who alone can end a wait, read from the object through copy (which
  * copies len bytes of memory that may be gone, or says false): a snapshot
  * for the deadlock and leak reports, taken without the object's lock. */
-enum goro_held { GORO_HELD_NONE, GORO_HELD_CORO, GORO_HELD_THREAD };
+enum goro_held {
+    GORO_HELD_NONE, GORO_HELD_CORO, GORO_HELD_THREAD,
+    GORO_HELD_ENDED                /* the graph's verdict: by a coroutine that has ended */
+};
 typedef bool goro_copy_fn(void *dst, const void *src, size_t len);
 /* A wait of kind why on obj: a mutex's or a written rwlock's holder, a
  * once's runner (sync.c), a flight's runner (flight.c). GORO_HELD_CORO:
@@ -150,8 +153,10 @@ GORO_HIDDEN enum goro_held goro__flight_holder(const void *obj, goro_copy_fn *co
                                                struct goro **g);
 /* A parked select's objects (chan.c; obj is its first waiter record): up
  * to max channels into chans; returns how many it has, or -1 if it also
- * waits on a descriptor (which the outside world may end). */
+ * waits on a descriptor (which the outside world may end). *heap_bytes:
+ * the size of its own records on the heap from obj on (0: on its stack),
+ * which the leak scan must not take for references. */
 GORO_HIDDEN int goro__select_chans(const void *obj, goro_copy_fn *copy, const void **chans,
-                                   int max);
+                                   int max, size_t *heap_bytes);
 
 #endif

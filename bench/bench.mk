@@ -44,6 +44,22 @@ $(NOPRIO_BINS): $(NOPRIO_DIR)/%: $(BENCH_OUT)/%.o $(NOPRIO_LIB)
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(NOPRIO_LIB) $(LIBS)
 
+# The price of the execution trace's recording points while no trace runs:
+# the same programs linked against a library built without them
+# (GORO_NO_TRACE, runtime/debug/debug.h); bench/run.sh also runs skynet
+# traced (GORO_TRACE=/dev/null) for the price of a trace that runs.
+NOTRACE_DIR := $(BENCH_OUT)/notrace
+NOTRACE_LIB := $(NOTRACE_DIR)/libgoro.a
+NOTRACE_BINS := $(addprefix $(NOTRACE_DIR)/,yield spawn chan_pingpong skynet)
+
+$(NOTRACE_LIB): $(LIB_SRCS) $(ARCH_SRCS) $(HEADERS) Makefile
+	$(Q)$(MAKE) --no-print-directory BUILD=$(NOTRACE_DIR) \
+	    CFLAGS="$(CFLAGS) -DGORO_NO_TRACE" $(NOTRACE_LIB)
+
+$(NOTRACE_BINS): $(NOTRACE_DIR)/%: $(BENCH_OUT)/%.o $(NOTRACE_LIB)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(NOTRACE_LIB) $(LIBS)
+
 # g++, Boost.Context and Go for the peers; before any peer is built.
 .PHONY: bench-deps bench-build
 bench-deps:
@@ -52,7 +68,7 @@ $(PEER_BINS): | bench-deps
 
 # bench/echo.sh runs the echo server sample and its load generator
 # (samples/echod/echod.mk).
-bench-build: $(BENCH_BINS) $(NOPRIO_BINS) $(PEER_BINS) $(ECHOD_BIN) $(ECHOLOAD_BIN)
+bench-build: $(BENCH_BINS) $(NOPRIO_BINS) $(NOTRACE_BINS) $(PEER_BINS) $(ECHOD_BIN) $(ECHOLOAD_BIN)
 
 bench: bench-deps
 	@$(MAKE) --no-print-directory bench-build

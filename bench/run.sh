@@ -212,6 +212,29 @@ for prog in yield spawn chan_pingpong; do
     done
 done
 
+# ---- the price of the execution trace ----
+# Off: yield, spawn, ping-pong and skynet on the library and on one built
+# without the recording points (bench/notrace, GORO_NO_TRACE). On: skynet
+# traced into /dev/null (the write at shutdown is outside the timed part).
+# Alternating, 3 rounds: best of each.
+for round in 1 2 3; do
+    for prog in yield spawn chan_pingpong skynet; do
+        workers=()
+        [[ $prog == skynet ]] && workers=(GORO_WORKERS="$ncpu")
+        run --as "$prog:${prog}_tracepoints$round" "${workers[@]}" "$B/$prog"
+        run --as "$prog:${prog}_notrace$round" "${workers[@]}" "$B/notrace/$prog"
+    done
+    run --as "skynet:skynet_traced$round" GORO_WORKERS="$ncpu" GORO_TRACE=/dev/null "$B/skynet"
+done
+for fig in yield_tracepoints yield_notrace spawn_tracepoints spawn_notrace \
+           chan_pingpong_tracepoints chan_pingpong_notrace skynet_tracepoints skynet_notrace \
+           skynet_traced; do
+    best=$(awk -v p="^name=${fig}[0-9]\$" '$1 ~ p && $2 == "impl=goro" {
+               unit = $4; sub(/^value=/, "", $3); if (b == "" || $3 + 0 < b) b = $3 + 0 }
+               END { if (b != "") print b, unit }' "$results")
+    [[ -n $best ]] && echo "name=$fig impl=goro value=${best% *} ${best#* }" | tee -a "$results"
+done
+
 # ---- ratios ----
 echo "# ratios (impl=goro: goro / peer; targets as in the project brief)"
 ratio switch_vs_boost goro switch goro switch boost_fcontext "<=" 1.2
@@ -238,6 +261,13 @@ ratio forkjoin_2w_vs_go goro forkjoin_2w goro forkjoin_2w go
 ratio classes_cost_yield goro yield_classes goro yield_noclasses goro "<=" 1.03
 ratio classes_cost_spawn goro spawn_classes goro spawn_noclasses goro "<=" 1.03
 ratio classes_cost_pingpong goro chan_pingpong_classes goro chan_pingpong_noclasses goro "<=" 1.03
+# the execution trace: recording points while off (not measurable: within
+# 2%), and skynet traced (<= 15%)
+ratio trace_off_cost_yield goro yield_tracepoints goro yield_notrace goro "<=" 1.02
+ratio trace_off_cost_spawn goro spawn_tracepoints goro spawn_notrace goro "<=" 1.02
+ratio trace_off_cost_pingpong goro chan_pingpong_tracepoints goro chan_pingpong_notrace goro "<=" 1.02
+ratio trace_off_cost_skynet goro skynet_tracepoints goro skynet_notrace goro "<=" 1.02
+ratio trace_on_cost_skynet goro skynet_traced goro skynet_notrace goro "<=" 1.15
 # Pipelines: speed-ups (the baseline's time over the pipeline's).
 ratio pipeline_balanced_vs_loop goro pipeline_balanced_loop goro pipeline_balanced_dhondt goro ">=" 1.7
 ratio pipeline_moving_vs_loop goro pipeline_moving_loop goro pipeline_moving_dhondt goro

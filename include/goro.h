@@ -1212,6 +1212,37 @@ int goro_deadlock_watch(goro_deadlock_fn fn, void *arg);
  * -ENOMEM. It reads all the process's memory: seconds for gigabytes. */
 int goro_leaks(FILE *out);
 
+/* ---- Execution trace (docs/debugging.md, "Execution trace") ----
+ * What the scheduler does, event by event: spawns, time slices, waits
+ * with what they wait on, wake-ups (with who woke whom), steals,
+ * preemption, hand-offs of a worker blocked in a system call, timers,
+ * ready descriptors, idle workers, stacks given back. Each thread records
+ * into a ring of its own (no lock; about 10-20 ns an event); a full ring
+ * keeps its latest events. goro_trace_stop writes the Chrome trace event
+ * format that ui.perfetto.dev and chrome://tracing open (a track per
+ * worker and per coroutine, arrows for wake-ups); tools/goro-trace-svg
+ * draws it without a browser. GORO_TRACE=file.json in the environment
+ * traces from the first goro_start to goro_shutdown (or exit). */
+typedef struct goro_trace_attr {
+    /* Ring per recording thread, in bytes (32 per event), rounded down to
+     * a power of two; 0: GORO_TRACE_BUFFER from the environment, else
+     * 64 MiB. Mapped lazily: only what is written takes memory. */
+    size_t buffer_size;
+} goro_trace_attr_t;
+
+/* Creates (truncates) path and starts recording; attr may be NULL.
+ * Returns 0; -EINVAL (no path, buffer_size outside 64 KiB..16 GiB),
+ * -EBUSY (a trace is under way), or open(2)'s error. The runtime need not
+ * be running. */
+int goro_trace_start(const char *path, const goro_trace_attr_t *attr);
+
+/* Stops recording and writes the file, on the calling thread (seconds for
+ * millions of events; call it where that is acceptable). Returns 0;
+ * -EINVAL if no trace is under way; a write error (the file is then
+ * incomplete); -ENOMEM (the file is complete JSON but lacks coroutine
+ * tracks). */
+int goro_trace_stop(void);
+
 /* ------------------------------------------------------------------------
  * Implementation of the spawn macros. Not part of the contract.
  * ------------------------------------------------------------------------ */

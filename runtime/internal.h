@@ -448,6 +448,8 @@ struct goro_sched {
      * NORMAL, or the first loan: until then a pick skips the classes'
      * lists (sched.c, invariant 9). Beside gq_size, which a pick reads. */
     _Atomic bool classes_used;
+    /* An execution trace runs (debug/trace.c): in the line a pick reads. */
+    _Atomic bool tracing;
     struct goro_p *pidle;
     _Atomic int npidle;
     _Atomic int nmspinning;

@@ -65,6 +65,7 @@ static int start_locked(const goro_config_t *cfg)
     goro__stack_guard_init();       /* no stack is mapped between runs */
     goro__stall_start();
     goro__deadlock_start();
+    goro__trace_env_start();
     int err = goro__fork_install();
     if (!err)
         err = goro__sched_start(workers);
@@ -115,6 +116,7 @@ int goro_shutdown_until(int64_t deadline)
     goro__offload_stop();
     goro__signal_end_all();         /* its threads are gone: no poll runs a callback */
     goro__slab_free_all();
+    goro__trace_env_stop();         /* every thread of the run has stopped */
     atomic_store(&goro__sched.started, 0);
     goro__spawn_gate_open();        /* only now: a spawn starts a new runtime */
     goro__unlock(&start_lock);

@@ -424,6 +424,8 @@ int goro_set_name(const char *name)
         return -EINVAL;
     strncpy(g->name, name, sizeof g->name - 1);
     g->name[sizeof g->name - 1] = 0;
+    if (goro__trace_on())
+        goro__trace_name(g);
     return 0;
 }
 

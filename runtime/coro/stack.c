@@ -182,11 +182,15 @@ static void slab_unmap(struct goro *g)
 static int unmap_list(struct goro *g)
 {
     int n = 0;
+    uint64_t bytes = 0;
     for (; g; n++) {
         struct goro *next = g->pool_next;
+        bytes += g->map_size;
         slab_unmap(g);
         g = next;
     }
+    if (n)
+        GORO_TRACE(GORO_TEV_STACK_GC, 0, bytes, (uint32_t)n, 0, 0);
     return n;
 }
 
@@ -301,8 +305,10 @@ static void slab_trim(struct goro *g)
 {
     uintptr_t keep = (uintptr_t)g->hi - KEEP_BYTES;
     keep &= ~(uintptr_t)(goro__page_size() - 1);
-    if (g->min_sp < keep || ++g->reuses % 64 == 0)
+    if (g->min_sp < keep || ++g->reuses % 64 == 0) {
         madvise(g->lo, keep - (uintptr_t)g->lo, MADV_DONTNEED);
+        GORO_TRACE(GORO_TEV_STACK_GC, 0, keep - (uintptr_t)g->lo, 0, 0, 0);
+    }
 }
 
 /* Starts a new life on a pooled slab: the per-life fields come first in

@@ -155,4 +155,78 @@ GORO_HIDDEN void goro__dump_out(struct goro_out *o, void *ucontext, int how);
 GORO_HIDDEN void goro__describe_wait(const struct goro *g, char *buf, size_t len);
 GORO_HIDDEN void goro__describe_wait_of(int wait, const void *obj, char *buf, size_t len);
 
+/* trace.c, trace_json.c: the execution trace (the files say how). Every
+ * event costs one relaxed load while no trace runs; GORO_NO_TRACE builds
+ * the library without even that (the bench compares the two). */
+enum goro_tev_type {
+    GORO_TEV_NONE,
+    GORO_TEV_SPAWN,     /* g: the new one; arg: its spawner (0: a thread) */
+    GORO_TEV_NAME,      /* g; text: 14 bytes of its name from byte 14 * c */
+    GORO_TEV_RUN,       /* g starts a slice on this thread */
+    GORO_TEV_STOP,      /* g leaves: a enum goro_post, b enum goro_wait; arg: the object */
+    GORO_TEV_READY,     /* g made runnable by arg (0: not a coroutine) */
+    GORO_TEV_TIMER,     /* a timer fired: g its sleeper (0: a function timer) */
+    GORO_TEV_IO,        /* the poller found g's descriptor ready */
+    GORO_TEV_STEAL,     /* g was taken from P x's queue (with half of it) */
+    GORO_TEV_IDLE,      /* this worker sleeps: nothing to run */
+    GORO_TEV_BUSY,      /* it woke */
+    GORO_TEV_PREEMPT,   /* the monitor asks P x's slice to end (worker arg) */
+    GORO_TEV_BLOCKED,   /* the monitor: worker arg is blocked in the kernel */
+    GORO_TEV_HANDOFF,   /* the monitor gives P x from worker g to worker arg */
+    GORO_TEV_STACK_GC,  /* x stacks unmapped, or the deep part of one trimmed: arg bytes */
+    GORO_TEV__COUNT
+};
+/* 32 bytes; text overlays arg..b (a NAME's characters). */
+struct goro_tev {
+    uint64_t ticks;
+    uint64_t g;
+    uint64_t arg;
+    uint32_t x;
+    uint8_t a, b;
+    uint8_t c;
+    uint8_t type;
+};
+#define GORO_TEV_TEXT 14
+static inline bool goro__trace_on(void)
+{
+#ifdef GORO_NO_TRACE
+    return false;
+#else
+    return unlikely(atomic_load_explicit(&goro__sched.tracing, memory_order_relaxed));
+#endif
+}
+GORO_HIDDEN __attribute__((cold)) void goro__trace_emit(int type, uint64_t g, uint64_t arg,
+                                                        uint32_t x, int a, int b);
+#define GORO_TRACE(type, g, arg, x, a, b)                                \
+    do {                                                                 \
+        if (goro__trace_on())                                            \
+            goro__trace_emit((type), (g), (arg), (x), (a), (b));         \
+    } while (0)
+/* An address as an event stores it: inverted, so that the leak scan
+ * (leaks.c) does not take the ring for a reference to the object. */
+static inline uint64_t goro__trace_addr(const void *p)
+{
+    return ~(uint64_t)(uintptr_t)p;
+}
+/* NAME events for g's name (none if it has none). */
+GORO_HIDDEN __attribute__((cold)) void goro__trace_name(const struct goro *g);
+/* GORO_TRACE at start; the trace it began ends at shutdown (or exit). */
+GORO_HIDDEN void goro__trace_env_start(void);
+GORO_HIDDEN void goro__trace_env_stop(void);
+/* What trace.c hands the writer: one thread's events of this trace. */
+struct goro_tbuf_view {
+    const struct goro_tev *ev;
+    uint64_t mask;                 /* the ring's size - 1 */
+    uint64_t from, to;             /* event numbers [from, to) */
+    int kind;                      /* GORO_TRACK_* */
+    int id;                        /* a worker's number, or a thread's id */
+};
+enum { GORO_TRACK_WORKER, GORO_TRACK_MONITOR, GORO_TRACK_THREAD };
+struct goro_trace_clock {
+    uint64_t t0, t1;               /* ticks at start and at stop */
+    int64_t ns0, ns1;              /* CLOCK_MONOTONIC then */
+};
+GORO_HIDDEN int goro__trace_write(FILE *f, const struct goro_tbuf_view *v, int n,
+                                  const struct goro_trace_clock *clk, uint64_t dropped);
+
 #endif

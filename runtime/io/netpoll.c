@@ -337,6 +337,7 @@ void goro__ready_polled(struct goro *g)
     }
     struct poll_run *run = this_poll;   /* callbacks run only inside goro__netpoll */
     struct goro_polled *out = run->out;
+    GORO_TRACE(GORO_TEV_IO, g->id, 0, 0, 0, 0);
     atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
     /* In the order the loop found them: timers by deadline. */
     goro__chain_append(&out->head, &out->tail, g);

@@ -237,13 +237,19 @@ static void steal_order_init(int n)
 }
 
 /* Another P's HIGH or LOW list (invariant 9). */
+static struct goro *stolen(struct goro *g, struct goro_p *victim)
+{
+    GORO_TRACE(GORO_TEV_STEAL, g->id, 0, (uint32_t)victim->id, 0, 0);
+    return g;
+}
+
 static struct goro *steal_class(struct goro_p *p, int i)
 {
     for (int v = 0; v < goro__sched.nprocs; v++) {
         struct goro_p *victim = &goro__sched.procs[v];
         struct goro *g;
         if (victim != p && (g = pq_take(victim, i)))
-            return g;
+            return stolen(g, victim);
     }
     return NULL;
 }
@@ -268,7 +274,7 @@ static struct goro *steal_work(struct goro_p *p)
                 continue;
             struct goro *g = runq_steal(p, victim, steal_next);
             if (g)
-                return g;
+                return stolen(g, victim);
         }
     }
     return classes ? steal_class(p, GORO_PQ_LOW) : NULL;
@@ -695,7 +701,10 @@ top:
     while (goro__slab_trim_idle() &&
            atomic_load_explicit(&m->note, memory_order_relaxed) != NOTE_NOTIFIED)
         ;
-    if (!note_sleep(m)) {           /* until a waker hands p back (inv. 7) */
+    GORO_TRACE(GORO_TEV_IDLE, 0, 0, 0, 0, 0);
+    bool woken = note_sleep(m);
+    GORO_TRACE(GORO_TEV_BUSY, 0, 0, 0, 0, 0);
+    if (!woken) {                   /* until a waker hands p back (inv. 7) */
         /* Events made work while p was idle: take p back - unless a waker
          * took it first, which then counted us as a spinner. */
         bool mine = pidle_take_back(p);
@@ -798,6 +807,19 @@ static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
         tick(m->p);
 }
 
+/* The trace's events for a switch from self (leaving with what) to next
+ * (NULL: to g0). */
+static GORO_NOINLINE __attribute__((cold)) void trace_switch(struct goro *self,
+                                                             enum goro_post what,
+                                                             struct goro *next)
+{
+    goro__trace_emit(GORO_TEV_STOP, self->id,
+                     what == GORO_POST_PARK ? goro__trace_addr(self->wait_obj) : 0, 0, what,
+                     self->wait);
+    if (next)
+        goro__trace_emit(GORO_TEV_RUN, next->id, 0, 0, 0, 0);
+}
+
 /* Leaves the running coroutine `self` (on m) with action `what`, switching
  * to next (already taken from a queue, inherit as pick_local set it) or,
  * when NULL, to g0. Returns when self is resumed - possibly on another M. */
@@ -810,6 +832,8 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
         self->min_sp = sp_now;
     m->post = what;
     m->post_g = self;
+    if (goro__trace_on())           /* one look for both events */
+        trace_switch(self, what, next);
     if (next)
         start_slice(m, next, inherit);
     else
@@ -855,6 +879,7 @@ GORO_HIDDEN void goro__coro_start(struct goro *g)
 /* g0 side: run g until it switches back here. */
 static void execute(struct goro_m *m, struct goro *g, bool inherit)
 {
+    GORO_TRACE(GORO_TEV_RUN, g->id, 0, 0, 0, 0);
     start_slice(m, g, inherit);
     goro__san_leave(&m->g0, g, 0);
     goro__ctx_switch(&m->g0.sp, g->sp, m);
@@ -904,6 +929,12 @@ static void ready_on(struct goro_p *p, struct goro *g)
     spinner_start_if_idle(p);
 }
 
+/* For the trace: the coroutine running on m, 0 for none. */
+static uint64_t running_id(struct goro_m *m)
+{
+    return m && m->curg ? m->curg->id : 0;
+}
+
 void goro__ready(struct goro *g)
 {
     if (g->flags & GORO_F_EXTERNAL) {
@@ -912,6 +943,7 @@ void goro__ready(struct goro *g)
         return;
     }
     struct goro_m *m = goro__m();
+    GORO_TRACE(GORO_TEV_READY, g->id, running_id(m), 0, 0, 0);
     struct goro_p *p = m ? rt_enter(m, false) : NULL;
     ready_on(p, g);
     if (m)
@@ -933,6 +965,7 @@ void goro__ready_list(struct goro *list)
             goro__ready(g);
             continue;
         }
+        GORO_TRACE(GORO_TEV_READY, g->id, running_id(m), 0, 0, 0);
         atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
         queue_ready(p, g, false, &global);
     }
@@ -957,6 +990,10 @@ void goro__schedule_new(struct goro *g)
         bump(&p->spawned);
     else
         atomic_fetch_add(&goro__sched.spawned_ext, 1);
+    if (goro__trace_on()) {
+        goro__trace_emit(GORO_TEV_SPAWN, g->id, running_id(m), 0, 0, 0);
+        goro__trace_name(g);
+    }
     ready_on(p, g);                 /* a new coroutine is never a thread's */
     if (m)
         rt_leave(m);
@@ -1445,6 +1482,7 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
     }
     atomic_store_explicit(&m->lost_p_at, goro__now(), memory_order_relaxed);
     goro__unlock(&goro__sched.lock);
+    GORO_TRACE(GORO_TEV_HANDOFF, (uint64_t)m->id, (uint64_t)to->id, (uint32_t)p->id, 0, 0);
     if (!fresh)
         m_notify_handed(to);
     return true;
@@ -1520,6 +1558,7 @@ void goro__exit_current(long result)
         atomic_compare_exchange_strong_explicit(&self->exit_word, &w, GORO_EXIT_WAKING,
             memory_order_acq_rel, memory_order_relaxed)) {
         if (goro__claim(joiner, GORO_WAKE_DONE)) {
+            GORO_TRACE(GORO_TEV_READY, joiner->id, self->id, 0, 0, 0);
             atomic_store_explicit(&self->state, GORO_S_DEAD, memory_order_relaxed);
             atomic_store_explicit(&self->exit_word, GORO_EXIT_DEAD, memory_order_release);
             switch_to(m, self, GORO_POST_EXIT_JOINED, joiner, true);

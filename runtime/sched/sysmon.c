@@ -106,7 +106,10 @@ static bool check_slice(struct goro_p *p, int64_t now)
      * thread kept off the CPU, or sysmon itself, does not count). */
     uint32_t declines = atomic_load_explicit(&p->preempt_declines, memory_order_relaxed);
     bool long_run = declines - p->sm_declines >= 3 && now - p->sm_since >= 3 * slice;
-    if (goro__handoff_wanted(p, long_run, &blocked, &m) && goro__handoff(p, m)) {
+    bool wanted = goro__handoff_wanted(p, long_run, &blocked, &m);
+    if (blocked && m)
+        GORO_TRACE(GORO_TEV_BLOCKED, 0, (uint64_t)m->id, (uint32_t)p->id, 0, 0);
+    if (wanted && goro__handoff(p, m)) {
         p->sm_declines = declines;
         goro__stall_handoff(p, m);
         return true;
@@ -114,6 +117,7 @@ static bool check_slice(struct goro_p *p, int64_t now)
     /* A thread blocked in a system call is not signalled: the call would
      * fail with EINTR (sleep() and friends are never restarted). */
     atomic_store_explicit(&p->preempt_req, t + 1, memory_order_relaxed);
+    GORO_TRACE(GORO_TEV_PREEMPT, 0, m ? (uint64_t)m->id : 0, (uint32_t)p->id, 0, 0);
     if (goro__preempt_async() && !blocked && m)
         goro__preempt_signal(m);
     return false;

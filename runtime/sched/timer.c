@@ -307,6 +307,7 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
             t->running = true;
             atomic_store_explicit(&t->idx, GORO_TIMER_OFF, memory_order_relaxed);
             goro__unlock(&ts->lock);
+            GORO_TRACE(GORO_TEV_TIMER, 0, 0, 0, 0, 0);
             int64_t next = t->fire(t, now);     /* invariant 2 */
             goro__lock(&ts->lock);
             if (func_done_locked(ts, t, next) && next < put_back)
@@ -321,6 +322,7 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
         /* Threads the runtime does not own time their waits on their
          * futex (sched.c, park_external): a timer is a coroutine's. */
         GORO_ASSERT(!(g->flags & GORO_F_EXTERNAL));
+        GORO_TRACE(GORO_TEV_TIMER, g->id, 0, 0, 0, 0);
         atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
         g->next = NULL;             /* in deadline order */
         if (out->tail)

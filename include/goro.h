@@ -56,7 +56,17 @@ typedef struct goro_config {
     size_t stack_size;    /* default stack reserve; default: GORO_STACK_SIZE or 256 KiB */
     int64_t slice_ns;     /* time slice before preemption; default: GORO_SLICE
                              (milliseconds) or 10 ms; negative: never preempt */
+    /* The clock: GORO_CLOCK_VIRTUAL is the deterministic testing mode
+     * (docs/testing.md): one worker, no preemption, the seed below
+     * choosing which runnable coroutine goes next, and a virtual goro_now()
+     * that stands still while coroutines run and jumps to the next
+     * deadline when none can. default: GORO_TEST_CLOCK (real or virtual),
+     * else real. */
+    int clock;            /* enum goro_clock */
+    uint64_t seed;        /* default: GORO_TEST_SEED, else 1 */
 } goro_config_t;
+
+enum goro_clock { GORO_CLOCK_DEFAULT, GORO_CLOCK_REAL, GORO_CLOCK_VIRTUAL };
 
 /* Starts the runtime. Optional: the first go() starts it with the defaults.
  * Returns 0, -EALREADY if it is running, -EINVAL for a bad setting,

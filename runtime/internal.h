@@ -450,6 +450,12 @@ struct goro_sched {
     _Atomic bool classes_used;
     /* An execution trace runs (debug/trace.c): in the line a pick reads. */
     _Atomic bool tracing;
+    /* The deterministic testing mode (sched.c, "the virtual clock"): one
+     * P, whose owner alone uses seed; real_waits counts coroutines waiting
+     * on descriptors or offloaded calls meanwhile. */
+    _Atomic bool virtual_clock;
+    uint32_t seed;
+    _Atomic int real_waits;
     struct goro_p *pidle;
     _Atomic int npidle;
     _Atomic int nmspinning;

@@ -2,6 +2,7 @@
  * environment (GORO_WORKERS, GORO_STACK_SIZE, GORO_SLICE: read by env.c). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,26 @@ static int64_t env_slice(void)
     return goro__env_long("GORO_SLICE", 1, 60000, " ms, or off", &ms) ? ms * GORO_MSEC : 0;
 }
 
+/* Back to the real clock: after a run, or a failed start. */
+static void clock_real(void)
+{
+    atomic_store(&goro__sched.virtual_clock, false);
+    goro__clock_set_virtual(false);
+}
+
+/* GORO_TEST_CLOCK: real or virtual (docs/testing.md). */
+static int env_clock(void)
+{
+    static const char *const words[] = { "real", "virtual" };
+    return goro__env_word("GORO_TEST_CLOCK", words, 2, "real or virtual", 0) + GORO_CLOCK_REAL;
+}
+
+static uint64_t env_seed(void)
+{
+    long seed;
+    return goro__env_long("GORO_TEST_SEED", 1, LONG_MAX, "", &seed) ? (uint64_t)seed : 1;
+}
+
 static int start_locked(const goro_config_t *cfg)
 {
     int workers = cfg && cfg->workers ? cfg->workers : env_workers();
@@ -61,6 +82,19 @@ static int start_locked(const goro_config_t *cfg)
     goro__sched.stack_size = stack ? stack : DEFAULT_STACK;
     int64_t slice = cfg && cfg->slice_ns ? cfg->slice_ns : env_slice();
     goro__sched.slice_ns = slice ? slice : DEFAULT_SLICE;
+    int clock = cfg && cfg->clock ? cfg->clock : env_clock();
+    if (clock < GORO_CLOCK_DEFAULT || clock > GORO_CLOCK_VIRTUAL ||
+        (clock == GORO_CLOCK_VIRTUAL && cfg && cfg->workers > 1))
+        return -EINVAL;
+    bool virt = clock == GORO_CLOCK_VIRTUAL;
+    if (virt) {                     /* sched.c, invariant 10 */
+        workers = 1;
+        goro__sched.slice_ns = -1;
+        uint64_t seed = cfg && cfg->seed ? cfg->seed : env_seed();
+        goro__sched.seed = (uint32_t)(seed ^ seed >> 32) ? (uint32_t)(seed ^ seed >> 32) : 1;
+    }
+    goro__clock_set_virtual(virt);
+    atomic_store(&goro__sched.virtual_clock, virt);
     goro__fault_install();
     goro__stack_guard_init();       /* no stack is mapped between runs */
     goro__stall_start();
@@ -71,6 +105,8 @@ static int start_locked(const goro_config_t *cfg)
         err = goro__sched_start(workers);
     if (err == 0)
         atomic_store(&goro__sched.started, 1);
+    else
+        clock_real();
     return err;
 }
 
@@ -117,6 +153,7 @@ int goro_shutdown_until(int64_t deadline)
     goro__signal_end_all();         /* its threads are gone: no poll runs a callback */
     goro__slab_free_all();
     goro__trace_env_stop();         /* every thread of the run has stopped */
+    clock_real();
     atomic_store(&goro__sched.started, 0);
     goro__spawn_gate_open();        /* only now: a spawn starts a new runtime */
     goro__unlock(&start_lock);

@@ -22,8 +22,18 @@ GORO_HIDDEN int goro__env_word(const char *name, const char *const *words, int n
                                const char *want, int dflt);
 GORO_HIDDEN bool goro__env_flag(const char *name, bool dflt);
 
-/* clock.c: CLOCK_MONOTONIC in ns (goro_now). */
+/* clock.c: goro_now's clock, in ns: CLOCK_MONOTONIC, or the virtual one
+ * (real_now: always CLOCK_MONOTONIC). advance: moves the virtual clock
+ * forward to `to` (never back; nothing if it is the real one). real_of:
+ * the CLOCK_MONOTONIC time at which goro_now() will read t, if it runs at
+ * the real pace from now on. */
+#define GORO_VIRTUAL_EPOCH ((int64_t)1000 * GORO_SEC)
 GORO_HIDDEN int64_t goro__now(void);
+GORO_HIDDEN int64_t goro__real_now(void);
+GORO_HIDDEN bool goro__clock_virtual(void);
+GORO_HIDDEN void goro__clock_set_virtual(bool on);
+GORO_HIDDEN void goro__clock_advance(int64_t to);
+GORO_HIDDEN int64_t goro__clock_real_of(int64_t t);
 
 /* warn.c */
 /* Prints "goro: <message>\n" to stderr once per call site key. */

@@ -240,7 +240,7 @@ static int start_locked(const char *path, const goro_trace_attr_t *attr)
     trace.cap = cap;
     atomic_store(&unrecorded, 0);
     atomic_fetch_add(&gen, 1);
-    trace.clk.ns0 = goro__now();
+    trace.clk.ns0 = goro__real_now();
     trace.clk.t0 = goro__ticks();
     trace.on = true;
     atomic_store(&goro__sched.tracing, 1);
@@ -297,7 +297,7 @@ static int stop_locked(void)
         return -EINVAL;
     atomic_store(&goro__sched.tracing, 0);
     trace.clk.t1 = goro__ticks();
-    trace.clk.ns1 = goro__now();
+    trace.clk.ns1 = goro__real_now();
     trace.on = false;
     trace.from_env = false;
     static struct goro_tbuf_view v[MAX_RINGS];

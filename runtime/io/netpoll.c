@@ -203,6 +203,20 @@ static void alarm_set(struct goro_p *p, int64_t until)
         p->alarm_at = until;
 }
 
+/* The virtual clock (sched.c, "the virtual clock"): the alarm is on the
+ * real one, at most VIRTUAL_LOOK away - the sleeper looks again for a jump
+ * it may make (a thread outside may have begun a timed wait). */
+#define VIRTUAL_LOOK GORO_MSEC
+
+static int64_t virtual_alarm(int64_t until)
+{
+    int64_t look = goro__real_now() + VIRTUAL_LOOK;
+    if (until == INT64_MAX)
+        return look;
+    int64_t real = goro__clock_real_of(until);
+    return real < look ? real : look;
+}
+
 static int base_init(struct goro_p *p)
 {
     p->alarm_fd = -1;
@@ -289,12 +303,12 @@ int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
      * so that a timer started meanwhile breaks this very poll. */
     if (block) {
         int64_t until = goro__timers_first(p);
-        if (until != INT64_MAX) {
-            if (until <= goro__now())
-                block = false;      /* due already: the caller runs it */
-            else
-                alarm_set(p, until);
-        }
+        if (until != INT64_MAX && until <= goro__now())
+            block = false;          /* due already: the caller runs it */
+        else if (goro__clock_virtual())
+            alarm_set(p, virtual_alarm(until));
+        else if (until != INT64_MAX)
+            alarm_set(p, until);
     }
     struct poll_run run = { out, room > 0 ? room : 1, p->base };
     this_poll = &run;

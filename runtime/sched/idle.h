@@ -23,6 +23,9 @@ enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING = GORO_NOTE_SLEEPING };
  * poll slept until then); the note then still reads SLEEPING. */
 static bool note_sleep(struct goro_m *m)
 {
+    bool virt = atomic_load_explicit(&goro__sched.virtual_clock, memory_order_relaxed);
+    if (virt && clock_jump(m->p))
+        return false;               /* a timer is due now */
     for (int i = 0; i < NOTE_SPINS; i++) {
         if (atomic_load_explicit(&m->note, memory_order_relaxed) == NOTE_NOTIFIED)
             break;
@@ -31,7 +34,7 @@ static bool note_sleep(struct goro_m *m)
     /* A timer due within TIMER_SPIN: waiting for it awake costs less than
      * the alarm's wake-up, which is tens of microseconds late. */
     int64_t first = goro__timers_first(m->p);
-    if (first != INT64_MAX && first - goro__now() < TIMER_SPIN) {
+    if (!virt && first != INT64_MAX && first - goro__now() < TIMER_SPIN) {
         while (atomic_load_explicit(&m->note, memory_order_relaxed) != NOTE_NOTIFIED) {
             if (goro__now() >= first)
                 return false;       /* slept is empty: the timer is due */
@@ -42,8 +45,11 @@ static bool note_sleep(struct goro_m *m)
         uint32_t n = NOTE_EMPTY;
         if (atomic_compare_exchange_strong_explicit(&m->note, &n, NOTE_SLEEPING,
                 memory_order_acquire, memory_order_acquire) || n == NOTE_SLEEPING) {
+            int64_t slept_from = virt ? goro__real_now() : 0;
             if (goro__netpoll(m->p, &m->note, runq_room(m->p), &m->slept) > 0)
                 return false;
+            if (virt && clock_slept(m->p, slept_from))
+                return false;       /* the clock moved: a timer is due */
             if (timers_due(m->p))
                 return false;       /* the alarm: m->slept is empty */
             continue;

@@ -82,6 +82,19 @@
  *    always; a pick reads them only once goro__sched.classes_used is set
  *    (before the first coroutine of another class exists), so a program
  *    of NORMAL coroutines pays one load of a line the pick reads anyway.
+ *
+ * 10. The virtual clock (deterministic testing: goro_config_t.clock). One
+ *    P, no preemption, and goro_now() stands still while coroutines run.
+ *    The P's owner, finding nothing to run (note_sleep), moves the clock
+ *    to the next deadline - its timers' or a waiting outside thread's -
+ *    and runs what is due; unless a coroutine waits on a descriptor or an
+ *    offloaded call (real_waits): then the clock follows the real one
+ *    while the owner sleeps (clock_slept), so that no deadline passes
+ *    before the world had its real time to answer. The seed decides, at
+ *    each pick, which runnable coroutine goes next (seeded_turn): with
+ *    nothing else choosing (one thread, no preemption, a clock that moves
+ *    only here) the same seed gives the same order. Threads outside the
+ *    runtime are not ordered by it: a test runs its body in a coroutine.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -209,6 +222,8 @@ void goro__p_leave(void)
 #include "sched/runq.h"               /* the run queues */
 
 static bool timers_due(struct goro_p *p);
+static bool clock_jump(struct goro_p *p);
+static bool clock_slept(struct goro_p *p, int64_t real_from);
 
 #include "sched/idle.h"               /* Ms that sleep and wake, idle Ps, spinners */
 
@@ -370,6 +385,32 @@ static void low_rescan(struct goro_p *p)
     pq_rescan(p, NULL);
 }
 
+/* The virtual clock (invariant 10; one P, so its owner takes and puts
+ * without a CAS): the seed moves runnext behind the ring, or not, and
+ * swaps the ring's head with one of its coroutines - which runnable one
+ * goes next is the seed's choice. */
+static GORO_NOINLINE void seeded_turn(struct goro_p *p)
+{
+    struct goro *next = atomic_load_explicit(&p->runnext, memory_order_relaxed);
+    uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_relaxed);
+    uint32_t n = atomic_load_explicit(&p->runq_tail, memory_order_relaxed) - h;
+    if (n + (next != NULL) < 2)
+        return;                     /* no choice: the seed is not drawn on */
+    uint32_t r = goro__xorshift32(&goro__sched.seed);
+    if (next && (r & 1)) {
+        atomic_store_explicit(&p->runnext, NULL, memory_order_relaxed);
+        runq_put(p, next, false);
+        n++;
+    }
+    if (n < 2)
+        return;
+    _Atomic(struct goro *) *a = &p->runq[h % GORO_RUNQ_SIZE];
+    _Atomic(struct goro *) *b = &p->runq[(h + (r >> 1) % n) % GORO_RUNQ_SIZE];
+    struct goro *x = atomic_load_explicit(a, memory_order_relaxed);
+    atomic_store_explicit(a, atomic_load_explicit(b, memory_order_relaxed), memory_order_relaxed);
+    atomic_store_explicit(b, x, memory_order_relaxed);
+}
+
 /* Picks the next coroutine from local work and the global queue, as a
  * coroutine leaving and g0 both do first (stealing is g0's job). */
 
@@ -403,6 +444,8 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
             (t % 61 != 2 && (g = pq_get(p, GORO_PQ_HIGH))))
             return g;
     }
+    if (unlikely(atomic_load_explicit(&goro__sched.virtual_clock, memory_order_relaxed)))
+        seeded_turn(p);
     if ((g = timed_pop(p)) || (g = runq_get(p, inherit)) || (g = globrunq_get(p, 0)) ||
         (classes && ((g = pq_get(p, GORO_PQ_HIGH)) || (g = pq_get(p, GORO_PQ_LOW)))))
         return g;
@@ -1112,19 +1155,21 @@ struct outside_wait {
     struct goro *g;                /* its stand-in record; NULL: goro_shutdown */
     pid_t tid;
     bool timed;
+    int64_t deadline;              /* GORO_FOREVER when not timed */
     struct outside_wait *prev, *next;
 };
 static __thread struct outside_wait outside_self;
 static struct outside_wait *outside_list;
 static goro_lock_t outside_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
 
-static void outside_begin(struct goro *g, bool timed)
+static void outside_begin(struct goro *g, int64_t deadline)
 {
     struct outside_wait *w = &outside_self;
     if (!w->tid)
         w->tid = (pid_t)syscall(SYS_gettid);
     w->g = g;
-    w->timed = timed;
+    w->timed = deadline >= 0;
+    w->deadline = deadline;
     goro__lock(&outside_lock);
     w->prev = NULL;
     w->next = outside_list;
@@ -1148,6 +1193,61 @@ static void outside_end(void)
         w->next->prev = w->prev;
     goro__unlock(&outside_lock);
     atomic_fetch_add(&goro__sched.outside_moves, 1);
+}
+
+/* ---- the virtual clock (invariant 10) ---- */
+
+/* The earliest deadline of a thread outside waiting in a goro call. */
+static int64_t outside_first_deadline(void)
+{
+    int64_t first = INT64_MAX;
+    goro__lock(&outside_lock);
+    for (struct outside_wait *w = outside_list; w; w = w->next)
+        if (w->g && w->timed && w->deadline < first)
+            first = w->deadline;
+    goro__unlock(&outside_lock);
+    return first;
+}
+
+/* Ends the waits of threads outside whose deadline the clock has passed,
+ * as a timer ends a coroutine's. */
+static void outside_time_out(int64_t now)
+{
+    goro__lock(&outside_lock);
+    for (struct outside_wait *w = outside_list; w; w = w->next)
+        if (w->g && w->timed && w->deadline <= now && goro__claim(w->g, GORO_WAKE_TIMEDOUT))
+            goro__ready(w->g);      /* a thread: its futex word */
+    goro__unlock(&outside_lock);
+}
+
+/* p's owner has nothing to run: the clock jumps to the next deadline.
+ * True if a timer of p is due now (the caller runs it). */
+static bool clock_jump(struct goro_p *p)
+{
+    if (atomic_load_explicit(&goro__sched.real_waits, memory_order_acquire) > 0)
+        return false;               /* the world may answer: real time passes */
+    int64_t next = goro__timers_first(p);
+    int64_t outside = outside_first_deadline();
+    if (outside < next)
+        next = outside;
+    if (next == INT64_MAX)
+        return false;
+    goro__clock_advance(next);
+    outside_time_out(next);
+    return timers_due(p);
+}
+
+/* After a real sleep from real_from: with a wait on the world under way,
+ * the clock moves as far as the real one did; else it may jump. True if a
+ * timer of p is due now. */
+static bool clock_slept(struct goro_p *p, int64_t real_from)
+{
+    if (atomic_load_explicit(&goro__sched.real_waits, memory_order_acquire) == 0)
+        return clock_jump(p);
+    int64_t now = goro__now() + (goro__real_now() - real_from);
+    goro__clock_advance(now);
+    outside_time_out(now);
+    return timers_due(p);
 }
 
 void goro__outside_waits(void (*fn)(struct goro *g, pid_t tid, bool timed, void *arg),
@@ -1174,7 +1274,7 @@ static int park_external(const struct goro_park *how)
     ext->wait = (uint8_t)how->why;
     ext->wait_obj = how->obj;
     ext->wait_timed = how->deadline >= 0;
-    outside_begin(ext, how->deadline >= 0);
+    outside_begin(ext, how->deadline);
     atomic_store(&ext->wake, how->firm ? GORO_WAKE_ARMED_FIRM : GORO_WAKE_ARMED);
     if (how->unlock)
         how->unlock(how->arg);
@@ -1190,6 +1290,8 @@ static int park_external(const struct goro_park *how)
         int64_t left = how->deadline - goro__now();
         if (left <= 0 && goro__claim(ext, GORO_WAKE_TIMEDOUT))
             break;                  /* nobody will wake us: done */
+        if (left > GORO_MSEC && goro__clock_virtual())
+            left = GORO_MSEC;       /* the clock may jump: look again (invariant 10) */
         if (left > 0) {
             goro__futex_wait_ns(&ext->ext_word, 0, left);
         } else {
@@ -1229,6 +1331,11 @@ int goro__park(const struct goro_park *how)
     self->wait = (uint8_t)how->why;
     self->wait_obj = how->obj;
     self->wait_timed = timed;
+    /* The virtual clock does not jump over a wait on the world (inv. 10). */
+    bool real = unlikely(atomic_load_explicit(&goro__sched.virtual_clock, memory_order_relaxed)) &&
+                (how->why == GORO_W_IO || how->why == GORO_W_OFFLOAD);
+    if (real)
+        atomic_fetch_add(&goro__sched.real_waits, 1);
     atomic_store_explicit(&self->state, GORO_S_PARKED, memory_order_relaxed);
     m->post_unlock = how->unlock;
     m->post_commit = how->commit;
@@ -1250,6 +1357,8 @@ int goro__park(const struct goro_park *how)
      * wait is armed (a stale timer would claim it). */
     if (timed)
         goro__timer_stop(&timer);
+    if (real)
+        atomic_fetch_sub(&goro__sched.real_waits, 1);
     self->wait = GORO_W_NONE;
     self->wait_obj = NULL;
     int outcome = (int)atomic_load_explicit(&self->wake, memory_order_acquire);
@@ -1747,7 +1856,7 @@ int goro__sched_drain(int64_t deadline)
 {
     spawn_gate_close();
     atomic_store(&goro__sched.draining, 1);
-    outside_begin(NULL, deadline >= 0);
+    outside_begin(NULL, deadline);
     int64_t notice = goro__now() + SHUTDOWN_NOTICE;
     int err = 0;
     for (;;) {

@@ -215,7 +215,7 @@ static void *sysmon_main(void *arg)
              * the idle list decrements npidle before it kicks us. The
              * deadlock check may want a look again after a while. */
             uint64_t moves = atomic_load(&goro__sched.outside_moves);
-            int64_t until = goro__deadlock_pending(goro__now());
+            int64_t until = goro__deadlock_pending(goro__real_now());
             atomic_store(&deep, 1);
             /* A thread that began to wait after the check kicked us, or
              * sees deep unset: then its move is seen here (seq_cst both). */
@@ -244,15 +244,21 @@ static void *sysmon_main(void *arg)
          * of echod's CPU at 1000 connections - while a worker merely got
          * descheduled for a few milliseconds now and then. */
         bool acted = false;
-        for (int i = 0; i < goro__sched.nprocs; i++) {
+        /* The virtual clock (sched.c, invariant 10): the one P's owner
+         * alone decides what runs and when; the monitor only watches for
+         * deadlocks and trims stacks. */
+        bool virt = atomic_load_explicit(&goro__sched.virtual_clock, memory_order_relaxed);
+        for (int i = 0; i < goro__sched.nprocs && !virt; i++) {
             acted |= check_slice(&goro__sched.procs[i], now);
             check_poll(&goro__sched.procs[i], now);
             check_timers(&goro__sched.procs[i], now);
             goro__stall_check(&goro__sched.procs[i], now);
         }
-        goro__stall_check_threads(now);
-        check_global(now);
-        if (slice > 0) {
+        if (!virt) {
+            goro__stall_check_threads(now);
+            check_global(now);
+        }
+        if (slice > 0 && !virt) {
             check_classes(now);
             acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
         }

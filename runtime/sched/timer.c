@@ -351,6 +351,13 @@ int64_t goro_now(void)
 int goro_sleep_until(int64_t deadline)
 {
     struct goro *self = goro__current();
+    if (!self && goro__clock_virtual()) {
+        /* A thread on the virtual clock: its deadline is the clock's
+         * (sched.c, invariant 10), which ends the wait. */
+        struct goro_park how = { .why = GORO_W_SLEEP, .deadline = deadline };
+        goro__park(&how);
+        return 0;
+    }
     if (!self) {
         /* A thread of its own: sleep it, restarting after signals. */
         if (deadline < 0)

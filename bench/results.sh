@@ -24,6 +24,16 @@ target() {
     echo "target $1 $2 $3 $4 $ok"
 }
 
+# best_of FIG: records "name=FIG impl=goro" as the smallest of the figures
+# FIG1, FIG2 ... (rounds of one figure, run --as FIG<round>), in their unit.
+best_of() {
+    local best
+    best=$(awk -v p="^name=$1[0-9]\$" '$1 ~ p && $2 == "impl=goro" {
+               unit = $4; sub(/^value=/, "", $3); if (b == "" || $3 + 0 < b) b = $3 + 0 }
+               END { if (b != "") print b, unit }' "$results")
+    [[ -n $best ]] && echo "name=$1 impl=goro value=${best% *} ${best#* }" | tee -a "$results"
+}
+
 # target_val NAME IMPL OP LIMIT: target for the recorded value, if there is one.
 target_val() {
     local v

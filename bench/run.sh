@@ -204,12 +204,8 @@ for round in 1 2 3; do
     done
 done
 for prog in yield spawn chan_pingpong; do
-    for kind in classes noclasses; do
-        best=$(awk -v p="^name=${prog}_${kind}[0-9]\$" '$1 ~ p && $2 == "impl=goro" {
-                   sub(/^value=/, "", $3); if (b == "" || $3 + 0 < b) b = $3 + 0 }
-                   END { if (b != "") print b }' "$results")
-        [[ -n $best ]] && echo "name=${prog}_$kind impl=goro value=$best unit=ns" | tee -a "$results"
-    done
+    best_of "${prog}_classes"
+    best_of "${prog}_noclasses"
 done
 
 # ---- the price of the execution trace ----
@@ -226,14 +222,11 @@ for round in 1 2 3; do
     done
     run --as "skynet:skynet_traced$round" GORO_WORKERS="$ncpu" GORO_TRACE=/dev/null "$B/skynet"
 done
-for fig in yield_tracepoints yield_notrace spawn_tracepoints spawn_notrace \
-           chan_pingpong_tracepoints chan_pingpong_notrace skynet_tracepoints skynet_notrace \
-           skynet_traced; do
-    best=$(awk -v p="^name=${fig}[0-9]\$" '$1 ~ p && $2 == "impl=goro" {
-               unit = $4; sub(/^value=/, "", $3); if (b == "" || $3 + 0 < b) b = $3 + 0 }
-               END { if (b != "") print b, unit }' "$results")
-    [[ -n $best ]] && echo "name=$fig impl=goro value=${best% *} ${best#* }" | tee -a "$results"
+for prog in yield spawn chan_pingpong skynet; do
+    best_of "${prog}_tracepoints"
+    best_of "${prog}_notrace"
 done
+best_of skynet_traced
 
 # ---- ratios ----
 echo "# ratios (impl=goro: goro / peer; targets as in the project brief)"

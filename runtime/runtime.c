@@ -43,11 +43,13 @@ static int64_t env_slice(void)
     return goro__env_long("GORO_SLICE", 1, 60000, " ms, or off", &ms) ? ms * GORO_MSEC : 0;
 }
 
-/* Back to the real clock: after a run, or a failed start. */
-static void clock_real(void)
+/* The clock for a run (back to the real one after it, or after a failed
+ * start): the clock's own value, and the flag in the scheduler's line that
+ * a pick reads. */
+static void clock_use(bool virt)
 {
-    atomic_store(&goro__sched.virtual_clock, false);
-    goro__clock_set_virtual(false);
+    goro__clock_set_virtual(virt);
+    atomic_store(&goro__sched.virtual_clock, virt);
 }
 
 /* GORO_TEST_CLOCK: real or virtual (docs/testing.md). */
@@ -93,8 +95,7 @@ static int start_locked(const goro_config_t *cfg)
         uint64_t seed = cfg && cfg->seed ? cfg->seed : env_seed();
         goro__sched.seed = (uint32_t)(seed ^ seed >> 32) ? (uint32_t)(seed ^ seed >> 32) : 1;
     }
-    goro__clock_set_virtual(virt);
-    atomic_store(&goro__sched.virtual_clock, virt);
+    clock_use(virt);
     goro__fault_install();
     goro__stack_guard_init();       /* no stack is mapped between runs */
     goro__stall_start();
@@ -106,7 +107,7 @@ static int start_locked(const goro_config_t *cfg)
     if (err == 0)
         atomic_store(&goro__sched.started, 1);
     else
-        clock_real();
+        clock_use(false);
     return err;
 }
 
@@ -153,7 +154,7 @@ int goro_shutdown_until(int64_t deadline)
     goro__signal_end_all();         /* its threads are gone: no poll runs a callback */
     goro__slab_free_all();
     goro__trace_env_stop();         /* every thread of the run has stopped */
-    clock_real();
+    clock_use(false);
     atomic_store(&goro__sched.started, 0);
     goro__spawn_gate_open();        /* only now: a spawn starts a new runtime */
     goro__unlock(&start_lock);

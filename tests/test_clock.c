@@ -74,7 +74,6 @@ static void timeouts_body(void)
     goro_mutex_lock(&timeouts_mu);
     goro_t *h;
     t = goro_now();
-    goro_go(&h, NULL, (void (*)(void))NULL);   /* refused: NULL */
     goro_go(&h, NULL, forever);
     printf("join_until: %d\n", goro_join_until(h, NULL, t + 15 * MIN_NS));
     took("join", t);

@@ -29,7 +29,6 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,16 +116,9 @@ static bool only_waiting_threads(const struct goro_wgraph *wg)
             waits = wg->nodes[i].outside && wg->nodes[i].tid == tid && !wg->nodes[i].timed;
         if (waits)
             continue;
-        char path[64], comm[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            ssize_t n = read(fd, comm, sizeof comm - 1);
-            comm[n > 0 ? n : 0] = '\0';
-            close(fd);
-        } else {
+        char comm[32];
+        if (goro__task_file(tid, "comm", comm, sizeof comm) < 0)
             continue;               /* it has just ended */
-        }
         ok = strncmp(comm, "goro-", 5) == 0;
     }
     closedir(d);

@@ -214,7 +214,7 @@ GORO_HIDDEN __attribute__((cold)) void goro__trace_name(const struct goro *g);
 GORO_HIDDEN void goro__trace_env_start(void);
 GORO_HIDDEN void goro__trace_env_stop(void);
 /* What trace.c hands the writer: one thread's events of this trace. */
-struct goro_tbuf_view {
+struct goro_trace_ring {
     const struct goro_tev *ev;
     uint64_t mask;                 /* the ring's size - 1 */
     uint64_t from, to;             /* event numbers [from, to) */
@@ -226,7 +226,7 @@ struct goro_trace_clock {
     uint64_t t0, t1;               /* ticks at start and at stop */
     int64_t ns0, ns1;              /* CLOCK_MONOTONIC then */
 };
-GORO_HIDDEN int goro__trace_write(FILE *f, const struct goro_tbuf_view *v, int n,
+GORO_HIDDEN int goro__trace_write(FILE *f, const struct goro_trace_ring *v, int n,
                                   const struct goro_trace_clock *clk, uint64_t dropped);
 
 #endif

@@ -56,7 +56,6 @@ struct ring {
     int kind, id;                   /* its track (GORO_TRACK_*) */
     bool gone;                      /* its thread exited (under attach_lock) */
     uint64_t mask;
-    size_t map_size;
     struct goro_tev *ev;            /* the ring, after this header's page */
 };
 
@@ -104,7 +103,7 @@ static void key_make(void)
 
 static struct ring *ring_map(uint64_t cap)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page = goro__page_size();
     size_t size = page + cap * sizeof(struct goro_tev);
     void *map = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -112,7 +111,6 @@ static struct ring *ring_map(uint64_t cap)
         return NULL;
     struct ring *r = map;
     r->mask = cap - 1;
-    r->map_size = size;
     r->ev = (struct goro_tev *)((char *)map + page);
     return r;
 }
@@ -198,7 +196,8 @@ void goro__trace_name(const struct goro *g)
     for (size_t at = 0; at < len; at += GORO_TEV_TEXT) {
         struct goro_tev t = { .g = g->id, .c = (uint8_t)(at / GORO_TEV_TEXT),
                               .type = GORO_TEV_NAME };
-        memcpy((char *)&t + offsetof(struct goro_tev, arg), g->name + at, len - at < GORO_TEV_TEXT ? len - at : GORO_TEV_TEXT);
+        size_t n = len - at < GORO_TEV_TEXT ? len - at : GORO_TEV_TEXT;
+        memcpy((char *)&t + offsetof(struct goro_tev, arg), g->name + at, n);
         record(&t);
     }
 }
@@ -258,7 +257,7 @@ int goro_trace_start(const char *path, const goro_trace_attr_t *attr)
 }
 
 /* This trace's part of each ring (invariants 3 and 4). */
-static int views(struct goro_tbuf_view *v, uint64_t *lost)
+static int views(struct goro_trace_ring *v, uint64_t *lost)
 {
     uint32_t now = atomic_load(&gen);
     int n = 0;
@@ -273,7 +272,7 @@ static int views(struct goro_tbuf_view *v, uint64_t *lost)
             *lost += to - from - (r->mask + 1 - SLACK);
             from = to - (r->mask + 1 - SLACK);
         }
-        v[n++] = (struct goro_tbuf_view){ r->ev, r->mask, from, to, r->kind, r->id };
+        v[n++] = (struct goro_trace_ring){ r->ev, r->mask, from, to, r->kind, r->id };
     }
     attach_lock_drop();
     return n;
@@ -300,7 +299,7 @@ static int stop_locked(void)
     trace.clk.ns1 = goro__real_now();
     trace.on = false;
     trace.from_env = false;
-    static struct goro_tbuf_view v[MAX_RINGS];
+    static struct goro_trace_ring v[MAX_RINGS];
     uint64_t lost = atomic_load(&unrecorded);
     int n = views(v, &lost);
     int err = goro__trace_write(trace.file, v, n, &trace.clk, lost);
@@ -321,11 +320,6 @@ int goro_trace_stop(void)
 
 /* ---- GORO_TRACE=file.json: from the first start to shutdown or exit ---- */
 
-static void env_stop_at_exit(void)
-{
-    goro__trace_env_stop();
-}
-
 void goro__trace_env_start(void)
 {
     static bool tried;
@@ -341,7 +335,7 @@ void goro__trace_env_start(void)
     if (err)
         fprintf(stderr, "goro: GORO_TRACE=%s: cannot trace: %s\n", path, strerror(-err));
     else
-        atexit(env_stop_at_exit);
+        atexit(goro__trace_env_stop);
 }
 
 void goro__trace_env_stop(void)

@@ -365,7 +365,7 @@ static void on_event(struct writer *w, struct track *t, const struct goro_tev *e
 /* ---- merging the rings ---- */
 
 struct cursor {
-    const struct goro_tbuf_view *v;
+    const struct goro_trace_ring *v;
     uint64_t i;
     uint64_t last;                  /* ticks never go back within a ring */
 };
@@ -441,7 +441,7 @@ static void metadata(struct writer *w, struct track *tr, int n)
     }
 }
 
-int goro__trace_write(FILE *f, const struct goro_tbuf_view *v, int n,
+int goro__trace_write(FILE *f, const struct goro_trace_ring *v, int n,
                       const struct goro_trace_clock *clk, uint64_t dropped)
 {
     struct writer w = { .f = f, .first = true, .t0 = clk->t0 };

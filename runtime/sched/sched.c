@@ -251,13 +251,14 @@ static void steal_order_init(int n)
             coprimes[ncoprimes++] = i;
 }
 
-/* Another P's HIGH or LOW list (invariant 9). */
+/* g, taken from victim's queue (for the trace). */
 static struct goro *stolen(struct goro *g, struct goro_p *victim)
 {
     GORO_TRACE(GORO_TEV_STEAL, g->id, 0, (uint32_t)victim->id, 0, 0);
     return g;
 }
 
+/* Another P's HIGH or LOW list (invariant 9). */
 static struct goro *steal_class(struct goro_p *p, int i)
 {
     for (int v = 0; v < goro__sched.nprocs; v++) {
@@ -399,8 +400,9 @@ static GORO_NOINLINE void seeded_turn(struct goro_p *p)
     uint32_t r = goro__xorshift32(&goro__sched.seed);
     if (next && (r & 1)) {
         atomic_store_explicit(&p->runnext, NULL, memory_order_relaxed);
-        runq_put(p, next, false);
-        n++;
+        runq_put(p, next, false);   /* a full ring spills half: read it again */
+        h = atomic_load_explicit(&p->runq_head, memory_order_relaxed);
+        n = atomic_load_explicit(&p->runq_tail, memory_order_relaxed) - h;
     }
     if (n < 2)
         return;
@@ -1154,8 +1156,7 @@ static void park_commit(struct goro_m *m, struct goro *g)
 struct outside_wait {
     struct goro *g;                /* its stand-in record; NULL: goro_shutdown */
     pid_t tid;
-    bool timed;
-    int64_t deadline;              /* GORO_FOREVER when not timed */
+    int64_t deadline;              /* negative: none (GORO_FOREVER) */
     struct outside_wait *prev, *next;
 };
 static __thread struct outside_wait outside_self;
@@ -1168,7 +1169,6 @@ static void outside_begin(struct goro *g, int64_t deadline)
     if (!w->tid)
         w->tid = (pid_t)syscall(SYS_gettid);
     w->g = g;
-    w->timed = deadline >= 0;
     w->deadline = deadline;
     goro__lock(&outside_lock);
     w->prev = NULL;
@@ -1203,7 +1203,7 @@ static int64_t outside_first_deadline(void)
     int64_t first = INT64_MAX;
     goro__lock(&outside_lock);
     for (struct outside_wait *w = outside_list; w; w = w->next)
-        if (w->g && w->timed && w->deadline < first)
+        if (w->g && w->deadline >= 0 && w->deadline < first)
             first = w->deadline;
     goro__unlock(&outside_lock);
     return first;
@@ -1215,7 +1215,8 @@ static void outside_time_out(int64_t now)
 {
     goro__lock(&outside_lock);
     for (struct outside_wait *w = outside_list; w; w = w->next)
-        if (w->g && w->timed && w->deadline <= now && goro__claim(w->g, GORO_WAKE_TIMEDOUT))
+        if (w->g && w->deadline >= 0 && w->deadline <= now &&
+            goro__claim(w->g, GORO_WAKE_TIMEDOUT))
             goro__ready(w->g);      /* a thread: its futex word */
     goro__unlock(&outside_lock);
 }
@@ -1255,7 +1256,7 @@ void goro__outside_waits(void (*fn)(struct goro *g, pid_t tid, bool timed, void 
 {
     goro__lock(&outside_lock);
     for (struct outside_wait *w = outside_list; w; w = w->next)
-        fn(w->g, w->tid, w->timed, arg);
+        fn(w->g, w->tid, w->deadline >= 0, arg);
     goro__unlock(&outside_lock);
 }
 
@@ -1454,15 +1455,12 @@ static void migrate(struct goro_m *m, struct goro *self)
 
 static void *m_main(void *arg);
 
-/* The first len - 1 bytes of /proc/self/task/<m's tid>/<name>, as a
- * string; the length, or -1. Read afresh each time (only for a thread
- * that looks stuck), keeping no descriptor. */
-ssize_t goro__m_task_file(struct goro_m *m, const char *name, char *buf, size_t len)
+/* The first len - 1 bytes of /proc/self/task/<tid>/<name>, as a string;
+ * the length, or -1. Read afresh each time (only for a thread that looks
+ * stuck), keeping no descriptor. */
+ssize_t goro__task_file(pid_t tid, const char *name, char *buf, size_t len)
 {
     char path[64];
-    pid_t tid = __atomic_load_n(&m->tid, __ATOMIC_ACQUIRE);
-    if (tid <= 0)
-        return -1;                  /* not started yet */
     snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -1473,6 +1471,12 @@ ssize_t goro__m_task_file(struct goro_m *m, const char *name, char *buf, size_t 
         return -1;
     buf[n] = 0;
     return n;
+}
+
+ssize_t goro__m_task_file(struct goro_m *m, const char *name, char *buf, size_t len)
+{
+    pid_t tid = __atomic_load_n(&m->tid, __ATOMIC_ACQUIRE);
+    return tid > 0 ? goro__task_file(tid, name, buf, len) : -1;   /* -1: not started yet */
 }
 
 /* The scheduling state of m's thread: R, S, D ... ('?' if unknown). */

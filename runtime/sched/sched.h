@@ -160,9 +160,11 @@ GORO_HIDDEN bool goro__handoff(struct goro_p *p, struct goro_m *m);
 GORO_HIDDEN bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
                                       struct goro_m **m);
 GORO_HIDDEN void goro__sysmon_attach(struct goro_m *m);
-/* m's thread's file name in /proc/self/task/<tid>/ into buf (a string);
- * its length or -1. Its scheduling state from there: R, S, D ... ('?' if
- * unknown). File reads: for what looks stuck only. */
+/* A thread's file name in /proc/self/task/<tid>/ into buf (a string);
+ * its length or -1. The same for m's thread; its scheduling state from
+ * there: R, S, D ... ('?' if unknown). File reads: for what looks stuck
+ * only. */
+GORO_HIDDEN ssize_t goro__task_file(pid_t tid, const char *name, char *buf, size_t len);
 GORO_HIDDEN ssize_t goro__m_task_file(struct goro_m *m, const char *name, char *buf,
                                       size_t len);
 GORO_HIDDEN char goro__m_thread_state(struct goro_m *m);

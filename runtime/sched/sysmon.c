@@ -258,7 +258,7 @@ static void *sysmon_main(void *arg)
             goro__stall_check_threads(now);
             check_global(now);
         }
-        if (slice > 0 && !virt) {
+        if (slice > 0) {            /* never on the virtual clock (slice off) */
             check_classes(now);
             acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
         }

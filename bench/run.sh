@@ -127,6 +127,7 @@ run "$B/yield"
 run GOMAXPROCS=1 "$P/go/spawn"
 run "$B/spawn"
 run "$B/group"
+run "$P/go/group"
 run --as spawn:spawn_2w GOMAXPROCS=2 "$P/go/spawn"
 run "$P/spawn_pthread"
 
@@ -274,6 +275,8 @@ ratio pipeline_ordered_cost goro pipeline_balanced_ordered goro pipeline_balance
 target_val pipeline_alloc_16x64 goro "<=" 1000
 # groups: a member's spawn + wait against go() + join, same process
 ratio group_member_vs_join goro group_member goro join_member goro "<=" 1.2
+ratio group_member_vs_go goro group_member goro group_member go
+ratio group_cancel_vs_go goro group_cancel goro group_cancel go
 target_val parked_mem goro "<=" 4608
 target_val parked_maps goro "<=" 1000
 ratio parked_spawn_arena_vs_mprotect goro parked_spawn goro parked_mprotect_spawn goro "<=" 1.0

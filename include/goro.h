@@ -138,7 +138,9 @@ typedef struct goro_attr {
  * a coroutine it joins or for a group's members lends its class to them
  * while it waits (the holder, the joinee, every member): the one it waits
  * for runs at least at the waiter's class, and gets its own back when the
- * wait ends. Group members pass it on to the members of their own groups.
+ * wait ends. Group members pass it on to the members of their own groups,
+ * and a holder that itself waits for a lock passes it on to that lock's
+ * holder, down a chain of locks (and gives it back along it).
  * A coroutine spawned with priority 0 (GORO_PRIORITY_INHERIT) takes its
  * spawner's own class (NORMAL from a thread). With GORO_PRIORITY_INHERIT=0
  * in the environment nothing is lent (to measure what inheritance buys).

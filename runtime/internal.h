@@ -106,11 +106,22 @@ enum goro_wait {
 enum goro_wake {
     GORO_WAKE_IDLE,                /* not in a wait */
     GORO_WAKE_ARMED,               /* parked: anybody may claim */
+    GORO_WAKE_ARMED_LENDS,         /* parked in a wait that lends its class (a
+                                      lock's waiter): anybody may claim, and a
+                                      change of its class may (RECLASS) */
     GORO_WAKE_ARMED_FIRM,          /* parked: only the partner may claim */
     GORO_WAKE_DONE,                /* the partner completed the wait */
     GORO_WAKE_TIMEDOUT,
     GORO_WAKE_CANCELED,
+    GORO_WAKE_RECLASS,             /* its class changed while it waited: it lends
+                                      the new one and waits on (sched/prio.c) */
 };
+
+/* ARMED or ARMED_LENDS: a wait any claim may end (one compare). */
+static inline bool goro__wake_open(uint32_t w)
+{
+    return w - GORO_WAKE_ARMED <= GORO_WAKE_ARMED_LENDS - GORO_WAKE_ARMED;
+}
 
 /* How a coroutine entered: go() captured registers, or goro_spawn(fn, arg). */
 enum goro_entry_kind { GORO_ENTRY_CAPTURED, GORO_ENTRY_PLAIN };
@@ -232,6 +243,13 @@ enum goro__prio { GORO_PRIO_LOW = -1, GORO_PRIO_NORMAL = 0, GORO_PRIO_HIGH = 1 }
 #define GORO_CLASSES 1
 #endif
 
+/* g's own class. Other threads read it (lenders, the API) while g may set
+ * it (goro_priority_set): one relaxed byte, never torn. */
+static inline int goro__prio_own(const struct goro *g)
+{
+    return __atomic_load_n(&g->prio, __ATOMIC_RELAXED);
+}
+
 /* g's class now: its own, or the highest one lent to it. */
 static inline int goro__prio_of(const struct goro *g)
 {
@@ -240,7 +258,8 @@ static inline int goro__prio_of(const struct goro *g)
     uint32_t loans = atomic_load_explicit(&((struct goro *)g)->loans, memory_order_relaxed);
     if (loans >= GORO_LOAN_HIGH)
         return GORO_PRIO_HIGH;
-    return loans && g->prio < GORO_PRIO_NORMAL ? GORO_PRIO_NORMAL : g->prio;
+    int own = goro__prio_own(g);
+    return loans && own < GORO_PRIO_NORMAL ? GORO_PRIO_NORMAL : own;
 }
 
 /* Appends g to a list linked through g->next. */
@@ -416,7 +435,7 @@ struct goro_m {
     void (*post_unlock)(void *);
     bool (*post_commit)(void *, struct goro *);
     void *post_arg;
-    uint32_t post_armed;           /* GORO_WAKE_ARMED[_FIRM] for POST_PARK */
+    uint32_t post_armed;           /* GORO_WAKE_ARMED[_LENDS, _FIRM] for POST_PARK */
     struct goro_timer *post_timer; /* deadline timer to start, or NULL */
     int64_t post_deadline;
     struct goro_polled slept;      /* what woke its sleeping poll (m) */

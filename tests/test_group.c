@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "suites.h"
@@ -372,6 +373,61 @@ START_TEST(group_made_by_a_cancelled_coroutine_starts_cancelled)
 }
 END_TEST
 
+/* A group without a limit admits a member once it is made: a refused one
+ * is discarded there, before it could run. */
+static atomic_int refused_ran;
+
+static void must_not_run(void)
+{
+    atomic_fetch_add(&refused_ran, 1);
+}
+
+/* The process's address space, from /proc/self/statm. */
+static long vm_size_mib(void)
+{
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%ld", &pages), 1);
+    fclose(f);
+    return pages * sysconf(_SC_PAGESIZE) / (1 << 20);
+}
+
+static int spawn_refused(goro_group_t *g)
+{
+    goro_attr_t attr = { .group = g, .name = "refused-member" };
+    return goro_go(NULL, &attr, must_not_run);
+}
+
+START_TEST(group_refused_member_never_runs_nor_stays)
+{
+    goro_group_t *g;
+    ck_assert_int_eq(goro_group_new(&g, NULL), 0);
+    ck_assert_int_eq(goro_group_cancel(g), 0);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_int_eq(spawn_refused(g), -ECANCELED);
+    ck_assert_int_eq(goro_group_running(g), 0);
+    ck_assert_int_eq(goro_group_wait(g, NULL, NULL), -ECANCELED);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_int_eq(spawn_refused(g), -EINVAL);
+    ck_assert_int_eq(goro_group_free(g), 0);
+    goro_sleep(5 * GORO_MSEC);
+    ck_assert_int_eq(atomic_load(&refused_ran), 0);
+    /* Nothing is kept of them: 20,000 more refusals map no more stacks
+     * (each kept one would hold a stack's reserve, 20,000 of them over a
+     * GiB of address space). */
+    ck_assert_int_eq(goro_group_new(&g, NULL), 0);
+    ck_assert_int_eq(goro_group_cancel(g), 0);
+    long before = vm_size_mib();
+    for (int i = 0; i < 20000; i++)
+        ck_assert_int_eq(spawn_refused(g), -ECANCELED);
+    long grown = vm_size_mib() - before;
+    ck_assert_int_eq(goro_group_wait(g, NULL, NULL), -ECANCELED);
+    ck_assert_int_eq(goro_group_free(g), 0);
+    ck_assert_msg(grown < 64, "20,000 refused members took %ld MiB more address space", grown);
+}
+END_TEST
+
 /* ---- bad use ---- */
 
 static long wait_own_group(goro_group_t **gp)
@@ -504,6 +560,7 @@ Suite *group_suite(void)
     tcase_add_test(tc, group_cancel_reaches_5_levels_down);
     tcase_add_test(tc, group_cancel_by_token_reaches_the_group);
     tcase_add_test(tc, group_made_by_a_cancelled_coroutine_starts_cancelled);
+    tcase_add_test(tc, group_refused_member_never_runs_nor_stays);
     tcase_add_test(tc, group_bad_use);
     tcase_add_test(tc, group_cancel_races_the_ends);
     return s;

@@ -213,6 +213,15 @@ static void wait_class(goro_t *h, int want)
     ck_assert_int_eq(goro_priority_get(h), want);
 }
 
+/* Cancels h, a waiter for a lock, and sees it give up (take: -1). */
+static void give_up(goro_t *h)
+{
+    long r = 0;
+    ck_assert_int_eq(goro_cancel(h), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, -1);
+}
+
 START_TEST(priority_lent_to_holder_joinee_and_members)
 {
     for (int rwlock = 0; rwlock < 2; rwlock++) {
@@ -230,10 +239,8 @@ START_TEST(priority_lent_to_holder_joinee_and_members)
                             rwlock);
         wait_class(l, GORO_PRIORITY_HIGH);
         ck_assert_int_eq(goro_priority_base(l), GORO_PRIORITY_LOW);
-        ck_assert_int_eq(goro_cancel(h), 0);
+        give_up(h);
         long r = 0;
-        ck_assert_int_eq(goro_join(h, &r), 0);
-        ck_assert_int_eq(r, -1);
         wait_class(l, GORO_PRIORITY_NORMAL);
         /* Released: handed to the NORMAL waiter; l lent nothing any more. */
         ck_assert_int_eq(goro_chan_close(release), 0);
@@ -258,6 +265,144 @@ START_TEST(priority_lent_to_holder_joinee_and_members)
     ck_assert_int_eq(goro_chan_close(ch), 0);
     ck_assert_int_eq(goro_join(l, NULL), 0);
     ck_assert_int_eq(goro_chan_free(ch), 0);
+}
+END_TEST
+
+/* ---- chains of locks ----
+ * l holds mu; m holds mu2 and waits for mu; a HIGH coroutine waits for
+ * mu2. Its class goes to m, and from m, waiting, on to l - and back, both
+ * steps, when it gives up. */
+static goro_mutex_t mu2 = GORO_MUTEX_INIT;
+static atomic_int holding2;
+
+static long hold_then_take(int rwlock)
+{
+    if (goro_mutex_lock(&mu2))
+        return -1;
+    atomic_store(&holding2, 1);
+    long r = take(rwlock);
+    goro_mutex_unlock(&mu2);
+    return r;
+}
+
+static long take2(void)
+{
+    if (goro_mutex_lock(&mu2))
+        return -1;
+    return goro_mutex_unlock(&mu2);
+}
+
+START_TEST(priority_lent_down_a_chain_of_locks)
+{
+    for (int rwlock = 0; rwlock < 2; rwlock++) {
+        release = t_chan_new(0, 0);
+        atomic_store(&holding, 0);
+        atomic_store(&holding2, 0);
+        goro_t *l = go_at(GORO_PRIORITY_LOW, hold, rwlock);
+        ck_assert(t_wait_flag(&holding, t_timeout(10)));
+        goro_t *m = go_at(GORO_PRIORITY_LOW, hold_then_take, rwlock);
+        ck_assert(t_wait_flag(&holding2, t_timeout(10)));
+        goro_t *h = go_at(GORO_PRIORITY_HIGH, take2);
+        wait_class(m, GORO_PRIORITY_HIGH);
+        wait_class(l, GORO_PRIORITY_HIGH);
+        ck_assert_int_eq(goro_priority_base(l), GORO_PRIORITY_LOW);
+        /* The HIGH waiter gives up: both get back to their own class. */
+        give_up(h);
+        long r = 0;
+        wait_class(m, GORO_PRIORITY_LOW);
+        wait_class(l, GORO_PRIORITY_LOW);
+        /* The chain still works as locks: released, m gets mu, then ends. */
+        ck_assert_int_eq(goro_chan_close(release), 0);
+        ck_assert_int_eq(goro_join(l, &r), 0);
+        ck_assert_int_eq(r, 0);
+        ck_assert_int_eq(goro_join(m, &r), 0);
+        ck_assert_int_eq(r, 0);
+        ck_assert_int_eq(goro_chan_free(release), 0);
+    }
+}
+END_TEST
+
+/* Randomized: coroutines of every class lock two of four mutexes in order
+ * (so chains form and no cycle), with random deadlines, cancels of each
+ * other and changes of their own class, on every worker. No two ever hold
+ * one mutex; every wait ends; and each coroutine, once it holds nothing,
+ * is lent nothing by a lock. */
+enum { CH_LOCKS = 4, CH_WORKERS = 24, CH_ITERS = 400 };
+static goro_mutex_t ch_mu[CH_LOCKS];
+static atomic_int ch_inside[CH_LOCKS];
+static atomic_int ch_bad;
+static goro_t *ch_g[CH_WORKERS];
+
+static int ch_lock(int i, uint32_t *seed)
+{
+    int r = t_rnd(seed) % 4 == 0
+                ? goro_mutex_lock_until(&ch_mu[i], goro_now() + (t_rnd(seed) % 200) * GORO_USEC)
+                : goro_mutex_lock(&ch_mu[i]);
+    if (r == 0 && atomic_fetch_add(&ch_inside[i], 1) != 0)
+        atomic_store(&ch_bad, 1);
+    return r;
+}
+
+static void ch_unlock(int i)
+{
+    atomic_fetch_sub(&ch_inside[i], 1);
+    if (goro_mutex_unlock(&ch_mu[i]) != 0)
+        atomic_store(&ch_bad, 2);
+}
+
+static long chain_worker(uint32_t seed)
+{
+    long done = 0;
+    for (int it = 0; it < CH_ITERS; it++) {
+        if (t_rnd(&seed) % 16 == 0)
+            goro_priority_set(GORO_PRIORITY_LOW + (int)(t_rnd(&seed) % 3));
+        if (t_rnd(&seed) % 512 == 0)          /* sticky: rare, or all give up */
+            goro_cancel(ch_g[t_rnd(&seed) % CH_WORKERS]);
+        int a = (int)(t_rnd(&seed) % (CH_LOCKS - 1));
+        int b = a + 1 + (int)(t_rnd(&seed) % (uint32_t)(CH_LOCKS - 1 - a));
+        if (ch_lock(a, &seed) != 0)
+            continue;
+        if (ch_lock(b, &seed) == 0) {
+            if (t_rnd(&seed) % 2)
+                goro_yield();
+            ch_unlock(b);
+            done++;
+        }
+        ch_unlock(a);
+    }
+    /* Holding nothing, it is lent nothing by a lock; only the joiner, a
+     * thread, lends NORMAL. */
+    int base = goro_priority_base(NULL), now = goro_priority_get(NULL);
+    if (now > (base > GORO_PRIORITY_NORMAL ? base : GORO_PRIORITY_NORMAL))
+        atomic_store(&ch_bad, 3);
+    return done;
+}
+
+START_TEST(priority_chains_random_stress)
+{
+    atomic_store(&ch_bad, 0);
+    for (int i = 0; i < CH_LOCKS; i++)
+        ck_assert_int_eq(goro_mutex_init(&ch_mu[i]), 0);
+    uint32_t seed = (uint32_t)time(NULL) | 1;
+    for (int i = 0; i < CH_WORKERS; i++)
+        ch_g[i] = go_at(GORO_PRIORITY_LOW + i % 3, chain_worker, seed + (uint32_t)i * 7919u);
+    long total = 0;
+    for (int i = 0; i < CH_WORKERS; i++) {
+        /* The last joiner is NORMAL and nobody else waits: once each has
+         * ended, nothing is lent to any that lives on. */
+        long r = 0;
+        ck_assert_int_eq(goro_join(ch_g[i], &r), 0);
+        total += r;
+    }
+    ck_assert_msg(atomic_load(&ch_bad) == 0, "seed %u: %s", seed,
+                  (const char *[]){ "", "two held one mutex", "an unlock failed",
+                                    "a loan outlived its lock" }[atomic_load(&ch_bad)]);
+    for (int i = 0; i < CH_LOCKS; i++) {
+        ck_assert_int_eq(goro_mutex_trylock(&ch_mu[i]), 0);     /* nobody holds it */
+        ck_assert_int_eq(goro_mutex_unlock(&ch_mu[i]), 0);
+    }
+    printf("chains stress (seed %u): %ld pairs of locks taken\n", seed, total);
+    ck_assert_int_gt(total, 0);
 }
 END_TEST
 
@@ -373,9 +518,34 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The chain: holds m1, then waits for m2 (which low_holder holds). */
+static long low_middle(goro_mutex_t *m1, goro_mutex_t *m2, atomic_int *locked)
+{
+    goro_mutex_lock(m1);
+    atomic_store(locked, 1);
+    goro_mutex_lock(m2);
+    goro_mutex_unlock(m2);
+    goro_mutex_unlock(m1);
+    return 0;
+}
+
+/* low_holder, which first starts the middle of the chain: spawned here,
+ * it queues on this worker's LOW list beside the holder and gets its turn
+ * while the holder works (one spawned by a thread would wait in the
+ * global LOW list until the worker's own LOW list is empty). */
+static long low_holder_chain(goro_mutex_t *m, atomic_int *locked, goro_mutex_t *m1,
+                             atomic_int *locked1, goro_t **mid)
+{
+    *mid = go_at(GORO_PRIORITY_LOW, low_middle, m1, m, locked1);
+    return low_holder(m, locked);     /* locks m before mid can run */
+}
+
+/* *arg: bit 0 inheritance on, bit 1 a chain - the HIGH waiter wants a
+ * mutex whose LOW holder waits for the mutex the working LOW holder has. */
 static int inversion_child(void *arg)
 {
-    if (!*(int *)arg)
+    int mode = *(int *)arg;
+    if (!(mode & 1))
         setenv("GORO_PRIORITY_INHERIT", "0", 1);
     if (goro_start(&(goro_config_t){ .workers = 1 }) != 0)
         return 2;
@@ -384,16 +554,22 @@ static int inversion_child(void *arg)
         f[i] = go(flood);
     int64_t waits[INV_ROUNDS];
     for (int round = 0; round < INV_ROUNDS; round++) {
-        goro_mutex_t m = GORO_MUTEX_INIT;
-        atomic_int locked = 0;
-        goro_t *l = go_at(GORO_PRIORITY_LOW, low_holder,
-                            &m, &locked);
-        while (!atomic_load(&locked))
+        goro_mutex_t m = GORO_MUTEX_INIT, m1 = GORO_MUTEX_INIT;
+        atomic_int locked = 0, locked1 = 0;
+        goro_t *l, *mid = NULL;
+        if (mode & 2)
+            l = go_at(GORO_PRIORITY_LOW, low_holder_chain, &m, &locked, &m1, &locked1, &mid);
+        else
+            l = go_at(GORO_PRIORITY_LOW, low_holder, &m, &locked);
+        while (!atomic_load(&locked) || ((mode & 2) && !atomic_load(&locked1)))
             t_nap(0.0002);
+        goro_mutex_t *wanted = mode & 2 ? &m1 : &m;
         long w = 0;
-        goro_t *h = go_at(GORO_PRIORITY_HIGH, high_waiter, &m);
+        goro_t *h = go_at(GORO_PRIORITY_HIGH, high_waiter, wanted);
         goro_join(h, &w);
         goro_join(l, NULL);
+        if (mid)
+            goro_join(mid, NULL);
         waits[round] = w;
     }
     atomic_store(&inv_stop, 1);
@@ -404,10 +580,10 @@ static int inversion_child(void *arg)
     return 0;
 }
 
-static void inversion_run(int inherit, double *p50, double *p99)
+static void inversion_run(int mode, double *p50, double *p99)
 {
     char out[4096];
-    int st = t_run_child(inversion_child, &inherit, t_timeout(60), out, sizeof out);
+    int st = t_run_child(inversion_child, &mode, t_timeout(60), out, sizeof out);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inversion: %.2000s", out);
     ck_assert_int_eq(sscanf(out, "%lf %lf", p50, p99), 2);
 }
@@ -421,6 +597,21 @@ START_TEST(priority_inheritance_bounds_inversion)
            "without p50 %.3f ms p99 %.3f ms\n", with50, with99, without50, without99);
     /* 20 chunks of 20 us at HIGH: well under 5 ms even on a slow run;
      * without, 20 turns one slice in 61 apart, each behind 4 x 20 us. */
+    ck_assert_msg(with99 < without99 / 3, "with %.3f ms, without %.3f ms", with99, without99);
+    ck_assert_msg(with99 < t_timeout(0.005) * 1e3, "p99 %.3f ms with inheritance", with99);
+}
+END_TEST
+
+/* The same through a chain of two locks: the HIGH waiter's class reaches
+ * the working holder through the holder it waits for. */
+START_TEST(priority_inheritance_bounds_inversion_through_a_chain)
+{
+    double with50, with99, without50, without99;
+    inversion_run(3, &with50, &with99);
+    inversion_run(2, &without50, &without99);
+    printf("priority inversion through a chain of 2 locks, HIGH waiter's wait: with "
+           "inheritance p50 %.3f ms p99 %.3f ms; without p50 %.3f ms p99 %.3f ms\n",
+           with50, with99, without50, without99);
     ck_assert_msg(with99 < without99 / 3, "with %.3f ms, without %.3f ms", with99, without99);
     ck_assert_msg(with99 < t_timeout(0.005) * 1e3, "p99 %.3f ms with inheritance", with99);
 }
@@ -491,8 +682,11 @@ Suite *priority_suite(void)
     tcase_add_test(tc, priority_classes_run_in_order);
     tcase_add_test(tc, priority_low_is_not_starved);
     tcase_add_test(tc, priority_lent_to_holder_joinee_and_members);
+    tcase_add_test(tc, priority_lent_down_a_chain_of_locks);
+    tcase_add_test(tc, priority_chains_random_stress);
     tcase_add_test(tc, priority_lent_down_a_group_tree);
     tcase_add_test(tc, priority_inheritance_bounds_inversion);
+    tcase_add_test(tc, priority_inheritance_bounds_inversion_through_a_chain);
     tcase_add_test(tc, priority_high_ticker_among_low_floods);
     return s;
 }

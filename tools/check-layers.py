@@ -25,7 +25,8 @@ CONTRACTS = {
                         "goro__slab_trim_tick", "goro__slab_trim_pending",
                         "goro__cxx_eh_save", "goro__cxx_eh_restore"},
     # wait/group.h: the tree of groups, for coro/ (spawn, end, cancel).
-    ("coro", "wait"): {"goro__cancel_tree", "goro__group_admit", "goro__group_admit_undo",
+    ("coro", "wait"): {"goro__cancel_tree", "goro__group_limited", "goro__group_admit",
+                       "goro__group_admit_undo",
                        "goro__group_link", "goro__group_exit"},
     # io/netpoll.h: a select's descriptor cases, for wait/chan.c.
     ("wait", "io"): {"goro__fd_begin", "goro__fd_arm", "goro__fd_check_locked",

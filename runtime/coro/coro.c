@@ -126,23 +126,28 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
 {
     if (h)
         *h = NULL;
-    /* A group member: nobody joins it (the group does), and it takes a slot
-     * first, which may wait for one (wait/group.c). */
+    /* A group member: nobody joins it (the group does). With a limit it
+     * takes a slot first, which may wait for one; without, it is admitted
+     * once made, in the same pass that links it (wait/group.c). */
     struct goro_group *grp = attr ? attr->group : NULL;
     if (grp && (h || !fn))
         return -EINVAL;
-    int err = grp ? goro__group_admit(grp) : 0;
+    bool slot_first = grp && goro__group_limited(grp);
+    int err = slot_first ? goro__group_admit(grp) : 0;
     if (err)
         return err;
     struct goro_m *m = goro__m();
     *outside = !m;
     err = *outside ? goro__spawn_gate_enter() : 0;
-    if (!err && (err = spawn(h, attr, fn, m ? m->curg : NULL, g)) && *outside)
-        goro__spawn_gate_leave();
-    if (grp && err)
+    if (!err) {
+        err = spawn(h, attr, fn, m ? m->curg : NULL, g);
+        if (!err && grp && (err = goro__group_link(grp, *g, slot_first)) != 0)
+            goro__slab_put(*g);     /* refused: it never ran */
+        if (err && *outside)
+            goro__spawn_gate_leave();
+    }
+    if (err && slot_first)
         goro__group_admit_undo(grp);
-    else if (grp)
-        goro__group_link(grp, *g);
     return err;
 }
 
@@ -371,7 +376,7 @@ int goro_detach(goro_t *h)
 bool goro__cancel_claim(struct goro *h)
 {
     atomic_store(&h->cancelled, 1);
-    return atomic_load(&h->wake) == GORO_WAKE_ARMED && goro__claim(h, GORO_WAKE_CANCELED);
+    return goro__wake_open(atomic_load(&h->wake)) && goro__claim(h, GORO_WAKE_CANCELED);
 }
 
 int goro_cancel(goro_t *h)

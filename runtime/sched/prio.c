@@ -9,7 +9,16 @@
  * (high half) loans g has. Its class is the highest of its own and any
  * class it has a loan of. Counts only change by +1 and -1, atomically, by
  * the lender; a give-back never takes a count below zero (a holder that
- * ended while it held a lock is not given back to, see goro__holder). */
+ * ended while it held a lock is not given back to, see goro__holder).
+ *
+ * Chains. A coroutine whose class changes while it waits for a lock is
+ * itself lending along that wait (ARMED_LENDS): it is woken with RECLASS,
+ * lends its new class in place of the old under the lock's own lock and
+ * waits on (wait/sync.c) - so a loan travels down a chain of locks one
+ * holder at a time, each step under one lock only, never two. It ends
+ * where a holder is not waiting for a lock, or its class does not change
+ * (classes only go up along the chain, and there are three: a cycle of
+ * waiters, a deadlock, stops within two rounds). */
 #include <errno.h>
 
 #include "internal.h"
@@ -25,17 +34,27 @@ void goro__prio_classes_used(void)
         atomic_store(&goro__sched.classes_used, true);
 }
 
+/* g's class changed from was: if it waits for a lock, it is woken to lend
+ * the new one on (see the top). */
+static void pass_on(struct goro *g, int was)
+{
+    if (goro__prio_of(g) != was && goro__claim(g, GORO_WAKE_RECLASS))
+        goro__ready(g);
+}
+
 bool goro__prio_lend(struct goro *g, int prio)
 {
     /* A class not above g's own changes nothing: no loan (and the common
      * case, NORMAL waiting for NORMAL, stays off the classes' path). */
-    if (!g || prio <= g->prio || !goro__sched.prio_inherit)
+    if (!g || prio <= goro__prio_own(g) || !goro__sched.prio_inherit)
         return false;
     goro__prio_classes_used();
+    int was = goro__prio_of(g);
     atomic_fetch_add_explicit(&g->loans, loan_unit(prio), memory_order_relaxed);
     /* A LOW coroutine waiting in a LOW list moves up (invariant 9). */
-    if (g->prio < GORO_PRIO_NORMAL)
+    if (goro__prio_own(g) < GORO_PRIO_NORMAL)
         atomic_fetch_add_explicit(&goro__sched.low_rescan, 1, memory_order_relaxed);
+    pass_on(g, was);
     return true;
 }
 
@@ -44,11 +63,13 @@ void goro__prio_unlend(struct goro *g, int prio)
     if (!g || prio < GORO_PRIO_NORMAL)
         return;
     uint32_t unit = loan_unit(prio), mask = unit == GORO_LOAN_HIGH ? 0xffff0000u : 0xffffu;
+    int was = goro__prio_of(g);
     uint32_t old = atomic_load_explicit(&g->loans, memory_order_relaxed);
     while ((old & mask) &&
            !atomic_compare_exchange_weak_explicit(&g->loans, &old, old - unit,
                                                   memory_order_relaxed, memory_order_relaxed))
         ;
+    pass_on(g, was);
 }
 
 /* ---- a lock's holder, lent the classes of its waiters ---- */
@@ -130,7 +151,7 @@ int goro_priority_set(int priority)
         return -EPERM;
     if (priority != GORO_PRIORITY_NORMAL)
         goro__prio_classes_used();
-    self->prio = (int8_t)class_of(priority);
+    __atomic_store_n(&self->prio, (int8_t)class_of(priority), __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -141,7 +162,7 @@ static int priority_of(const goro_t *h, bool lent)
     if (h && atomic_load_explicit(&((struct goro *)h)->state, memory_order_relaxed) == GORO_S_FREE)
         return -EINVAL;
     const struct goro *g = h ? h : goro__current();
-    int prio = !g ? GORO_PRIO_NORMAL : lent ? goro__prio_of(g) : g->prio;
+    int prio = !g ? GORO_PRIO_NORMAL : lent ? goro__prio_of(g) : goro__prio_own(g);
     return prio + GORO_PRIORITY_NORMAL;
 }
 

@@ -828,7 +828,16 @@ static void tick(struct goro_p *p)
     atomic_store_explicit(&p->schedtick, t + 1, memory_order_relaxed);
 }
 
-static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
+/* The class of the slice p starts, for sysmon's preemption of lower
+ * classes: out of line, so that start_slice stays small enough to inline
+ * where no class is used. */
+static GORO_NOINLINE void note_running_class(struct goro_p *p, struct goro *g)
+{
+    atomic_store_explicit(&p->running_prio, (int8_t)goro__prio_of(g), memory_order_relaxed);
+}
+
+static inline __attribute__((always_inline)) void start_slice(struct goro_m *m, struct goro *g,
+                                                              bool inherit)
 {
     /* Only a coroutine made runnable - or a parked joiner whose wait the
      * exiting coroutine claimed, and hands its slice to - and whose
@@ -846,8 +855,7 @@ static void start_slice(struct goro_m *m, struct goro *g, bool inherit)
     g->m = m;
     atomic_store_explicit(&g->state, GORO_S_RUNNING, memory_order_relaxed);
     if (GORO_CLASSES && atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed))
-        atomic_store_explicit(&m->p->running_prio, (int8_t)goro__prio_of(g),
-                              memory_order_relaxed);
+        note_running_class(m->p, g);
     if (!inherit)
         tick(m->p);
 }
@@ -954,7 +962,11 @@ struct goro *goro__external_self(void)
 static inline __attribute__((always_inline)) void queue_ready(struct goro_p *p, struct goro *g,
                                                               bool next, struct gq_batch *global)
 {
-    int prio = goro__prio_of(g);
+    /* Until a class other than NORMAL is used, g's is NORMAL: the flag,
+     * in the line a pick reads anyway, spares reading g's. */
+    int prio = GORO_CLASSES && atomic_load_explicit(&goro__sched.classes_used,
+                                                    memory_order_relaxed)
+                   ? goro__prio_of(g) : GORO_PRIO_NORMAL;
     if (prio != GORO_PRIO_NORMAL)
         pq_put(p, g, prio);
     else if (p)
@@ -1051,7 +1063,7 @@ void goro__schedule_new(struct goro *g)
 bool goro__claim(struct goro *g, uint32_t outcome)
 {
     uint32_t w = atomic_load_explicit(&g->wake, memory_order_acquire);
-    while (w == GORO_WAKE_ARMED ||
+    while ((goro__wake_open(w) && (outcome != GORO_WAKE_RECLASS || w == GORO_WAKE_ARMED_LENDS)) ||
            (w == GORO_WAKE_ARMED_FIRM && outcome == GORO_WAKE_DONE)) {
         if (atomic_compare_exchange_weak_explicit(&g->wake, &w, outcome,
                 memory_order_acq_rel, memory_order_acquire))
@@ -1133,7 +1145,7 @@ static void park_commit(struct goro_m *m, struct goro *g)
     if (goro__debug_park_armed)
         goro__debug_park_armed(g);
 #endif
-    if (m->post_armed == GORO_WAKE_ARMED && atomic_load(&g->cancelled) &&
+    if (goro__wake_open(m->post_armed) && atomic_load(&g->cancelled) &&
         goro__claim(g, GORO_WAKE_CANCELED))
         ready_now = true;
     if (m->post_unlock)
@@ -1341,7 +1353,9 @@ int goro__park(const struct goro_park *how)
     m->post_unlock = how->unlock;
     m->post_commit = how->commit;
     m->post_arg = how->arg;
-    m->post_armed = how->firm ? GORO_WAKE_ARMED_FIRM : GORO_WAKE_ARMED;
+    m->post_armed = how->firm    ? GORO_WAKE_ARMED_FIRM
+                    : how->lends ? GORO_WAKE_ARMED_LENDS
+                                 : GORO_WAKE_ARMED;
     m->post_timer = timed ? &timer : NULL;
     m->post_deadline = how->deadline;
     if (own)

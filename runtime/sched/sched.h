@@ -63,6 +63,8 @@ struct goro_park {
     void *arg;
     int64_t deadline;
     bool firm;
+    bool lends;                    /* it lends its class to the one it waits for:
+                                      a change of class may end it (RECLASS) */
 };
 /* Parks the running coroutine (or blocks this thread if it is not one)
  * until a claim ends the wait; returns the winning enum goro_wake. */

@@ -285,10 +285,10 @@ static bool func_done_locked(struct goro_timers *ts, struct goro_timer *t, int64
 static bool claim_timed_out(struct goro *g)
 {
     uint32_t w = atomic_load_explicit(&g->wake, memory_order_acquire);
-    while (w == GORO_WAKE_ARMED || w == GORO_WAKE_IDLE) {
+    while (goro__wake_open(w) || w == GORO_WAKE_IDLE) {
         if (atomic_compare_exchange_weak_explicit(&g->wake, &w, GORO_WAKE_TIMEDOUT,
                 memory_order_acq_rel, memory_order_acquire))
-            return w == GORO_WAKE_ARMED;
+            return w != GORO_WAKE_IDLE;
     }
     return false;
 }

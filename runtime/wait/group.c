@@ -114,9 +114,14 @@ static void group_lend(struct goro_group *grp, int prio)
     if (prio < GORO_PRIO_NORMAL)
         return;
     goro__lock(&grp->lock);
+    /* While every coroutine is NORMAL, a NORMAL loan changes no class: the
+     * walk over the members (a miss on each record) is skipped. Read under
+     * the lock: a member spawned LOW was marked before it was linked. */
+    bool walk = prio > GORO_PRIO_NORMAL ||
+                atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed);
     if (grp->lent < prio + 1) {
         grp->lent = (int8_t)(prio + 1);
-        for (struct goro *m = grp->members; m; m = m->group_next)
+        for (struct goro *m = walk ? grp->members : NULL; m; m = m->group_next)
             lend_tree(m, prio);
     }
     goro__unlock(&grp->lock);
@@ -276,26 +281,35 @@ static void orphan_groups(struct goro *self)
 
 /* ---- members ---- */
 
+/* Under grp's lock: why it admits no member (its wait has returned, or it
+ * was cancelled), or 0. */
+static int refusal(const struct goro_group *grp)
+{
+    return grp->waited ? -EINVAL : grp->cancel_code ? -ECANCELED : 0;
+}
+
+bool goro__group_limited(const struct goro_group *grp)
+{
+    return grp->limit != 0;         /* set when made, never changed */
+}
+
 int goro__group_admit(struct goro_group *grp)
 {
     goro__lock(&grp->lock);
     for (;;) {
-        if (grp->waited) {
+        int err = refusal(grp);
+        if (err) {
             goro__unlock(&grp->lock);
-            return -EINVAL;
+            return err;
         }
-        if (grp->cancel_code) {
-            goro__unlock(&grp->lock);
-            return -ECANCELED;
-        }
-        if (!grp->limit || grp->running < grp->limit) {
+        if (grp->running < grp->limit) {
             grp->running++;
             goro__unlock(&grp->lock);
             return 0;
         }
         struct goro_waiter w = { .g = goro__waiter_self() };
-        int err = goro__waitq_wait(&grp->admit, &w, &grp->lock, GORO_W_GROUP, grp,
-                                   GORO_FOREVER, false);
+        err = goro__waitq_wait(&grp->admit, &w, &grp->lock, GORO_W_GROUP, grp,
+                               GORO_FOREVER, false);
         if (err)
             return err;             /* the spawner was cancelled */
         goro__lock(&grp->lock);
@@ -325,9 +339,16 @@ void goro__group_admit_undo(struct goro_group *grp)
     goro__ready_list(wake);         /* invariant 3 */
 }
 
-void goro__group_link(struct goro_group *grp, struct goro *g)
+int goro__group_link(struct goro_group *grp, struct goro *g, bool admitted)
 {
     goro__lock(&grp->lock);
+    int err = admitted ? 0 : refusal(grp);
+    if (err) {
+        goro__unlock(&grp->lock);
+        return err;
+    }
+    if (!admitted)
+        grp->running++;             /* invariant 1: before it can run */
     g->group = grp;
     LIST_PUSH(grp->members, g, group_prev, group_next);
     grp->spawned++;
@@ -336,6 +357,7 @@ void goro__group_link(struct goro_group *grp, struct goro *g)
     if (grp->lent)
         lend_tree(g, grp->lent - 1);
     goro__unlock(&grp->lock);
+    return 0;
 }
 
 /* Under grp's lock: a member failed with e (owned from here on). */

@@ -9,11 +9,15 @@
 /* goro_cancel and a token's cancel: h's flag and current wait, then every
  * group h made, down the tree. */
 GORO_HIDDEN void goro__cancel_tree(struct goro *h);
-/* A spawn into grp: takes a slot (may wait; 0, -ECANCELED, -EINVAL),
- * then gives it back if the spawn failed, or links the new member. */
+/* A spawn into grp. With a limit it takes a slot first (may wait; 0,
+ * -ECANCELED, -EINVAL), then gives it back if the spawn failed, or links
+ * the new member (admitted). Without one, the made coroutine is admitted
+ * and linked in one pass (0, or the same refusals: the spawner then
+ * discards it). */
+GORO_HIDDEN bool goro__group_limited(const struct goro_group *grp);
 GORO_HIDDEN int goro__group_admit(struct goro_group *grp);
 GORO_HIDDEN void goro__group_admit_undo(struct goro_group *grp);
-GORO_HIDDEN void goro__group_link(struct goro_group *grp, struct goro *g);
+GORO_HIDDEN int goro__group_link(struct goro_group *grp, struct goro *g, bool admitted);
 /* A coroutine's end, on its own stack: orphans the groups it made and
  * leaves its own, with its error or result. */
 GORO_HIDDEN void goro__group_exit(struct goro *g, long result);

@@ -83,24 +83,50 @@ static int wait_on(struct goro_waitq *q, goro_lock_t *lk, enum goro_wait why,
     return goro__waitq_wait(q, &w, lk, why, obj, deadline, firm);
 }
 
+/* wait_lending's answer when the lock must be tried again (lk held). */
+#define LEND_RETRY 1
+
 /* wait_on for a lock with a holder (lk held; released once parked): the
  * waiter lends its class to the holder while it waits. On 0 the releaser
  * has taken it off the holder's count (hand_over); on giving up it takes
- * itself off. */
+ * itself off.
+ *
+ * Woken with RECLASS (its own class changed: sched/prio.c, chains), it
+ * lends the new class in place of the old and parks again, in its place.
+ * A release that came while it was awake skipped it (its wait could not
+ * be claimed): then it returns LEND_RETRY with lk held, lending nothing,
+ * and the caller tries the lock again as a newcomer. */
 static int wait_lending(struct goro_waitq *q, goro_lock_t *lk, struct goro_holder *h,
                         enum goro_wait why, const void *obj, int kind, int64_t deadline,
                         bool firm)
 {
+    int err = firm ? 0 : goro__wait_check(deadline);
+    if (err) {
+        goro__unlock(lk);
+        return goro__wait_refused(err);
+    }
     struct goro *self = goro__waiter_self();
     struct goro_waiter w = { .g = self, .kind = kind, .prio = (int8_t)goro__prio_of(self) };
     goro__holder_waiter(h, w.prio, +1);
-    int err = goro__waitq_wait(q, &w, lk, why, obj, deadline, firm);
-    if (err) {
+    goro__waitq_push(q, &w);
+    struct goro_park how = { .why = why, .obj = obj, .unlock = goro__unlock_cb, .arg = lk,
+                             .deadline = deadline, .firm = firm, .lends = true };
+    for (;;) {
+        int outcome = goro__park(&how);
+        if (outcome == GORO_WAKE_DONE)
+            return 0;
         goro__lock(lk);
         goro__holder_waiter(h, w.prio, -1);
-        goro__unlock(lk);
+        if (outcome != GORO_WAKE_RECLASS) {
+            goro__waitq_remove(q, &w);
+            goro__unlock(lk);
+            return goro__wake_error(outcome);
+        }
+        if (!w.queued)
+            return LEND_RETRY;
+        w.prio = (int8_t)goro__prio_of(self);
+        goro__holder_waiter(h, w.prio, +1);
     }
-    return err;
 }
 
 /* Under the lock: w, taken off the queue, is handed what it waited for. */
@@ -144,13 +170,17 @@ static int mutex_lock(goro_mutex_t *mu, int64_t deadline, bool firm)
         return -EINVAL;
     struct mutex_impl *m = (struct mutex_impl *)mu;
     goro__lock(&m->lk);
-    if (!m->holder.held) {
-        goro__holder_set(&m->holder, goro__waiter_self());
-        goro__unlock(&m->lk);
-        return 0;
+    for (;;) {
+        if (!m->holder.held) {
+            goro__holder_set(&m->holder, goro__waiter_self());
+            goro__unlock(&m->lk);
+            return 0;
+        }
+        /* 0: handed over by unlock, we own it. */
+        int err = wait_lending(&m->q, &m->lk, &m->holder, GORO_W_MUTEX, mu, 0, deadline, firm);
+        if (err != LEND_RETRY)
+            return err;
     }
-    /* 0: handed over by unlock, we own it. */
-    return wait_lending(&m->q, &m->lk, &m->holder, GORO_W_MUTEX, mu, 0, deadline, firm);
 }
 
 int goro_mutex_lock(goro_mutex_t *mu) { return mutex_lock(mu, GORO_FOREVER, false); }
@@ -242,24 +272,27 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
         return -EINVAL;
     struct rwlock_impl *r = (struct rwlock_impl *)rw;
     goro__lock(&r->lk);
-    /* Queued waiters go first: a waiting writer holds back new readers. */
-    bool free_now = writer ? (!r->holder.held && r->readers == 0 && !r->q.head)
-                           : (!r->holder.held && !r->q.head);
-    if (free_now) {
-        if (writer)
-            goro__holder_set(&r->holder, goro__waiter_self());
-        else
-            r->readers++;
-        goro__unlock(&r->lk);
-        return 0;
-    }
-    if (!wait) {
-        goro__unlock(&r->lk);
-        return -EBUSY;
-    }
-    /* 0: granted by unlock. */
-    int err = wait_lending(&r->q, &r->lk, &r->holder, GORO_W_RWLOCK, rw, writer, deadline,
+    int err;
+    do {
+        /* Queued waiters go first: a waiting writer holds back new readers. */
+        bool free_now = writer ? (!r->holder.held && r->readers == 0 && !r->q.head)
+                               : (!r->holder.held && !r->q.head);
+        if (free_now) {
+            if (writer)
+                goro__holder_set(&r->holder, goro__waiter_self());
+            else
+                r->readers++;
+            goro__unlock(&r->lk);
+            return 0;
+        }
+        if (!wait) {
+            goro__unlock(&r->lk);
+            return -EBUSY;
+        }
+        /* 0: granted by unlock. */
+        err = wait_lending(&r->q, &r->lk, &r->holder, GORO_W_RWLOCK, rw, writer, deadline,
                            false);
+    } while (err == LEND_RETRY);
     if (err) {
         /* A writer that gave up no longer holds back the readers behind it. */
         goro__lock(&r->lk);

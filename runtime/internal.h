@@ -511,6 +511,14 @@ struct goro_sched {
 
 extern GORO_HIDDEN struct goro_sched goro__sched;
 
+/* A class other than NORMAL has been used (set once, never cleared): until
+ * then every coroutine is NORMAL and the class lists and loans are not
+ * looked at (sched.c, invariant 9). */
+static inline bool goro__classes_in_use(void)
+{
+    return GORO_CLASSES && atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed);
+}
+
 /* runtime.c */
 GORO_HIDDEN int goro__ensure_started(void);
 

@@ -30,8 +30,7 @@ static bool pq_any(struct goro_p *p);
 /* Nothing runnable queued on p, of any class. */
 static bool runq_empty(struct goro_p *p)
 {
-    if (GORO_CLASSES && atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed) &&
-        pq_any(p))
+    if (goro__classes_in_use() && pq_any(p))
         return false;
     /* Read head, tail, runnext, then head again, so that a coroutine moving
      * from runnext to the ring is not missed by this snapshot. */

@@ -274,8 +274,7 @@ static struct goro *steal_work(struct goro_p *p)
 {
     enum { TRIES = 4 };
     int n = goro__sched.nprocs;
-    bool classes = GORO_CLASSES &&
-                   atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed);
+    bool classes = goro__classes_in_use();
     struct goro *hi = classes ? steal_class(p, GORO_PQ_HIGH) : NULL;
     if (hi)
         return hi;
@@ -437,8 +436,7 @@ static struct goro *pick_local(struct goro_m *m, bool *inherit)
     /* The classes (invariant 9): HIGH first but on slice 2, LOW last but
      * on slice 3; and LOW coroutines lent a class since they were queued
      * leave the LOW lists first. */
-    bool classes = GORO_CLASSES &&
-                   atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed);
+    bool classes = goro__classes_in_use();
     if (classes) {
         if (atomic_load_explicit(&goro__sched.low_rescan, memory_order_relaxed) != p->low_seen)
             low_rescan(p);
@@ -854,7 +852,7 @@ static inline __attribute__((always_inline)) void start_slice(struct goro_m *m, 
     m->curg = g;
     g->m = m;
     atomic_store_explicit(&g->state, GORO_S_RUNNING, memory_order_relaxed);
-    if (GORO_CLASSES && atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed))
+    if (goro__classes_in_use())
         note_running_class(m->p, g);
     if (!inherit)
         tick(m->p);
@@ -964,9 +962,7 @@ static inline __attribute__((always_inline)) void queue_ready(struct goro_p *p, 
 {
     /* Until a class other than NORMAL is used, g's is NORMAL: the flag,
      * in the line a pick reads anyway, spares reading g's. */
-    int prio = GORO_CLASSES && atomic_load_explicit(&goro__sched.classes_used,
-                                                    memory_order_relaxed)
-                   ? goro__prio_of(g) : GORO_PRIO_NORMAL;
+    int prio = goro__classes_in_use() ? goro__prio_of(g) : GORO_PRIO_NORMAL;
     if (prio != GORO_PRIO_NORMAL)
         pq_put(p, g, prio);
     else if (p)

@@ -117,8 +117,7 @@ static void group_lend(struct goro_group *grp, int prio)
     /* While every coroutine is NORMAL, a NORMAL loan changes no class: the
      * walk over the members (a miss on each record) is skipped. Read under
      * the lock: a member spawned LOW was marked before it was linked. */
-    bool walk = prio > GORO_PRIO_NORMAL ||
-                atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed);
+    bool walk = prio > GORO_PRIO_NORMAL || goro__classes_in_use();
     if (grp->lent < prio + 1) {
         grp->lent = (int8_t)(prio + 1);
         for (struct goro *m = walk ? grp->members : NULL; m; m = m->group_next)

@@ -116,16 +116,21 @@ static int wait_lending(struct goro_waitq *q, goro_lock_t *lk, struct goro_holde
         if (outcome == GORO_WAKE_DONE)
             return 0;
         goro__lock(lk);
-        goro__holder_waiter(h, w.prio, -1);
-        if (outcome != GORO_WAKE_RECLASS) {
-            goro__waitq_remove(q, &w);
-            goro__unlock(lk);
-            return goro__wake_error(outcome);
+        if (outcome == GORO_WAKE_RECLASS && w.queued) {
+            /* The new class first, then the old one off: a rise is one
+             * change of the holder's loan, not a fall and a rise. */
+            int8_t was = w.prio;
+            w.prio = (int8_t)goro__prio_of(self);
+            goro__holder_waiter(h, w.prio, +1);
+            goro__holder_waiter(h, was, -1);
+            continue;
         }
-        if (!w.queued)
-            return LEND_RETRY;
-        w.prio = (int8_t)goro__prio_of(self);
-        goro__holder_waiter(h, w.prio, +1);
+        goro__holder_waiter(h, w.prio, -1);
+        if (outcome == GORO_WAKE_RECLASS)
+            return LEND_RETRY;      /* skipped by a release: not queued */
+        goro__waitq_remove(q, &w);
+        goro__unlock(lk);
+        return goro__wake_error(outcome);
     }
 }
 

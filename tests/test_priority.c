@@ -332,6 +332,10 @@ static goro_mutex_t ch_mu[CH_LOCKS];
 static atomic_int ch_inside[CH_LOCKS];
 static atomic_int ch_bad;
 static goro_t *ch_g[CH_WORKERS];
+/* Tokens, not handles: a worker may cancel one the test has already
+ * joined. Filled before the gate opens, read only after. */
+static goro_token_t ch_tok[CH_WORKERS];
+static goro_chan_t *ch_gate;
 
 static int ch_lock(int i, uint32_t *seed)
 {
@@ -353,11 +357,12 @@ static void ch_unlock(int i)
 static long chain_worker(uint32_t seed)
 {
     long done = 0;
+    goro_chan_recv(ch_gate, NULL);            /* closed once ch_tok is filled */
     for (int it = 0; it < CH_ITERS; it++) {
         if (t_rnd(&seed) % 16 == 0)
             goro_priority_set(GORO_PRIORITY_LOW + (int)(t_rnd(&seed) % 3));
         if (t_rnd(&seed) % 512 == 0)          /* sticky: rare, or all give up */
-            goro_cancel(ch_g[t_rnd(&seed) % CH_WORKERS]);
+            goro_cancel_token(ch_tok[t_rnd(&seed) % CH_WORKERS]);
         int a = (int)(t_rnd(&seed) % (CH_LOCKS - 1));
         int b = a + 1 + (int)(t_rnd(&seed) % (uint32_t)(CH_LOCKS - 1 - a));
         if (ch_lock(a, &seed) != 0)
@@ -384,8 +389,12 @@ START_TEST(priority_chains_random_stress)
     for (int i = 0; i < CH_LOCKS; i++)
         ck_assert_int_eq(goro_mutex_init(&ch_mu[i]), 0);
     uint32_t seed = (uint32_t)time(NULL) | 1;
-    for (int i = 0; i < CH_WORKERS; i++)
+    ck_assert_int_eq(goro_chan_new(&ch_gate, 1, 0), 0);
+    for (int i = 0; i < CH_WORKERS; i++) {
         ch_g[i] = go_at(GORO_PRIORITY_LOW + i % 3, chain_worker, seed + (uint32_t)i * 7919u);
+        ck_assert_int_eq(goro_token(ch_g[i], &ch_tok[i]), 0);
+    }
+    ck_assert_int_eq(goro_chan_close(ch_gate), 0);
     long total = 0;
     for (int i = 0; i < CH_WORKERS; i++) {
         /* The last joiner is NORMAL and nobody else waits: once each has
@@ -401,6 +410,7 @@ START_TEST(priority_chains_random_stress)
         ck_assert_int_eq(goro_mutex_trylock(&ch_mu[i]), 0);     /* nobody holds it */
         ck_assert_int_eq(goro_mutex_unlock(&ch_mu[i]), 0);
     }
+    ck_assert_int_eq(goro_chan_free(ch_gate), 0);
     printf("chains stress (seed %u): %ld pairs of locks taken\n", seed, total);
     ck_assert_int_gt(total, 0);
 }

@@ -133,6 +133,13 @@ TEXT_RENAME := $(foreach s,.text .text.unlikely .text.hot .text.startup .text.ex
     --rename-section $(s)=goro_text)
 NO_SPLIT := -fno-reorder-blocks-and-partition -fno-reorder-functions
 LIB_CFLAGS += $(shell $(CC) $(NO_SPLIT) -Werror -E -x c /dev/null >/dev/null 2>&1 && echo $(NO_SPLIT))
+# gcc on x86-64 clears and copies more than 64 constant bytes with `rep
+# stos`/`rep movs`, whose start-up costs more than a record's whole clear
+# (270 bytes: 13-17 ns against 4-5 with 16-byte stores, measured): vector
+# loops up to 512 bytes instead (a spawn clears 208, an I/O call 88).
+STRINGOPS := -mmemset-strategy=vector_loop:512:noalign,libcall:-1:noalign \
+    -mmemcpy-strategy=vector_loop:512:noalign,libcall:-1:noalign
+LIB_CFLAGS += $(shell $(CC) $(STRINGOPS) -Werror -c -x c /dev/null -o /dev/null >/dev/null 2>&1 && echo $(STRINGOPS))
 
 # Makefile: the section renaming must never be skipped by a stale object.
 $(BUILD)/obj/runtime/%.o: runtime/%.c $(HEADERS) Makefile $(DEPS_STAMP) $(SYSROOT_STAMP)

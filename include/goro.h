@@ -1274,6 +1274,9 @@ enum goro__ret {
  * lays out the arguments exactly as fn expects them; it stores the argument
  * registers and the stack-argument area on the calling thread, and returns. */
 void goro__capture(void);
+/* The same when every argument travels in a register: the caller's stack
+ * is not looked at. */
+void goro__capture_regs(void);
 int goro__spawn_captured(goro_t **h, const goro_attr_t *attr,
                          void (*fn)(void), int ret);
 
@@ -1338,7 +1341,8 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr,
                    "goro: the function must return void, an integer or a "    \
                    "pointer; hand other results back through an argument");  \
     goro__fnptr_t(fn) goro__f = (fn);                                         \
-    goro__fnptr_t(fn) goro__c = (goro__fnptr_t(fn))(void (*)(void))goro__capture; \
+    goro__fnptr_t(fn) goro__c = (goro__fnptr_t(fn))(goro__regs_only(__VA_ARGS__)  \
+                                 ? goro__capture_regs : goro__capture);       \
     goro__c(__VA_ARGS__);                                                     \
     goro__spawn_captured((h), (attr), (void (*)(void))goro__f,                \
                          goro__ret_kind_of((fn)(__VA_ARGS__)) |               \

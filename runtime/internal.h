@@ -151,7 +151,7 @@ struct event_base;
  * debuggers find every one of them.
  */
 struct goro {
-    /* Per life: zeroed at every spawn (everything before `map`). */
+    /* Per life: zeroed at every spawn (everything before min_sp). */
     void *sp;                      /* saved context; valid while not running */
     _Atomic int state;             /* enum goro_state */
     uint8_t wait;                  /* enum goro_wait, while PARKED */
@@ -204,12 +204,18 @@ struct goro {
     _Atomic uintptr_t exit_word;   /* GORO_EXIT_* or the joiner's record */
     void (*fn)(void);              /* entry function */
     void *arg;                     /* its argument (GORO_ENTRY_PLAIN) */
-    uintptr_t min_sp;              /* lowest sp seen at switches (trim hint) */
-    struct goro *pool_next;
     void *asan_fake_stack;
-    const void *asan_stack_lo;     /* g0 only: the thread stack, for ASan */
+
+    /* Per life too, but set at every spawn instead (GORO_LIFE_ZEROED ends
+     * the cleared part: fewer bytes to clear). */
+    uintptr_t min_sp;              /* lowest sp seen at switches (trim hint) */
+    char name[32];                 /* name[0] cleared; the rest may be stale */
+
+    /* Not per life: the g0 records' thread stacks (for ASan), and the
+     * pool's link while the slab waits in one. */
+    const void *asan_stack_lo;
     size_t asan_stack_size;
-    char name[32];
+    struct goro *pool_next;
 
     /* The slab, set when mapped and kept across lives. [map, map + guard)
      * is the guard; [lo, hi) is the usable stack. */
@@ -227,6 +233,9 @@ struct goro {
 
     struct goro_callregs call;     /* its arguments (GORO_ENTRY_CAPTURED) */
 };
+
+/* The part of a record cleared for each new life (stack.c). */
+#define GORO_LIFE_ZEROED offsetof(struct goro, min_sp)
 
 /* Priority classes inside the runtime: enum goro_priority minus 2, so that
  * a zeroed record is NORMAL. */

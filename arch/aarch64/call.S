@@ -16,6 +16,18 @@
  */
         .text
 
+/* The argument registers into gpr[] and vec[] at [sp]. */
+        .macro  store_arg_regs
+        stp     x0, x1, [sp, #0]
+        stp     x2, x3, [sp, #16]
+        stp     x4, x5, [sp, #32]
+        stp     x6, x7, [sp, #48]
+        stp     q0, q1, [sp, #64]
+        stp     q2, q3, [sp, #96]
+        stp     q4, q5, [sp, #128]
+        stp     q6, q7, [sp, #160]
+        .endm
+
 /* void goro__capture(<fn's parameters>)
  * Frame (400 bytes): struct goro_callregs at sp+0, frame record x29/x30 at
  * sp+384; the caller's stack arguments start at sp+400. */
@@ -30,14 +42,7 @@ goro__capture:
         .cfi_offset x29, -16
         .cfi_offset x30, -8
         add     x29, sp, #384
-        stp     x0, x1, [sp, #0]
-        stp     x2, x3, [sp, #16]
-        stp     x4, x5, [sp, #32]
-        stp     x6, x7, [sp, #48]
-        stp     q0, q1, [sp, #64]
-        stp     q2, q3, [sp, #96]
-        stp     q4, q5, [sp, #128]
-        stp     q6, q7, [sp, #160]
+        store_arg_regs
         /* caller's stack arguments (sp+400) -> stack[] (sp+192); q16-q19
          * are scratch (caller-saved, not argument registers) */
         add     x9, sp, #400
@@ -54,6 +59,7 @@ goro__capture:
         stp     q16, q17, [sp, #320]
         stp     q18, q19, [sp, #352]
         mov     x0, sp
+        mov     w1, #1                  /* with the stack window */
         bl      goro__capture_store
         ldp     x29, x30, [sp, #384]
         add     sp, sp, #400
@@ -63,6 +69,33 @@ goro__capture:
         ret
         .cfi_endproc
         .size   goro__capture, .-goro__capture
+
+/* The same for a call whose every argument is in a register (go() decides
+ * at compile time): no stack window. Frame (208 bytes): the registers at
+ * sp+0, frame record at sp+192. */
+        .globl  goro__capture_regs
+        .type   goro__capture_regs, %function
+        .p2align 4
+goro__capture_regs:
+        .cfi_startproc
+        sub     sp, sp, #208
+        .cfi_def_cfa_offset 208
+        stp     x29, x30, [sp, #192]
+        .cfi_offset x29, -16
+        .cfi_offset x30, -8
+        add     x29, sp, #192
+        store_arg_regs
+        mov     x0, sp
+        mov     w1, #0
+        bl      goro__capture_store
+        ldp     x29, x30, [sp, #192]
+        add     sp, sp, #208
+        .cfi_def_cfa_offset 0
+        .cfi_restore x29
+        .cfi_restore x30
+        ret
+        .cfi_endproc
+        .size   goro__capture_regs, .-goro__capture_regs
 
 /* long goro__invoke(const struct goro_callregs *regs, void (*fn)(void), long stack)
  * Frame: frame record x29/x30, below it 192 bytes of outgoing stack

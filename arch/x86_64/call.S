@@ -9,17 +9,13 @@
  * coroutine's own stack.
  *
  * struct goro_callregs: gpr[8] at 0 (rdi rsi rdx rcx r8 r9), vec[8][16] at 64
- * (xmm0-xmm7), stack[192] at 192; 384 bytes.
+ * (xmm0-xmm7), stack[192] at 192; 384 bytes. goro__capture_regs stores the
+ * first 192 (no argument on the stack).
  */
         .text
 
-        .globl  goro__capture
-        .type   goro__capture, @function
-        .p2align 4
-goro__capture:
-        .cfi_startproc
-        subq    $392, %rsp              /* 384 + 8: realigns rsp to 16 */
-        .cfi_adjust_cfa_offset 392
+/* The argument registers into gpr[] and vec[] at (%rsp). */
+        .macro  store_arg_regs
         movq    %rdi, 0(%rsp)
         movq    %rsi, 8(%rsp)
         movq    %rdx, 16(%rsp)
@@ -34,18 +30,48 @@ goro__capture:
         movups  %xmm5, 144(%rsp)
         movups  %xmm6, 160(%rsp)
         movups  %xmm7, 176(%rsp)
+        .endm
+
+        .globl  goro__capture
+        .type   goro__capture, @function
+        .p2align 4
+goro__capture:
+        .cfi_startproc
+        subq    $392, %rsp              /* 384 + 8: realigns rsp to 16 */
+        .cfi_adjust_cfa_offset 392
+        store_arg_regs
         /* the caller's stack arguments, at 400(%rsp), to stack[] at 192 */
         .irp    off, 0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176
         movups  400+\off(%rsp), %xmm0
         movups  %xmm0, 192+\off(%rsp)
         .endr
         movq    %rsp, %rdi
+        movl    $1, %esi                /* with the stack window */
         call    goro__capture_store
         addq    $392, %rsp
         .cfi_adjust_cfa_offset -392
         ret
         .cfi_endproc
         .size   goro__capture, .-goro__capture
+
+/* The same for a call whose every argument is in a register (go() decides
+ * at compile time): no stack window, half the bytes stored. */
+        .globl  goro__capture_regs
+        .type   goro__capture_regs, @function
+        .p2align 4
+goro__capture_regs:
+        .cfi_startproc
+        subq    $200, %rsp              /* 192 + 8: realigns rsp to 16 */
+        .cfi_adjust_cfa_offset 200
+        store_arg_regs
+        movq    %rsp, %rdi
+        xorl    %esi, %esi
+        call    goro__capture_store
+        addq    $200, %rsp
+        .cfi_adjust_cfa_offset -200
+        ret
+        .cfi_endproc
+        .size   goro__capture_regs, .-goro__capture_regs
 
 /* long goro__invoke(const struct goro_callregs *regs, void (*fn)(void), long stack)
  * stack: non-zero when regs->stack must be copied (stack arguments). */

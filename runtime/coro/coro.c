@@ -26,9 +26,15 @@ static struct goro_callregs *capture_area(void)
     return self ? &self->call : &captured;
 }
 
-void goro__capture_store(const struct goro_callregs *regs)
+/* From call.S: regs holds the registers, and the stack window when
+ * with_stack (goro__capture), else not (goro__capture_regs). */
+void goro__capture_store(const struct goro_callregs *regs, int with_stack)
 {
-    *capture_area() = *regs;
+    struct goro_callregs *to = capture_area();
+    if (with_stack)
+        *to = *regs;
+    else
+        memcpy(to, regs, offsetof(struct goro_callregs, stack));
 }
 
 /* Widens the raw return register to a long as the function's type says. */
@@ -70,13 +76,20 @@ void goro__coro_main(void *arg)
     goro__exit_current(r);
 }
 
+/* Where a spawn runs: its M (NULL: a thread outside the runtime, which
+ * spawns through the gate) and the P it entered the runtime on, once for
+ * the record, its id and its queue (NULL: none; the global pools and
+ * queue). */
+struct spawn_site {
+    struct goro_m *m;
+    struct goro_p *p;
+};
+
 /* Everything both spawn forms share; the caller fills in the entry and
  * schedules the coroutine. */
-static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct goro *spawner,
-                 struct goro **out)
+static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void),
+                 const struct spawn_site *at, struct goro **out)
 {
-    if (h)
-        *h = NULL;
     if (goro__forked())
         return goro__forked_error();
     if (!fn)
@@ -88,13 +101,14 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
     if (attr && attr->stack_size && (err = goro__stack_size_check(attr->stack_size, &size)))
         return err;
     /* Its class: attr's, or its spawner's own (NORMAL from a thread). */
+    struct goro *spawner = at->m ? at->m->curg : NULL;
     int prio = spawner ? spawner->prio : GORO_PRIO_NORMAL;
     if (attr && (err = goro__prio_check(attr->priority, &prio)))
         return err;
-    struct goro *g = goro__slab_get(size, &err);
+    struct goro *g = goro__slab_get(at->p, size, &err);
     if (!g)
         return err;
-    g->id = goro__next_id();
+    g->id = goro__next_id(at->p);
     g->prio = (int8_t)prio;
     if (prio != GORO_PRIO_NORMAL)
         goro__prio_classes_used();
@@ -117,12 +131,13 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct g
     return 0;
 }
 
-/* The two ends of every spawn. A thread the runtime does not own spawns
- * through the gate (sched.c), so that goro_shutdown either waits for its
- * coroutine or refuses it: begin enters it and makes the coroutine (*g),
- * the caller says how it starts, end schedules it and leaves the gate. */
+/* The two ends of every spawn. begin enters the runtime - a thread the
+ * runtime does not own through the gate (sched.c), so that goro_shutdown
+ * either waits for its coroutine or refuses it; a coroutine on its P -
+ * and makes the coroutine (*g); the caller says how it starts; end
+ * schedules it and leaves. */
 static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct goro **g,
-                       bool *outside)
+                       struct spawn_site *at)
 {
     if (h)
         *h = NULL;
@@ -136,37 +151,42 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
     int err = slot_first ? goro__group_admit(grp) : 0;
     if (err)
         return err;
-    struct goro_m *m = goro__m();
-    *outside = !m;
-    err = *outside ? goro__spawn_gate_enter() : 0;
+    /* After the admission, which may have moved us to another M. */
+    at->m = goro__m();
+    at->p = goro__p_enter_on(at->m);
+    err = at->m ? 0 : goro__spawn_gate_enter();
     if (!err) {
-        err = spawn(h, attr, fn, m ? m->curg : NULL, g);
+        err = spawn(h, attr, fn, at, g);
         if (!err && grp && (err = goro__group_link(grp, *g, slot_first)) != 0)
             goro__slab_put(*g);     /* refused: it never ran */
-        if (err && *outside)
+        if (err && !at->m)
             goro__spawn_gate_leave();
     }
+    if (err && at->p)
+        goro__p_leave();
     if (err && slot_first)
         goro__group_admit_undo(grp);
     return err;
 }
 
-static int spawn_end(struct goro *g, bool outside)
+static int spawn_end(struct goro *g, const struct spawn_site *at)
 {
-    goro__schedule_new(g);
-    if (outside)
+    goro__schedule_new(g, at->m, at->p);
+    if (!at->m)
         goro__spawn_gate_leave();
     return 0;
 }
 
 int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), int ret)
 {
-    struct goro_callregs *captured_here = capture_area();
     struct goro *g;
-    bool outside;
-    int err = spawn_begin(h, attr, fn, &g, &outside);
+    struct spawn_site at;
+    int err = spawn_begin(h, attr, fn, &g, &at);
     if (err)
         return err;
+    /* The capture went to our own record (capture_area). */
+    const struct goro_callregs *captured_here = at.m && at.m->curg ? &at.m->curg->call
+                                                                   : &captured;
     g->entry_kind = GORO_ENTRY_CAPTURED;
     g->ret_kind = (uint8_t)(ret & 0xff);
     /* Nothing since the capture ran go(). Only scalars in registers: the
@@ -174,19 +194,19 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), 
     g->stack_args = (ret & GORO__STACK_ARGS) != 0;
     memcpy(&g->call, captured_here, g->stack_args ? sizeof *captured_here
                                                   : offsetof(struct goro_callregs, stack));
-    return spawn_end(g, outside);
+    return spawn_end(g, &at);
 }
 
 int goro_spawn(goro_t **h, const goro_attr_t *attr, long (*fn)(void *), void *arg)
 {
     struct goro *g;
-    bool outside;
-    int err = spawn_begin(h, attr, (void (*)(void))fn, &g, &outside);
+    struct spawn_site at;
+    int err = spawn_begin(h, attr, (void (*)(void))fn, &g, &at);
     if (err)
         return err;
     g->entry_kind = GORO_ENTRY_PLAIN;
     g->arg = arg;
-    return spawn_end(g, outside);
+    return spawn_end(g, &at);
 }
 
 goro_t *goro__handle_or_errno(int err, goro_t *h)

@@ -19,7 +19,8 @@
 #define GORO_STACK_MAX ((size_t)1 << 30)
 
 /* stack.c */
-GORO_HIDDEN struct goro *goro__slab_get(size_t stack_size, int *err);
+/* A record with its stack: p is the caller's P (it is inside; NULL: none). */
+GORO_HIDDEN struct goro *goro__slab_get(struct goro_p *p, size_t stack_size, int *err);
 GORO_HIDDEN void goro__slab_put(struct goro *g);              /* for sched/ too */
 GORO_HIDDEN void goro__slab_free_all(void);
 GORO_HIDDEN bool goro__slab_trim_idle(void);                   /* for sched/ */
@@ -61,7 +62,7 @@ GORO_HIDDEN void goro__offload_stop(void);
 
 /* coro.c */
 GORO_HIDDEN void goro__coro_main(void *g);
-GORO_HIDDEN void goro__capture_store(const struct goro_callregs *regs);
+GORO_HIDDEN void goro__capture_store(const struct goro_callregs *regs, int with_stack);
 /* For sched/: runs on the context after a coroutine's last switch, hands
  * it to its joiner or frees it. */
 GORO_HIDDEN void goro__release(struct goro *g);

@@ -201,15 +201,19 @@ static void rt_leave(struct goro_m *m)
                           memory_order_release);
 }
 
-struct goro_p *goro__p_enter(void)
+struct goro_p *goro__p_enter_on(struct goro_m *m)
 {
-    struct goro_m *m = goro__m();
     if (!m)
         return NULL;
     struct goro_p *p = rt_enter(m, false);
     if (!p)
         rt_leave(m);                /* no P (lost, or sysmon): the caller goes global */
     return p;
+}
+
+struct goro_p *goro__p_enter(void)
+{
+    return goro__p_enter_on(goro__m());
 }
 
 void goro__p_leave(void)
@@ -482,7 +486,8 @@ static struct goro *inject_polled(struct goro_p *p, struct goro_polled *list)
         first = g;
         g = g->next;
     }
-    struct gq_batch spilled = { .n = 0 };
+    struct gq_batch spilled;
+    gq_batch_init(&spilled);
     bool spill = !p;                /* the ring filled: the rest go global */
     for (struct goro *next; g; g = next) {
         next = g->next;             /* before g is published: it may run at once */
@@ -1010,7 +1015,8 @@ void goro__ready_list(struct goro *list)
 {
     struct goro_m *m = goro__m();
     struct goro_p *p = m ? rt_enter(m, false) : NULL;
-    struct gq_batch global = { .n = 0 };
+    struct gq_batch global;
+    gq_batch_init(&global);
     while (list) {
         struct goro *g = list;
         list = g->next;
@@ -1028,6 +1034,8 @@ void goro__ready_list(struct goro *list)
         rt_leave(goro__m());
 }
 
+static void preempt_check_on(struct goro_m *m);
+
 /* Owner-only counter: a plain load and store, no read-modify-write. */
 static void bump(_Atomic uint64_t *c)
 {
@@ -1035,10 +1043,8 @@ static void bump(_Atomic uint64_t *c)
                           memory_order_release);
 }
 
-void goro__schedule_new(struct goro *g)
+void goro__schedule_new(struct goro *g, struct goro_m *m, struct goro_p *p)
 {
-    struct goro_m *m = goro__m();
-    struct goro_p *p = m ? rt_enter(m, false) : NULL;
     if (p)
         bump(&p->spawned);
     else
@@ -1048,10 +1054,10 @@ void goro__schedule_new(struct goro *g)
         goro__trace_name(g);
     }
     ready_on(p, g);                 /* a new coroutine is never a thread's */
-    if (m)
+    if (p) {
         rt_leave(m);
-    if (p)
-        goro__preempt_check();
+        preempt_check_on(m);
+    }
 }
 
 /* ---- waiting and waking (the claim protocol: see enum goro_wake) ---- */
@@ -1412,9 +1418,8 @@ bool goro__preempt_requested(struct goro_p *p)
  * P meanwhile (handed off while it blocked, or refused preemption) moves
  * on here too: goro_yield takes it to a thread with a P, so a thread that
  * was replaced never goes on running coroutines beside its replacement. */
-GORO_NOINLINE void goro__preempt_check(void)
+static void preempt_check_on(struct goro_m *m)
 {
-    struct goro_m *m = goro__m();
     struct goro *self = m ? m->curg : NULL;
     if (!self || atomic_load_explicit(&self->nopreempt, memory_order_relaxed) != 0)
         return;
@@ -1422,6 +1427,11 @@ GORO_NOINLINE void goro__preempt_check(void)
     if (!p || atomic_load_explicit(&p->owner, memory_order_relaxed) != m ||
         goro__preempt_requested(p))
         goro_yield();
+}
+
+GORO_NOINLINE void goro__preempt_check(void)
+{
+    preempt_check_on(goro__m());
 }
 
 /* Called by goro__preempt_resume on the interrupted coroutine's stack:
@@ -1622,7 +1632,8 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
 bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending)
 {
     *pending = false;
-    struct gq_batch global = { .n = 0 };
+    struct gq_batch global;
+    gq_batch_init(&global);
     bool moved = false;
     int nms = atomic_load(&goro__sched.nms);
     for (int i = 0; i < nms; i++) {
@@ -1939,21 +1950,15 @@ void goro__sched_stop(void)
     atomic_store(&goro__sched.gq_size, 0);
 }
 
-uint64_t goro__next_id(void)
+uint64_t goro__next_id(struct goro_p *p)
 {
-    struct goro_m *m = goro__m();
-    struct goro_p *p = m ? rt_enter(m, false) : NULL;
     if (p) {
         if (p->id_next == p->id_end) {
             p->id_next = atomic_fetch_add(&goro__sched.id_next, 16) + 1;
             p->id_end = p->id_next + 16;
         }
-        uint64_t id = p->id_next++;
-        rt_leave(m);
-        return id;
+        return p->id_next++;
     }
-    if (m)
-        rt_leave(m);
     return atomic_fetch_add(&goro__sched.id_next, 1) + 1;
 }
 

@@ -88,8 +88,13 @@ GORO_HIDDEN struct goro_p *goro__current_p(void);
  * another worker in enter. */
 GORO_HIDDEN struct goro_p *goro__p_enter(void);
 GORO_HIDDEN void goro__p_leave(void);
+/* The same for m, the caller's goro__m() (NULL: a thread outside). */
+GORO_HIDDEN struct goro_p *goro__p_enter_on(struct goro_m *m);
 GORO_HIDDEN __attribute__((noreturn)) void goro__exit_current(long result);
-GORO_HIDDEN void goro__schedule_new(struct goro *g);
+/* A new coroutine g, made on m (NULL: a thread outside), is runnable. p is
+ * the spawn's own entry (goro__p_enter_on(m)), which this ends; NULL:
+ * none (no P), and g goes to the global queue. */
+GORO_HIDDEN void goro__schedule_new(struct goro *g, struct goro_m *m, struct goro_p *p);
 GORO_HIDDEN int goro__sched_start(int nprocs);
 /* goro_shutdown: waits for every coroutine to end (0, or -ETIMEDOUT at
  * deadline: then nothing is stopped), then stops. */
@@ -99,7 +104,9 @@ GORO_HIDDEN void goro__sched_stop(void);
 GORO_HIDDEN int goro__spawn_gate_enter(void);
 GORO_HIDDEN void goro__spawn_gate_leave(void);
 GORO_HIDDEN void goro__spawn_gate_open(void);
-GORO_HIDDEN uint64_t goro__next_id(void);
+/* A new coroutine's id: from p's block of ids (the caller is inside, on
+ * p), or the global counter with p NULL. */
+GORO_HIDDEN uint64_t goro__next_id(struct goro_p *p);
 /* A new coroutine's first steps on its own stack, and its last. */
 GORO_HIDDEN void goro__coro_start(struct goro *g);
 GORO_HIDDEN void goro__coroutine_ended(void);

@@ -70,6 +70,15 @@ static goro_lock_t pool_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
 static struct goro *fresh, *aged;
 static int64_t aged_at;
 static _Atomic int pool_count;        /* fresh + aged; peeked without the lock */
+
+/* Only pool_lock's holder writes pool_count, so a load and a store do:
+ * no locked read-modify-write (two per spawn while a P's cache spills
+ * into the pool and refills from it). */
+static void pool_count_add(int d)
+{
+    atomic_store_explicit(&pool_count, atomic_load_explicit(&pool_count, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
 static _Atomic int64_t trim_due;      /* the tick has nothing to do before this */
 
 size_t goro__page_size(void)
@@ -200,7 +209,7 @@ static void pool_push(struct goro *g)
 {
     g->pool_next = fresh;
     fresh = g;
-    pool_count++;
+    pool_count_add(1);
 }
 
 /* For reuse: the slab pooled last (its top is the likeliest to be cached);
@@ -211,7 +220,7 @@ static struct goro *pool_pop_newest(void)
     struct goro *g = *from;
     if (g) {
         *from = g->pool_next;
-        pool_count--;
+        pool_count_add(-1);
     }
     return g;
 }
@@ -223,7 +232,7 @@ static struct goro *pool_pop_oldest(void)
     struct goro *g = *from;
     if (g) {
         *from = g->pool_next;
-        pool_count--;
+        pool_count_add(-1);
     }
     return g;
 }
@@ -432,7 +441,7 @@ static struct goro *take_idle(int64_t now)
     for (int i = 0; i < TRIM_BATCH && aged && now - aged_at >= IDLE_NS; i++) {
         struct goro *x = aged;
         aged = x->pool_next;
-        pool_count--;
+        pool_count_add(-1);
         x->pool_next = batch;
         batch = x;
     }

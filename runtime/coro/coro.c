@@ -20,10 +20,14 @@
  * runs - and only a thread the runtime does not own uses the thread's. */
 static __thread struct goro_callregs captured __attribute__((tls_model("initial-exec")));
 
+static struct goro_callregs *capture_area_of(struct goro *self)
+{
+    return self ? &self->call : &captured;
+}
+
 static struct goro_callregs *capture_area(void)
 {
-    struct goro *self = goro__current();
-    return self ? &self->call : &captured;
+    return capture_area_of(goro__current());
 }
 
 /* From call.S: regs holds the registers, and the stack window when
@@ -184,9 +188,7 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr, void (*fn)(void), 
     int err = spawn_begin(h, attr, fn, &g, &at);
     if (err)
         return err;
-    /* The capture went to our own record (capture_area). */
-    const struct goro_callregs *captured_here = at.m && at.m->curg ? &at.m->curg->call
-                                                                   : &captured;
+    const struct goro_callregs *captured_here = capture_area_of(at.m ? at.m->curg : NULL);
     g->entry_kind = GORO_ENTRY_CAPTURED;
     g->ret_kind = (uint8_t)(ret & 0xff);
     /* Nothing since the capture ran go(). Only scalars in registers: the

@@ -396,7 +396,7 @@ struct goro_p {
     uint32_t rand;                 /* steal-order random state (owner) */
     uint64_t id_next, id_end;      /* block of coroutine ids handed to this P (owner) */
     struct goro *free_slabs;       /* stack cache (owner; stop drains it) */
-    int nfree;                     /* its length (owner) */
+    _Atomic int nfree;             /* its length (owner writes; tests read) */
     struct goro_timers timers;     /* deadlines, sleeps and tickers started here */
     struct goro_polled timed;      /* woken by its own timers, run before the ring (owner) */
     _Atomic int64_t timers_seen;   /* owner: when it last looked at its timers (sysmon reads) */

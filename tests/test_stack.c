@@ -377,6 +377,57 @@ static void wait_at_bottom(void)
         goro_yield();
 }
 
+/* The runtime's count of pooled stacks (runtime/coro/stack.c). */
+int goro__slab_pooled(void);
+
+static void hold_until_closed(goro_chan_t *gate)
+{
+    goro_chan_recv(gate, NULL);
+}
+
+/* Spawns n coroutines that are all alive at once, so each takes a stack of
+ * its own, then ends them and joins them: from a coroutine, so that the
+ * stacks go back to the workers' own caches. */
+static long burst_from_a_coroutine(long n)
+{
+    goro_chan_t *gate;
+    if (goro_chan_new(&gate, 1, 0) != 0)
+        return -1;
+    goro_t **hs = calloc((size_t)n, sizeof *hs);
+    long made = 0;
+    while (hs && made < n && (hs[made] = go(hold_until_closed, gate)))
+        made++;
+    goro_chan_close(gate);
+    long joined = 0;
+    for (long i = 0; i < made; i++)
+        joined += goro_join(hs[i], NULL) == 0;
+    free(hs);
+    goro_chan_free(gate);
+    return joined == n ? 0 : -1;
+}
+
+/* Every pooled stack goes back once the program idles - those in a
+ * worker's own cache too: the monitor moves the caches of idle workers to
+ * the global pool and returns what stays unused there (about 1-3 s). */
+START_TEST(idle_workers_give_their_cached_stacks_back)
+{
+    long n = 300;
+    goro_t *h = go(burst_from_a_coroutine, n);
+    long r = -1;
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+    int pooled = goro__slab_pooled();
+    double limit = t_slow() ? 20 : 8, start = t_now();
+    while (pooled > 0 && t_now() - start < limit) {
+        t_nap(0.05);
+        pooled = goro__slab_pooled();
+    }
+    ck_assert_msg(pooled == 0, "%d stacks still pooled %.1f s after %ld coroutines ended "
+                  "and the workers went idle", pooled, limit, n);
+}
+END_TEST
+
 static long deep_and_wait(void)
 {
     return dig_from_here(200 * KiB, wait_at_bottom);
@@ -813,6 +864,7 @@ Suite *stack_suite(void)
     tcase_add_test(tc, deep_recursion_within_default_stack);
     tcase_add_test(tc, deep_recursion_within_1mib_stack);
     tcase_add_test(tc, reused_stacks_give_deep_pages_back);
+    tcase_add_test(tc, idle_workers_give_their_cached_stacks_back);
 
     tc = t_runtime_tcase(s, "guard", 30);
     tcase_add_test(tc, guard_covers_unprobed_frames);

@@ -30,10 +30,12 @@
  *    are unmapped. An unused slab is returned after one to two IDLE_NS;
  *  - all at once when a stack cannot be mapped (ENOMEM), before the one
  *    retry (release_pools).
- * A P's cache is touched by the P's owner only, so neither the monitor nor
- * another thread's failed mapping can empty it: at most P_CACHE_MAX slabs
- * per P stay until reused, until its own worker fails to map a stack, or
- * until shutdown.
+ * A P's cache is touched by the P's owner only, so another thread's failed
+ * mapping cannot empty it. The monitor moves the caches of idle Ps (whose
+ * owner has given them up) into the global pool once per IDLE_NS
+ * (goro__spill_idle_caches in sched.c), where the ageing returns them:
+ * an idle program keeps no slab pooled for more than about three IDLE_NS,
+ * in a cache or in the pool.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -78,6 +80,16 @@ static void pool_count_add(int d)
 {
     atomic_store_explicit(&pool_count, atomic_load_explicit(&pool_count, memory_order_relaxed) + d,
                           memory_order_relaxed);
+}
+/* A P's cache length: written by its owner alone (load and store, as
+ * pool_count), read by goro__slab_pooled from any thread. */
+static int cache_len(struct goro_p *p)
+{
+    return atomic_load_explicit(&p->nfree, memory_order_relaxed);
+}
+static void cache_len_set(struct goro_p *p, int n)
+{
+    atomic_store_explicit(&p->nfree, n, memory_order_relaxed);
 }
 static _Atomic int64_t trim_due;      /* the tick has nothing to do before this */
 
@@ -258,7 +270,7 @@ static int release_pools(void)
     if (p) {
         cached = p->free_slabs;
         p->free_slabs = NULL;
-        p->nfree = 0;
+        cache_len_set(p, 0);
         goro__p_leave();
     }
     goro__lock(&pool_lock);
@@ -344,17 +356,17 @@ static struct goro *pooled_slab(struct goro_p *p)
     }
     if (!p->free_slabs) {
         goro__lock(&pool_lock);
-        while (p->nfree < P_CACHE_MAX / 2 && (g = pool_pop_newest())) {
+        while (cache_len(p) < P_CACHE_MAX / 2 && (g = pool_pop_newest())) {
             g->pool_next = p->free_slabs;
             p->free_slabs = g;
-            p->nfree++;
+            cache_len_set(p, cache_len(p) + 1);
         }
         goro__unlock(&pool_lock);
     }
     g = p->free_slabs;
     if (g) {
         p->free_slabs = g->pool_next;
-        p->nfree--;
+        cache_len_set(p, cache_len(p) - 1);
     }
     return g;
 }
@@ -380,25 +392,25 @@ void goro__slab_put(struct goro *g)
     atomic_store_explicit(&g->state, GORO_S_FREE, memory_order_relaxed);
     slab_trim(g);
     struct goro_p *p = goro__p_enter();
-    if (p && p->nfree < P_CACHE_MAX) {
+    if (p && cache_len(p) < P_CACHE_MAX) {
         g->pool_next = p->free_slabs;
         p->free_slabs = g;
-        p->nfree++;
+        cache_len_set(p, cache_len(p) + 1);
         goro__p_leave();
         return;
     }
     goro__lock(&pool_lock);
     if (p) {
         /* Cache full: move half of it to the global pool. */
-        while (p->nfree > P_CACHE_MAX / 2) {
+        while (cache_len(p) > P_CACHE_MAX / 2) {
             struct goro *x = p->free_slabs;
             p->free_slabs = x->pool_next;
-            p->nfree--;
+            cache_len_set(p, cache_len(p) - 1);
             pool_push(x);
         }
         g->pool_next = p->free_slabs;
         p->free_slabs = g;
-        p->nfree++;
+        cache_len_set(p, cache_len(p) + 1);
         g = NULL;
     }
     if (g)
@@ -406,6 +418,39 @@ void goro__slab_put(struct goro *g)
     goro__unlock(&pool_lock);
     if (p)
         goro__p_leave();
+}
+
+int goro__slab_cache_len(struct goro_p *p)
+{
+    return cache_len(p);
+}
+
+/* p's cache goes to the global pool, where ageing returns what is not
+ * reused. The caller holds p: the monitor, while p idles (sched.c). */
+void goro__slab_cache_spill(struct goro_p *p)
+{
+    if (!p->free_slabs)
+        return;
+    goro__lock(&pool_lock);
+    struct goro *g;
+    while ((g = p->free_slabs)) {
+        p->free_slabs = g->pool_next;
+        pool_push(g);
+    }
+    cache_len_set(p, 0);
+    goro__unlock(&pool_lock);
+}
+
+/* Slabs pooled now, in the global pool and the Ps' caches: a test's view
+ * of an idle runtime (a count of the moment, not a snapshot). */
+int goro__slab_pooled(void)
+{
+    goro__lock(&pool_lock);
+    int n = (int)atomic_load_explicit(&pool_count, memory_order_relaxed);
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        n += cache_len(&goro__sched.procs[i]);
+    goro__unlock(&pool_lock);
+    return n;
 }
 
 /* Unmaps up to TRIM_BATCH pooled slabs above POOL_KEEP. Returns whether
@@ -463,11 +508,17 @@ void goro__slab_trim_tick(int64_t now)
         ;
 }
 
-/* Whether the global pool holds slabs that a later tick may unmap: the
- * monitor keeps ticking while it does, even with every worker idle. */
+/* Whether the global pool or a P's cache holds slabs that a later tick
+ * may unmap (a cache after the monitor spills it): the monitor keeps
+ * ticking while one does, even with every worker idle. */
 bool goro__slab_trim_pending(void)
 {
-    return atomic_load_explicit(&pool_count, memory_order_relaxed) > 0;
+    if (atomic_load_explicit(&pool_count, memory_order_relaxed) > 0)
+        return true;
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        if (cache_len(&goro__sched.procs[i]))
+            return true;
+    return false;
 }
 
 /* At shutdown, with every coroutine ended: unmap every slab, pooled or

@@ -1538,6 +1538,25 @@ bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry)
     return true;
 }
 
+/* sysmon, now and then: the stack caches of idle Ps go to the global
+ * pool, whose ageing returns the slabs an idle program no longer uses. A
+ * P on the idle list is nobody's: its M (or a waker) takes it off under
+ * sched.lock before touching its cache again, so the lock makes the cache
+ * ours meanwhile. A P that runs keeps its cache: its owner alone may
+ * touch it, and a busy P reuses it. */
+void goro__spill_idle_caches(void)
+{
+    for (int i = 0; i < goro__sched.nprocs; i++) {
+        struct goro_p *p = &goro__sched.procs[i];
+        if (!goro__slab_cache_len(p))
+            continue;
+        goro__lock(&goro__sched.lock);
+        if (p->idle)
+            goro__slab_cache_spill(p);
+        goro__unlock(&goro__sched.lock);
+    }
+}
+
 /* sysmon: is p's M stuck where the P could be given away - in the
  * kernel (a blocking call: state S or D), or running for `long_run`? */
 bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
@@ -1936,7 +1955,7 @@ void goro__sched_stop(void)
     for (int i = 0; i < goro__sched.nprocs; i++) {
         struct goro *g = goro__sched.procs[i].free_slabs;
         goro__sched.procs[i].free_slabs = NULL;
-        goro__sched.procs[i].nfree = 0;
+        atomic_store_explicit(&goro__sched.procs[i].nfree, 0, memory_order_relaxed);
         while (g) {
             struct goro *n = g->pool_next;
             goro__slab_put(g);      /* no P: goes to the global pool */

@@ -182,6 +182,8 @@ GORO_HIDDEN void goro__inject_global(struct goro_polled *list);
  * ago and are still outside the runtime to the global queue; true if it
  * moved any. *pending: some are pinned to an M without a P (watch them). */
 GORO_HIDDEN bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending);
+/* The stack caches of idle Ps into the global pool (sysmon, now and then). */
+GORO_HIDDEN void goro__spill_idle_caches(void);
 
 /* thread.c: every thread of the runtime is made here (stack_size 0: the
  * default; returns pthread_create's result, a positive errno), with the

@@ -207,6 +207,7 @@ static void *sysmon_main(void *arg)
         delay_max = DELAY_MIN;
     int idle_rounds = 0;
     bool pinned_waiting = false;    /* on a thread that lost its P: keep watch */
+    int64_t caches_due = 0;
     while (!atomic_load(&quit)) {
         uint32_t seen = atomic_load(&sleep_word);
         if (idle_rounds > QUIET_ROUNDS && all_idle() && !pinned_waiting &&
@@ -261,6 +262,10 @@ static void *sysmon_main(void *arg)
         if (slice > 0) {            /* never on the virtual clock (slice off) */
             check_classes(now);
             acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
+        }
+        if (now >= caches_due) {            /* idle Ps' stack caches to the pool */
+            goro__spill_idle_caches();
+            caches_due = now + GORO_SEC;
         }
         goro__slab_trim_tick(now);          /* not "acted": keeps the back-off */
         /* Go's back-off: 20 us while there is work for us, doubling after

@@ -23,7 +23,7 @@ CONTRACTS = {
     # coro/coro.h: a coroutine's life, for sched/.
     ("sched", "coro"): {"goro__release", "goro__slab_put", "goro__slab_trim_idle",
                         "goro__slab_trim_tick", "goro__slab_trim_pending",
-                        "goro__slab_cache_len", "goro__slab_cache_spill",
+                        "goro__slab_cache_spill",
                         "goro__cxx_eh_save", "goro__cxx_eh_restore"},
     # wait/group.h: the tree of groups, for coro/ (spawn, end, cancel).
     ("coro", "wait"): {"goro__cancel_tree", "goro__group_limited", "goro__group_admit",

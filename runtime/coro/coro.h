@@ -25,8 +25,7 @@ GORO_HIDDEN void goro__slab_put(struct goro *g);              /* for sched/ too 
 GORO_HIDDEN void goro__slab_free_all(void);
 GORO_HIDDEN bool goro__slab_trim_idle(void);                   /* for sched/ */
 GORO_HIDDEN void goro__slab_cache_spill(struct goro_p *p);     /* for sched/ */
-GORO_HIDDEN int goro__slab_cache_len(struct goro_p *p);        /* for sched/ */
-GORO_HIDDEN int goro__slab_pooled(void);                       /* for the tests */
+GORO_HIDDEN int goro__slab_pooled(void);                       /* for the tests too */
 /* For sched/ (sysmon), every round: unmaps pooled stacks unused for 1 s.
  * Pending: the pool is not empty, so later ticks may have work. */
 GORO_HIDDEN void goro__slab_trim_tick(int64_t now);

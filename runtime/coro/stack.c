@@ -91,6 +91,14 @@ static void cache_len_set(struct goro_p *p, int n)
 {
     atomic_store_explicit(&p->nfree, n, memory_order_relaxed);
 }
+/* The slabs in all the Ps' caches, at this moment. */
+static int caches_len(void)
+{
+    int n = 0;
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        n += cache_len(&goro__sched.procs[i]);
+    return n;
+}
 static _Atomic int64_t trim_due;      /* the tick has nothing to do before this */
 
 size_t goro__page_size(void)
@@ -420,11 +428,6 @@ void goro__slab_put(struct goro *g)
         goro__p_leave();
 }
 
-int goro__slab_cache_len(struct goro_p *p)
-{
-    return cache_len(p);
-}
-
 /* p's cache goes to the global pool, where ageing returns what is not
  * reused. The caller holds p: the monitor, while p idles (sched.c). */
 void goro__slab_cache_spill(struct goro_p *p)
@@ -445,12 +448,7 @@ void goro__slab_cache_spill(struct goro_p *p)
  * of an idle runtime (a count of the moment, not a snapshot). */
 int goro__slab_pooled(void)
 {
-    goro__lock(&pool_lock);
-    int n = (int)atomic_load_explicit(&pool_count, memory_order_relaxed);
-    for (int i = 0; i < goro__sched.nprocs; i++)
-        n += cache_len(&goro__sched.procs[i]);
-    goro__unlock(&pool_lock);
-    return n;
+    return atomic_load_explicit(&pool_count, memory_order_relaxed) + caches_len();
 }
 
 /* Unmaps up to TRIM_BATCH pooled slabs above POOL_KEEP. Returns whether
@@ -513,12 +511,7 @@ void goro__slab_trim_tick(int64_t now)
  * ticking while one does, even with every worker idle. */
 bool goro__slab_trim_pending(void)
 {
-    if (atomic_load_explicit(&pool_count, memory_order_relaxed) > 0)
-        return true;
-    for (int i = 0; i < goro__sched.nprocs; i++)
-        if (cache_len(&goro__sched.procs[i]))
-            return true;
-    return false;
+    return goro__slab_pooled() > 0;
 }
 
 /* At shutdown, with every coroutine ended: unmap every slab, pooled or

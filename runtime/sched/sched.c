@@ -1548,9 +1548,7 @@ void goro__spill_idle_caches(void)
 {
     for (int i = 0; i < goro__sched.nprocs; i++) {
         struct goro_p *p = &goro__sched.procs[i];
-        if (!goro__slab_cache_len(p))
-            continue;
-        goro__lock(&goro__sched.lock);
+        goro__lock(&goro__sched.lock);  /* once a second: no need to peek first */
         if (p->idle)
             goro__slab_cache_spill(p);
         goro__unlock(&goro__sched.lock);

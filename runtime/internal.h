@@ -40,9 +40,11 @@
     (likely(cond) ? (void)0 : goro__assert_failed(#cond, __FILE__, __LINE__))
 __attribute__((visibility("hidden"), noreturn, cold)) void
 goro__assert_failed(const char *cond, const char *file, int line);
-/* Run by park_commit between arming a wait and the rest of its commit, if
- * set: lets a test hold that window open (tests/test_cancel.c). */
+/* Run by park_commit, if set, just before it arms a wait (arming) and
+ * between arming it and the rest of its commit (armed): let a test hold
+ * those windows open (tests/test_priority.c, tests/test_cancel.c). */
 struct goro;
+extern void (*goro__debug_park_arming)(struct goro *g);
 extern void (*goro__debug_park_armed)(struct goro *g);
 #else
 #define GORO_ASSERT(cond) ((void)0)
@@ -259,16 +261,22 @@ static inline int goro__prio_own(const struct goro *g)
     return __atomic_load_n(&g->prio, __ATOMIC_RELAXED);
 }
 
-/* g's class now: its own, or the highest one lent to it. */
-static inline int goro__prio_of(const struct goro *g)
+/* g's class with the loans it has: its own, or the highest one lent. */
+static inline int goro__prio_with(const struct goro *g, uint32_t loans)
 {
     if (!GORO_CLASSES)
         return GORO_PRIO_NORMAL;
-    uint32_t loans = atomic_load_explicit(&((struct goro *)g)->loans, memory_order_relaxed);
     if (loans >= GORO_LOAN_HIGH)
         return GORO_PRIO_HIGH;
     int own = goro__prio_own(g);
     return loans && own < GORO_PRIO_NORMAL ? GORO_PRIO_NORMAL : own;
+}
+
+/* g's class now. */
+static inline int goro__prio_of(const struct goro *g)
+{
+    return goro__prio_with(g, atomic_load_explicit(&((struct goro *)g)->loans,
+                                                   memory_order_relaxed));
 }
 
 /* Appends g to a list linked through g->next. */
@@ -445,6 +453,7 @@ struct goro_m {
     bool (*post_commit)(void *, struct goro *);
     void *post_arg;
     uint32_t post_armed;           /* GORO_WAKE_ARMED[_LENDS, _FIRM] for POST_PARK */
+    int8_t post_lent;              /* with ARMED_LENDS: the class the waiter lends */
     struct goro_timer *post_timer; /* deadline timer to start, or NULL */
     int64_t post_deadline;
     struct goro_polled slept;      /* what woke its sleeping poll (m) */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "suites.h"
@@ -321,6 +322,80 @@ START_TEST(priority_lent_down_a_chain_of_locks)
     }
 }
 END_TEST
+
+#ifdef GORO_DEBUG
+#include "internal.h"
+
+/* ---- debug builds: a loan that lands while the waiter parks ----
+ * m, waiting for mu, chooses the class it lends l before its wait is
+ * armed; a loan to m in between (h, HIGH, waiting for mu2, which m holds)
+ * finds no wait to claim. The hook holds that window open on m's worker
+ * until the loan has landed; m's class must still reach l. */
+static _Atomic(goro_t *) arming_target;
+static atomic_int arming_seen;
+
+static void hold_arming(struct goro *g)
+{
+    if (g != atomic_load(&arming_target))
+        return;
+    atomic_store(&arming_target, NULL);         /* the first park only */
+    atomic_store(&arming_seen, 1);
+    for (int ms = 0; ms < 5000 && goro_priority_get(g) != GORO_PRIORITY_HIGH; ms++)
+        usleep(1000);
+}
+
+static long arming_m(void)
+{
+    if (goro_mutex_lock(&mu2))
+        return -1;
+    atomic_store(&arming_target, goro_self());
+    long r = take(0);
+    goro_mutex_unlock(&mu2);
+    return r;
+}
+
+static int arming_child(void *arg)
+{
+    (void)arg;
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0)
+        return 10;
+    goro__debug_park_arming = hold_arming;
+    release = NULL;
+    if (goro_chan_new(&release, 0, 0) != 0)
+        return 11;
+    goro_t *l = go_at(GORO_PRIORITY_LOW, hold, 0);
+    if (!l || !t_wait_flag(&holding, 10))
+        return 11;
+    goro_t *m = go_at(GORO_PRIORITY_LOW, arming_m);
+    if (!m || !t_wait_flag(&arming_seen, 10))
+        return 12;                              /* m never parked */
+    goro_t *h = go_at(GORO_PRIORITY_HIGH, take2);
+    double end = t_now() + 10;
+    while (goro_priority_get(l) != GORO_PRIORITY_HIGH && t_now() < end)
+        usleep(1000);
+    int got_m = goro_priority_get(m), got_l = goro_priority_get(l);
+    printf("m %d, l %d (HIGH %d)\n", got_m, got_l, GORO_PRIORITY_HIGH);
+    goro__debug_park_arming = NULL;
+    long r1 = -1, r2 = -1, r3 = -1;
+    if (goro_chan_close(release) != 0 || goro_join(l, &r1) != 0 || goro_join(m, &r2) != 0 ||
+        goro_join(h, &r3) != 0 || r1 || r2 || r3)
+        return 13;
+    if (got_m != GORO_PRIORITY_HIGH)
+        return 14;                              /* h's loan never reached m */
+    if (got_l != GORO_PRIORITY_HIGH)
+        return 15;                              /* ... nor went on to l */
+    goro_chan_free(release);
+    return goro_shutdown() == 0 ? 0 : 16;
+}
+
+START_TEST(debug_loan_while_the_waiter_arms_goes_on)
+{
+    static char out[4096];
+    int st = t_run_child(arming_child, NULL, t_timeout(30), out, sizeof out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %.2000s", st, out);
+}
+END_TEST
+#endif
 
 /* Randomized: coroutines of every class lock two of four mutexes in order
  * (so chains form and no cycle), with random deadlines, cancels of each
@@ -693,6 +768,9 @@ Suite *priority_suite(void)
     tcase_add_test(tc, priority_low_is_not_starved);
     tcase_add_test(tc, priority_lent_to_holder_joinee_and_members);
     tcase_add_test(tc, priority_lent_down_a_chain_of_locks);
+#ifdef GORO_DEBUG
+    tcase_add_test(tc, debug_loan_while_the_waiter_arms_goes_on);
+#endif
     tcase_add_test(tc, priority_chains_random_stress);
     tcase_add_test(tc, priority_lent_down_a_group_tree);
     tcase_add_test(tc, priority_inheritance_bounds_inversion);

@@ -35,7 +35,11 @@ void goro__prio_classes_used(void)
 }
 
 /* g's class changed from was: if it waits for a lock, it is woken to lend
- * the new one on (see the top). */
+ * the new one on (see the top). A g that has chosen the class it lends
+ * but not yet armed its wait cannot be claimed: park_commit (sched.c)
+ * compares that class with g's after arming. The loans' changes below,
+ * the claim's load, the arming and park_commit's load are all seq_cst, so
+ * one of the two sides sees the other. */
 static void pass_on(struct goro *g, int was)
 {
     if (goro__prio_of(g) != was && goro__claim(g, GORO_WAKE_RECLASS))
@@ -50,7 +54,7 @@ bool goro__prio_lend(struct goro *g, int prio)
         return false;
     goro__prio_classes_used();
     int was = goro__prio_of(g);
-    atomic_fetch_add_explicit(&g->loans, loan_unit(prio), memory_order_relaxed);
+    atomic_fetch_add(&g->loans, loan_unit(prio));
     /* A LOW coroutine waiting in a LOW list moves up (invariant 9). */
     if (goro__prio_own(g) < GORO_PRIO_NORMAL)
         atomic_fetch_add_explicit(&goro__sched.low_rescan, 1, memory_order_relaxed);
@@ -66,8 +70,7 @@ void goro__prio_unlend(struct goro *g, int prio)
     int was = goro__prio_of(g);
     uint32_t old = atomic_load_explicit(&g->loans, memory_order_relaxed);
     while ((old & mask) &&
-           !atomic_compare_exchange_weak_explicit(&g->loans, &old, old - unit,
-                                                  memory_order_relaxed, memory_order_relaxed))
+           !atomic_compare_exchange_weak(&g->loans, &old, old - unit))
         ;
     pass_on(g, was);
 }

@@ -1064,7 +1064,10 @@ void goro__schedule_new(struct goro *g, struct goro_m *m, struct goro_p *p)
 
 bool goro__claim(struct goro *g, uint32_t outcome)
 {
-    uint32_t w = atomic_load_explicit(&g->wake, memory_order_acquire);
+    /* seq_cst: a claimer that stored what the parker checks after arming
+     * (cancelled, loans) and finds the wait not yet armed must be seen by
+     * that check (park_commit). */
+    uint32_t w = atomic_load(&g->wake);
     while ((goro__wake_open(w) && (outcome != GORO_WAKE_RECLASS || w == GORO_WAKE_ARMED_LENDS)) ||
            (w == GORO_WAKE_ARMED_FIRM && outcome == GORO_WAKE_DONE)) {
         if (atomic_compare_exchange_weak_explicit(&g->wake, &w, outcome,
@@ -1122,6 +1125,7 @@ int goro__wake_error(int outcome)
  * `wake` from IDLE to TIMEDOUT (sched/timer.c, invariant 4), so arming is
  * a CAS from IDLE, and its failure means: timed out already. */
 #ifdef GORO_DEBUG
+void (*goro__debug_park_arming)(struct goro *g);
 void (*goro__debug_park_armed)(struct goro *g);
 #endif
 
@@ -1135,6 +1139,10 @@ static void park_commit(struct goro_m *m, struct goro *g)
      * below comes before the release store that clears it; after that store
      * g is touched only if this M claimed it (ready_now). */
     atomic_store_explicit(&g->committing, 1, memory_order_relaxed);
+#ifdef GORO_DEBUG
+    if (goro__debug_park_arming)
+        goro__debug_park_arming(g);
+#endif
     if (m->post_timer) {
         goro__timer_start(m->post_timer, m->p, m->post_deadline);
         uint32_t idle = GORO_WAKE_IDLE;
@@ -1149,6 +1157,14 @@ static void park_commit(struct goro_m *m, struct goro *g)
 #endif
     if (goro__wake_open(m->post_armed) && atomic_load(&g->cancelled) &&
         goro__claim(g, GORO_WAKE_CANCELED))
+        ready_now = true;
+    /* A loan given to or taken from g after it chose the class it lends
+     * found no wait to claim (sched/prio.c, pass_on): seen here instead.
+     * The arming store and this load of the loans are seq_cst, as are a
+     * loan's change and the claim's load: one side sees the other. */
+    if (m->post_armed == GORO_WAKE_ARMED_LENDS &&
+        goro__prio_with(g, atomic_load(&g->loans)) != m->post_lent &&
+        goro__claim(g, GORO_WAKE_RECLASS))
         ready_now = true;
     if (m->post_unlock)
         m->post_unlock(m->post_arg);
@@ -1358,6 +1374,7 @@ int goro__park(const struct goro_park *how)
     m->post_armed = how->firm    ? GORO_WAKE_ARMED_FIRM
                     : how->lends ? GORO_WAKE_ARMED_LENDS
                                  : GORO_WAKE_ARMED;
+    m->post_lent = how->lent;
     m->post_timer = timed ? &timer : NULL;
     m->post_deadline = how->deadline;
     if (own)

@@ -65,6 +65,7 @@ struct goro_park {
     bool firm;
     bool lends;                    /* it lends its class to the one it waits for:
                                       a change of class may end it (RECLASS) */
+    int8_t lent;                   /* with lends: the class it lends */
 };
 /* Parks the running coroutine (or blocks this thread if it is not one)
  * until a claim ends the wait; returns the winning enum goro_wake. */

@@ -112,6 +112,7 @@ static int wait_lending(struct goro_waitq *q, goro_lock_t *lk, struct goro_holde
     struct goro_park how = { .why = why, .obj = obj, .unlock = goro__unlock_cb, .arg = lk,
                              .deadline = deadline, .firm = firm, .lends = true };
     for (;;) {
+        how.lent = w.prio;
         int outcome = goro__park(&how);
         if (outcome == GORO_WAKE_DONE)
             return 0;

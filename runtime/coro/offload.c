@@ -139,7 +139,8 @@ int goro_offload(long (*fn)(void *), void *arg, long *result)
         return err;
     /* Firm: j lives in this frame and the pool thread writes to it. */
     struct goro_park how = { .why = GORO_W_OFFLOAD, .obj = fn, .commit = job_commit,
-                             .arg = &j, .deadline = GORO_FOREVER, .firm = true };
+                             .arg = &j, .deadline = GORO_FOREVER, .firm = true,
+                             .real = true };
     goro__park(&how);
     if (result)
         *result = j.result;

@@ -575,7 +575,7 @@ int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t dead
     if (events & GORO_WRITABLE)
         goro__waitq_push(&pd->wq, &w);
     struct goro_park how = { .why = GORO_W_IO, .obj = pd, .unlock = io_unlock, .arg = pd,
-                             .deadline = deadline };
+                             .deadline = deadline, .real = true };
     int outcome = goro__park(&how);
     int fired = self->wake_tag;
     if (outcome != GORO_WAKE_DONE || events == (GORO_READABLE | GORO_WRITABLE)) {

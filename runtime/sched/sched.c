@@ -87,7 +87,8 @@
  *    P, no preemption, and goro_now() stands still while coroutines run.
  *    The P's owner, finding nothing to run (note_sleep), moves the clock
  *    to the next deadline - its timers' or a waiting outside thread's -
- *    and runs what is due; unless a coroutine waits on a descriptor or an
+ *    and runs what is due; unless a coroutine waits on a descriptor (a
+ *    read, a write, a select with a descriptor case) or an
  *    offloaded call (real_waits): then the clock follows the real one
  *    while the owner sleeps (clock_slept), so that no deadline passes
  *    before the world had its real time to answer. The seed decides, at
@@ -1364,7 +1365,7 @@ int goro__park(const struct goro_park *how)
     self->wait_timed = timed;
     /* The virtual clock does not jump over a wait on the world (inv. 10). */
     bool real = unlikely(atomic_load_explicit(&goro__sched.virtual_clock, memory_order_relaxed)) &&
-                (how->why == GORO_W_IO || how->why == GORO_W_OFFLOAD);
+                how->real;
     if (real)
         atomic_fetch_add(&goro__sched.real_waits, 1);
     atomic_store_explicit(&self->state, GORO_S_PARKED, memory_order_relaxed);

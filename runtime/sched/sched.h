@@ -66,6 +66,9 @@ struct goro_park {
     bool lends;                    /* it lends its class to the one it waits for:
                                       a change of class may end it (RECLASS) */
     int8_t lent;                   /* with lends: the class it lends */
+    bool real;                     /* it waits on the world (a descriptor, a
+                                      thread): the virtual clock follows the
+                                      real one meanwhile (invariant 10) */
 };
 /* Parks the running coroutine (or blocks this thread if it is not one)
  * until a claim ends the wait; returns the winning enum goro_wake. */

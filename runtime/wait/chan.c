@@ -600,8 +600,10 @@ static int select_case_result(const goro_case_t *c, const struct goro_waiter *w)
 static int select_wait(goro_case_t *cases, int n, struct select_work *w, int64_t deadline)
 {
     struct goro *self = goro__waiter_self();
+    bool on_fd = false;           /* a descriptor case: a wait on the world */
     for (int i = 0; i < n; i++) {
         struct goro_waitq *q = case_queue(&cases[i], &w->fds[i]);
+        on_fd |= q && is_fd_case(&cases[i]);
         w->waiters[i] = (struct goro_waiter){ .g = self,
                                               .elem = is_fd_case(&cases[i]) ? NULL
                                                                             : cases[i].elem,
@@ -613,7 +615,7 @@ static int select_wait(goro_case_t *cases, int n, struct select_work *w, int64_t
             goro__waitq_push(q, &w->waiters[i]);
     }
     struct goro_park how = { .why = GORO_W_SELECT, .obj = w->waiters, .unlock = select_unlock,
-                             .arg = &w->locks, .deadline = deadline };
+                             .arg = &w->locks, .deadline = deadline, .real = on_fd };
     int outcome = goro__park(&how);
     int fired = self->wake_tag;
 

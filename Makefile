@@ -17,6 +17,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
 DESTDIR ?=
 SANITIZE ?=
 OPT ?= -O2
@@ -336,13 +337,14 @@ include bench/bench.mk
 
 # ---- install ----
 install: lib $(BUILD)/goro.pc
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
 	install -m 644 include/goro.h $(DESTDIR)$(INCLUDEDIR)/goro.h
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/libgoro.a
 	install -m 755 $(SHARED_REAL) $(DESTDIR)$(LIBDIR)/libgoro.so.$(VERSION)
 	ln -sf libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libgoro.so
 	install -m 644 $(BUILD)/goro.pc $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc
+	install -m 755 tools/goro-trace-svg $(DESTDIR)$(BINDIR)/goro-trace-svg
 	$(MAKE) --no-print-directory install-gdb
 
 # The installed library as a program sees it: install into a staging root,
@@ -366,6 +368,7 @@ test-install: $(DEPS_STAMP)
 	  $$($(STAGE_PKG_CONFIG) --cflags goro) $$($(STAGE_PKG_CONFIG) --static --libs goro)
 	LD_LIBRARY_PATH=$(INSTALL_STAGE)$(LIBDIR) $(INSTALL_TEST)/hello-dynamic >$(INSTALL_TEST)/dynamic.out
 	$(INSTALL_TEST)/hello-static >$(INSTALL_TEST)/static.out
+	$(INSTALL_STAGE)$(BINDIR)/goro-trace-svg --help >/dev/null
 	@tail -n 1 $(INSTALL_TEST)/dynamic.out $(INSTALL_TEST)/static.out
 
 uninstall:

@@ -112,6 +112,9 @@ enum goro_wake {
                                       lock's waiter): anybody may claim, and a
                                       change of its class may (RECLASS) */
     GORO_WAKE_ARMED_FIRM,          /* parked: only the partner may claim */
+    GORO_WAKE_ARMED_FIRM_LENDS,    /* the same in a wait that lends its class
+                                      (a group's wait): and a change of its
+                                      class (RECLASS) */
     GORO_WAKE_DONE,                /* the partner completed the wait */
     GORO_WAKE_TIMEDOUT,
     GORO_WAKE_CANCELED,

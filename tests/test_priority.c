@@ -323,6 +323,161 @@ START_TEST(priority_lent_down_a_chain_of_locks)
 }
 END_TEST
 
+/* ---- a lock's holder that waits for a join or a group ----
+ * j holds mu and waits for c (a join, or a group's wait with c a member);
+ * a HIGH coroutine comes to wait for mu. j's class rises while it waits:
+ * c must get it too. A join gives it back as it falls; a group's members
+ * keep a class they were lent until they end (raise only). */
+static _Atomic(goro_t *) helper;
+
+/* Runs fn(arg) in a LOW child and waits for it: a join, or (by_group) a
+ * group's wait. Its children return 7, which a join hands over and a
+ * group's wait stands for by succeeding; -1: the wait failed. */
+static long wait_for_child(int by_group, long (*fn)(void *), void *arg)
+{
+    long r = -1;
+    if (by_group) {
+        goro_group_t *g;
+        if (goro_group_new(&g, NULL) != 0)
+            return -1;
+        if (goro_spawn(NULL, &(goro_attr_t){ .group = g, .priority = GORO_PRIORITY_LOW }, fn,
+                       arg) == 0 &&
+            goro_group_wait(g, NULL, NULL) == 0)
+            r = 7;
+        goro_group_free(g);
+    } else {
+        goro_t *c;
+        if (goro_spawn(&c, &(goro_attr_t){ .priority = GORO_PRIORITY_LOW }, fn, arg) != 0 ||
+            goro_join(c, &r) != 0)
+            r = -1;
+    }
+    return r;
+}
+
+static long publish_and_block(void *ch)
+{
+    atomic_store(&helper, goro_self());
+    goro_chan_recv(ch, NULL);
+    return 7;
+}
+
+static long hold_and_wait_for(int by_group)
+{
+    if (goro_mutex_lock(&mu))
+        return -1;
+    long r = wait_for_child(by_group, publish_and_block, release);
+    goro_mutex_unlock(&mu);
+    return r;
+}
+
+START_TEST(priority_lent_on_through_a_join_or_a_group)
+{
+    int by_group = _i;
+    release = t_chan_new(0, 0);
+    atomic_store(&helper, NULL);
+    goro_t *j = go_at(GORO_PRIORITY_LOW, hold_and_wait_for, by_group);
+    double end = t_now() + t_timeout(10);
+    while (!atomic_load(&helper) && t_now() < end)
+        t_nap(0.001);
+    goro_t *c = atomic_load(&helper);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(goro_priority_get(c), GORO_PRIORITY_LOW);
+    goro_t *h = go_at(GORO_PRIORITY_HIGH, take, 0);
+    wait_class(j, GORO_PRIORITY_HIGH);
+    wait_class(c, GORO_PRIORITY_HIGH);
+    give_up(h);
+    wait_class(j, GORO_PRIORITY_LOW);
+    if (by_group) {
+        t_nap(0.02);
+        ck_assert_int_eq(goro_priority_get(c), GORO_PRIORITY_HIGH);    /* raise only */
+    } else {
+        wait_class(c, GORO_PRIORITY_LOW);
+    }
+    long r = -1;
+    ck_assert_int_eq(goro_chan_close(release), 0);
+    ck_assert_int_eq(goro_join(j, &r), 0);
+    ck_assert_int_eq(r, 7);
+    ck_assert_int_eq(goro_chan_free(release), 0);
+}
+END_TEST
+
+/* Randomized: the class a join's or a group's waiter lends changes at
+ * random moments against the end of what it waits for - a HIGH coroutine
+ * comes for the waiter's lock with a random deadline while the child
+ * yields a random number of times. Every wait ends (a lost wake-up is a
+ * timeout), the join hands over the child's result, and the waiter, once
+ * it holds nothing, is lent nothing. */
+static long yield_then_return(void *n)
+{
+    for (long i = 0; i < (long)n; i++)
+        goro_yield();
+    return 7;
+}
+
+static long waiter_round(uint32_t seed)
+{
+    if (goro_mutex_lock(&mu))
+        return -1;
+    long n = (long)(t_rnd(&seed) % 20);
+    long r = wait_for_child(seed & 1, yield_then_return, (void *)n);
+    goro_mutex_unlock(&mu);
+    int lent = goro_priority_get(NULL);
+    return r != 7 ? -2 + r : lent != GORO_PRIORITY_LOW ? -10 - lent : 0;
+}
+
+static long lock_briefly(uint32_t seed)
+{
+    for (uint32_t i = t_rnd(&seed) % 8; i > 0; i--)
+        goro_yield();
+    int r = goro_mutex_lock_until(&mu, goro_now() + (t_rnd(&seed) % 100) * GORO_USEC);
+    if (r == 0)
+        goro_mutex_unlock(&mu);
+    return r == 0 || r == -ETIMEDOUT ? 0 : r;
+}
+
+/* The rounds, from a LOW coroutine that nobody joins until it is done
+ * (a join from the test's thread would lend it NORMAL, and it would lend
+ * that on to the waiters it joins). */
+static atomic_int rounds_done;
+static long loan_rounds_run(uint32_t seed);
+
+static long loan_rounds(uint32_t seed)
+{
+    long n = loan_rounds_run(seed);
+    atomic_store(&rounds_done, 1);
+    return n;
+}
+
+static long loan_rounds_run(uint32_t seed)
+{
+    long rounds = t_scale(3000);
+    for (long i = 0; i < rounds; i++) {
+        goro_t *j = go_at(GORO_PRIORITY_LOW, waiter_round, t_rnd(&seed));
+        goro_t *h = go_at(GORO_PRIORITY_HIGH, lock_briefly, t_rnd(&seed));
+        long rj = -1, rh = -1;
+        if (!j || !h || goro_join(j, &rj) != 0 || goro_join(h, &rh) != 0 || rj || rh)
+        {
+            t_fail("round %ld: waiter %ld, locker %ld", i, rj, rh);
+            return -1;
+        }
+    }
+    return rounds;
+}
+
+START_TEST(priority_join_and_group_loans_random_stress)
+{
+    uint32_t seed = (uint32_t)time(NULL) | 1;
+    long rounds = -1;
+    atomic_store(&rounds_done, 0);
+    goro_t *d = go_at(GORO_PRIORITY_LOW, loan_rounds, seed);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_msg(t_wait_flag(&rounds_done, t_timeout(120)), "seed %u: rounds never ended", seed);
+    ck_assert_int_eq(goro_join(d, &rounds), 0);
+    ck_assert_msg(rounds > 0, "seed %u: %s", seed, t_failed());
+    printf("join and group loans stress (seed %u): %ld rounds\n", seed, rounds);
+}
+END_TEST
+
 #ifdef GORO_DEBUG
 #include "internal.h"
 
@@ -768,6 +923,8 @@ Suite *priority_suite(void)
     tcase_add_test(tc, priority_low_is_not_starved);
     tcase_add_test(tc, priority_lent_to_holder_joinee_and_members);
     tcase_add_test(tc, priority_lent_down_a_chain_of_locks);
+    tcase_add_loop_test(tc, priority_lent_on_through_a_join_or_a_group, 0, 2);  /* join, group */
+    tcase_add_test(tc, priority_join_and_group_loans_random_stress);
 #ifdef GORO_DEBUG
     tcase_add_test(tc, debug_loan_while_the_waiter_arms_goes_on);
 #endif

@@ -279,6 +279,21 @@ static bool join_commit(void *arg, struct goro *self)
         (uintptr_t)self, memory_order_acq_rel, memory_order_acquire);
 }
 
+/* The commit of a join's wait parked again after a change of the joiner's
+ * class: it is published already, and waits on unless h ended meanwhile
+ * (the exit found it awake and could not wake it). WAKING is an exit
+ * deciding: one that ends h stores DEAD next; the exit's hand-off, having
+ * failed to claim the awake joiner, stores the joiner back - then it waits
+ * on, for h's release to wake it. */
+static bool join_recommit(void *arg, struct goro *self)
+{
+    struct goro *h = arg;
+    uintptr_t w;
+    while ((w = atomic_load_explicit(&h->exit_word, memory_order_acquire)) == GORO_EXIT_WAKING)
+        cpu_relax();
+    return w == (uintptr_t)self;
+}
+
 /* The joiner's wait ended without the exit (deadline, cancel): withdraw
  * from h. Returns true if withdrawn, false if h died meanwhile (then the
  * join has succeeded after all). */
@@ -321,11 +336,26 @@ static int join_until(goro_t *h, long *result, struct goro__cxx_escaped **escape
         if (refused)
             return goro__wait_refused(refused);
         struct goro_park how = { .why = GORO_W_JOIN, .obj = h, .commit = join_commit,
-                                 .arg = h, .deadline = deadline };
-        /* h runs at least at our class while we wait (sched/prio.c). */
+                                 .arg = h, .deadline = deadline, .lends = true };
+        /* h runs at least at our class while we wait (sched/prio.c), and
+         * at the new one if ours changes meanwhile (RECLASS: the new loan
+         * first, then the old one back; then wait on). */
         int prio = goro__prio_of(self);
         bool lent = goro__prio_lend(h, prio);
-        int outcome = goro__park(&how);
+        int outcome;
+        for (;;) {
+            how.lent = (int8_t)prio;
+            outcome = goro__park(&how);
+            if (outcome != GORO_WAKE_RECLASS)
+                break;
+            int now = goro__prio_of(self);
+            bool lent_now = goro__prio_lend(h, now);
+            if (lent)
+                goro__prio_unlend(h, prio);
+            prio = now;
+            lent = lent_now;
+            how.commit = join_recommit;
+        }
         if (lent)
             goro__prio_unlend(h, prio);
         if (outcome != GORO_WAKE_DONE && join_withdraw(h, self))

@@ -18,7 +18,10 @@
  * holder at a time, each step under one lock only, never two. It ends
  * where a holder is not waiting for a lock, or its class does not change
  * (classes only go up along the chain, and there are three: a cycle of
- * waiters, a deadlock, stops within two rounds). */
+ * waiters, a deadlock, stops within two rounds). A join (coro/coro.c) and
+ * a group's wait (wait/group.c, firm: ARMED_FIRM_LENDS) lend along their
+ * edge the same way: the joinee gets the new class in place of the old,
+ * a group's tree the new one if higher. */
 #include <errno.h>
 
 #include "internal.h"

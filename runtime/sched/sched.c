@@ -1063,14 +1063,24 @@ void goro__schedule_new(struct goro *g, struct goro_m *m, struct goro_p *p)
 
 /* ---- waiting and waking (the claim protocol: see enum goro_wake) ---- */
 
+/* The outcomes that may claim a wait, by how it is armed (bit 1 << outcome). */
+#define OUTCOME(o) (1u << GORO_WAKE_##o)
+static const uint16_t claimable[GORO_WAKE_RECLASS + 1] = {
+    [GORO_WAKE_ARMED] = OUTCOME(DONE) | OUTCOME(TIMEDOUT) | OUTCOME(CANCELED),
+    [GORO_WAKE_ARMED_LENDS] = OUTCOME(DONE) | OUTCOME(TIMEDOUT) | OUTCOME(CANCELED) |
+                              OUTCOME(RECLASS),
+    [GORO_WAKE_ARMED_FIRM] = OUTCOME(DONE),
+    [GORO_WAKE_ARMED_FIRM_LENDS] = OUTCOME(DONE) | OUTCOME(RECLASS),
+};
+#undef OUTCOME
+
 bool goro__claim(struct goro *g, uint32_t outcome)
 {
     /* seq_cst: a claimer that stored what the parker checks after arming
      * (cancelled, loans) and finds the wait not yet armed must be seen by
      * that check (park_commit). */
     uint32_t w = atomic_load(&g->wake);
-    while ((goro__wake_open(w) && (outcome != GORO_WAKE_RECLASS || w == GORO_WAKE_ARMED_LENDS)) ||
-           (w == GORO_WAKE_ARMED_FIRM && outcome == GORO_WAKE_DONE)) {
+    while ((claimable[w] >> outcome) & 1) {
         if (atomic_compare_exchange_weak_explicit(&g->wake, &w, outcome,
                 memory_order_acq_rel, memory_order_acquire))
             return true;
@@ -1163,7 +1173,7 @@ static void park_commit(struct goro_m *m, struct goro *g)
      * found no wait to claim (sched/prio.c, pass_on): seen here instead.
      * The arming store and this load of the loans are seq_cst, as are a
      * loan's change and the claim's load: one side sees the other. */
-    if (m->post_armed == GORO_WAKE_ARMED_LENDS &&
+    if ((m->post_armed == GORO_WAKE_ARMED_LENDS || m->post_armed == GORO_WAKE_ARMED_FIRM_LENDS) &&
         goro__prio_with(g, atomic_load(&g->loans)) != m->post_lent &&
         goro__claim(g, GORO_WAKE_RECLASS))
         ready_now = true;
@@ -1372,9 +1382,8 @@ int goro__park(const struct goro_park *how)
     m->post_unlock = how->unlock;
     m->post_commit = how->commit;
     m->post_arg = how->arg;
-    m->post_armed = how->firm    ? GORO_WAKE_ARMED_FIRM
-                    : how->lends ? GORO_WAKE_ARMED_LENDS
-                                 : GORO_WAKE_ARMED;
+    m->post_armed = how->firm ? (how->lends ? GORO_WAKE_ARMED_FIRM_LENDS : GORO_WAKE_ARMED_FIRM)
+                              : (how->lends ? GORO_WAKE_ARMED_LENDS : GORO_WAKE_ARMED);
     m->post_lent = how->lent;
     m->post_timer = timed ? &timer : NULL;
     m->post_deadline = how->deadline;

@@ -455,8 +455,8 @@ struct goro_m {
     void (*post_unlock)(void *);
     bool (*post_commit)(void *, struct goro *);
     void *post_arg;
-    uint32_t post_armed;           /* GORO_WAKE_ARMED[_LENDS, _FIRM] for POST_PARK */
-    int8_t post_lent;              /* with ARMED_LENDS: the class the waiter lends */
+    uint32_t post_armed;           /* GORO_WAKE_ARMED[_FIRM][_LENDS] for POST_PARK */
+    int8_t post_lent;              /* with a _LENDS state: the class the waiter lends */
     struct goro_timer *post_timer; /* deadline timer to start, or NULL */
     int64_t post_deadline;
     struct goro_polled slept;      /* what woke its sleeping poll (m) */

@@ -1072,6 +1072,12 @@ static const uint16_t claimable[GORO_WAKE_RECLASS + 1] = {
     [GORO_WAKE_ARMED_FIRM] = OUTCOME(DONE),
     [GORO_WAKE_ARMED_FIRM_LENDS] = OUTCOME(DONE) | OUTCOME(RECLASS),
 };
+
+/* A wait armed as w lends its waiter's class: RECLASS may end it. */
+static bool armed_lends(uint32_t w)
+{
+    return (claimable[w] >> GORO_WAKE_RECLASS) & 1;
+}
 #undef OUTCOME
 
 bool goro__claim(struct goro *g, uint32_t outcome)
@@ -1173,7 +1179,7 @@ static void park_commit(struct goro_m *m, struct goro *g)
      * found no wait to claim (sched/prio.c, pass_on): seen here instead.
      * The arming store and this load of the loans are seq_cst, as are a
      * loan's change and the claim's load: one side sees the other. */
-    if ((m->post_armed == GORO_WAKE_ARMED_LENDS || m->post_armed == GORO_WAKE_ARMED_FIRM_LENDS) &&
+    if (armed_lends(m->post_armed) &&
         goro__prio_with(g, atomic_load(&g->loans)) != m->post_lent &&
         goro__claim(g, GORO_WAKE_RECLASS))
         ready_now = true;

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -215,6 +216,90 @@ void t_settle(void)
 double t_ms(int64_t ns) { return (double)ns / 1e6; }
 
 double t_prompt(void) { return t_timeout(t_sanitized() ? 0.5 : 0.25); }
+
+/* ---- the host's own stalls ---- */
+
+/* One watcher per CPU this process may use, each bound to its CPU: a
+ * stall of one CPU alone (another tenant, a vCPU descheduled) stops the
+ * workers on it and that CPU's watcher with them. */
+#define HOST_WATCHERS 16
+
+static struct {
+    pthread_t thread[HOST_WATCHERS];
+    int n;                      /* running */
+    atomic_int stop;
+    atomic_long oversleep;      /* largest, ns */
+} host_watch;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void *host_watch_loop(void *arg)
+{
+    int cpu = (int)(intptr_t)arg;
+    pthread_setname_np(pthread_self(), "t-host-watch");
+    if (cpu >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        sched_setaffinity(0, sizeof one, &one);     /* on failure: unbound, still a witness */
+    }
+    const struct timespec ms = { 0, 1000000 };
+    while (!atomic_load(&host_watch.stop)) {
+        int64_t t0 = mono_ns();
+        nanosleep(&ms, NULL);
+        t_max_update(&host_watch.oversleep, (long)(mono_ns() - t0 - ms.tv_nsec));
+    }
+    return NULL;
+}
+
+void t_host_watch_begin(void)
+{
+    t_host_watch_end();
+    if (t_valgrind())
+        return;     /* one thread at a time: it would measure valgrind (limits are wide there) */
+    atomic_store(&host_watch.stop, 0);
+    atomic_store(&host_watch.oversleep, 0);
+    cpu_set_t cpus;
+    int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);     /* inherited: blocked from their start */
+    for (int cpu = 0; cpu < CPU_SETSIZE && host_watch.n < HOST_WATCHERS; cpu++) {
+        if (ncpu && !CPU_ISSET(cpu, &cpus))
+            continue;
+        int e = pthread_create(&host_watch.thread[host_watch.n], NULL, host_watch_loop,
+                               (void *)(intptr_t)(ncpu ? cpu : -1));
+        ck_assert_msg(e == 0, "the host's watch: pthread_create: %s", strerror(e));
+        host_watch.n++;
+        if (!ncpu)
+            break;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+int64_t t_host_stalled(void)
+{
+    return host_watch.n ? atomic_load(&host_watch.oversleep) : 0;
+}
+
+int64_t t_host_watch_end(void)
+{
+    if (!host_watch.n)
+        return 0;
+    atomic_store(&host_watch.stop, 1);
+    for (int i = 0; i < host_watch.n; i++)
+        pthread_join(host_watch.thread[i], NULL);
+    host_watch.n = 0;
+    return atomic_load(&host_watch.oversleep);
+}
+
+void t_host_watch_fixture_begin(void) { t_host_watch_begin(); }
+void t_host_watch_fixture_end(void) { t_host_watch_end(); }
 
 void t_max_update(atomic_long *max, long v)
 {

@@ -1037,15 +1037,17 @@ START_TEST(pinned_coroutine_does_not_stop_handoff)
     st_reset();
     goro_t *tk = go(st_ticker);
     t_settle();
+    t_host_watch_begin();
     goro_t *lr = go(st_long_runner, 3 * SLICE / GORO_MSEC);    /* preempted: pinned */
     goro_t *un = go(st_unpreemptible, 40 * SLICE / GORO_MSEC);
     ck_assert_int_eq(goro_join(un, NULL), 0);
     ck_assert_int_eq(goro_join(lr, NULL), 0);
     atomic_store(&st.stop, 1);
     ck_assert_int_eq(goro_join(tk, NULL), 0);
+    double host = t_ms(t_host_watch_end());
     double gap = t_ms(atomic_load(&st.max_gap_ns));
-    ck_assert_msg(gap < t_timeout(0.15) * 1e3,
-                  "ticker gap %.0f ms while its thread's coroutine refused preemption", gap);
+    ck_assert_msg(gap < t_timeout(0.15) * 1e3 + host, "ticker gap %.0f ms while its thread's "
+                  "coroutine refused preemption (the host stalled %.0f ms)", gap, host);
 }
 END_TEST
 
@@ -1301,6 +1303,7 @@ START_TEST(expired_wait_loop_yields)
     ck_assert_int_eq(goro_mutex_lock(&st_mu), 0);
     atomic_store(&st_never_stop, 0);
     st_never = go(st_until_stop);
+    t_host_watch_begin();           /* before threads0: it counts the watch */
     long threads0 = thread_count();
     goro_t *tk = go(st_ticker);
     goro_t *loops[2];
@@ -1322,6 +1325,7 @@ START_TEST(expired_wait_loop_yields)
     ck_assert_int_eq(goro_close(st_pipe[0]), 0);
     close(st_pipe[1]);
     ck_assert_int_eq(goro_chan_free(st.ch), 0);
+    double host = t_ms(t_host_watch_end());
     double gap = t_ms(atomic_load(&st.max_gap_ns));
     /* One spare may come and go (a thread sampled asleep in the kernel
      * past its slice). Under the sanitizers their own locks put threads to
@@ -1331,9 +1335,10 @@ START_TEST(expired_wait_loop_yields)
     long spare = t_sanitized() || t_slow() ? 2 : 1;
     ck_assert_msg(max_threads <= threads0 + spare, "%s: threads: %ld at the start, up to %ld "
                   "with two loops on expired waits", expired_kinds[kind], threads0, max_threads);
-    ck_assert_msg(atomic_load(&st.ticks) > 20 && gap < t_timeout(0.1) * 1e3,
-                  "%s: ticker: %ld ticks, largest gap %.0f ms", expired_kinds[kind],
-                  atomic_load(&st.ticks), gap);
+    /* a stall of the host's stops the ticker too */
+    ck_assert_msg(atomic_load(&st.ticks) > 20 && gap < t_timeout(0.1) * 1e3 + host,
+                  "%s: ticker: %ld ticks, largest gap %.0f ms (the host stalled %.0f ms)",
+                  expired_kinds[kind], atomic_load(&st.ticks), gap, host);
 }
 END_TEST
 

@@ -15,11 +15,14 @@
 #include "helpers.h"
 #include "suites.h"
 
+/* How late a timer may fire, plus any stall of the host's since the test
+ * began (helpers.h). */
 static int64_t late_bound(void)
 {
+    int64_t host = t_host_stalled();
     if (t_slow())
-        return 150 * GORO_MSEC;
-    return t_sanitized() ? 40 * GORO_MSEC : 15 * GORO_MSEC;
+        return 150 * GORO_MSEC + host;
+    return (t_sanitized() ? 40 * GORO_MSEC : 15 * GORO_MSEC) + host;
 }
 
 static void restart_with(int workers)
@@ -33,6 +36,7 @@ static void restart_with(int workers)
 static int64_t order_due[NORDER];
 static atomic_long order_seq;
 static long order_rank[NORDER];     /* position in the wake-up sequence */
+static int64_t order_late[NORDER];  /* woke this long after its deadline */
 
 static atomic_long order_late_starts;
 
@@ -43,23 +47,27 @@ static void order_sleeper(long i)
 {
     atomic_fetch_add(&order_at_gate, 1);
     goro_chan_recv(order_gate, NULL);
-    if (goro_now() >= order_due[i])
+    if (goro_now() >= order_due[i]) {
         atomic_fetch_add(&order_late_starts, 1);   /* would not park at all */
+        order_late[i] = -1;
+        order_rank[i] = atomic_fetch_add(&order_seq, 1);
+        return;
+    }
     if (goro_sleep_until(order_due[i]) != 0)
         t_fail("sleeper %ld: sleep failed", i);
     int64_t now = goro_now();
     if (now < order_due[i])
         t_fail("sleeper %ld woke %ld ns early", i, (long)(order_due[i] - now));
+    order_late[i] = now - order_due[i];
     order_rank[i] = atomic_fetch_add(&order_seq, 1);
 }
 
-/* One worker, random distinct deadlines: the heap hands them out in
- * deadline order, whatever the order they were started in. */
-START_TEST(sleepers_wake_in_deadline_order)
+/* One round: n sleepers with random distinct deadlines 20 us apart pass a
+ * gate, then sleep. Returns how many woke less than ORDER_ON_TIME late
+ * and, in *inversions, the pairs among those that woke out of order. */
+#define ORDER_ON_TIME GORO_MSEC
+static long order_round(long n, uint32_t *rnd, long *inversions, long *all)
 {
-    restart_with(1);
-    long n = t_scale(NORDER);
-    uint32_t rnd = 12345;
     atomic_store(&order_late_starts, 0);
     atomic_store(&order_seq, 0);
     atomic_store(&order_at_gate, 0);
@@ -70,11 +78,10 @@ START_TEST(sleepers_wake_in_deadline_order)
     ck_assert_int_eq(t_wait_at_least(&order_at_gate, n, t_timeout(20)), n);
     /* time for all of them to pass the gate before the first is due */
     int64_t base = goro_now() + (t_slow() || t_sanitized() ? GORO_SEC : 50 * GORO_MSEC);
-    /* distinct deadlines 20 us apart, shuffled */
     for (long i = 0; i < n; i++)
         order_due[i] = base + i * 20 * GORO_USEC;
     for (long i = n - 1; i > 0; i--) {
-        long j = (long)(t_rnd(&rnd) % (uint32_t)(i + 1));
+        long j = (long)(t_rnd(rnd) % (uint32_t)(i + 1));
         int64_t x = order_due[i];
         order_due[i] = order_due[j];
         order_due[j] = x;
@@ -84,23 +91,53 @@ START_TEST(sleepers_wake_in_deadline_order)
         ck_assert_int_eq(goro_join(h[i], NULL), 0);
     ck_assert_msg(!t_failed(), "%s", t_failed());
     ck_assert_int_eq(goro_chan_free(order_gate), 0);
-    ck_assert_msg(atomic_load(&order_late_starts) == 0,
-                  "%ld sleepers started after their deadline (the machine is too slow)",
-                  atomic_load(&order_late_starts));
     /* rank must grow with the deadline */
-    long inversions = 0;
-    for (long i = 0; i < n; i++)
+    long on_time = 0;
+    *inversions = *all = 0;
+    for (long i = 0; i < n; i++) {
+        bool counted = order_late[i] >= 0 && order_late[i] < ORDER_ON_TIME;
+        on_time += counted;
         for (long j = 0; j < n; j++)
-            if (order_due[i] < order_due[j] && order_rank[i] > order_rank[j])
-                inversions++;
-    /* Under the sanitizers one switch can take over a millisecond (TSan's
-     * fiber switch); sysmon then runs the timers of a worker it takes
-     * for stuck, onto the global queue, out of order. */
-    if (t_sanitized() || t_slow()) {
-        printf("timer order: %ld inversions (not checked: sanitized or slow build)\n",
-               inversions);
-        return;
+            if (order_late[j] >= 0 && order_due[i] < order_due[j] &&
+                order_rank[i] > order_rank[j]) {
+                (*all)++;
+                *inversions += counted;
+            }
     }
+    printf("timer order: %ld inversions among %ld of %ld sleepers on time, %ld among all "
+           "(%ld started after their deadline)%s\n", *inversions, on_time, n, *all,
+           atomic_load(&order_late_starts),
+           t_sanitized() || t_slow() ? ": not checked, sanitized or slow build" : "");
+    return on_time;
+}
+
+/* One worker: the heap hands the sleepers out in deadline order, whatever
+ * the order they were started in.
+ * The host may stop the process for 100 ms (seen in CI). Then sleepers
+ * start after their deadline (they never park: left out), or the monitor
+ * finds the worker's timers overdue by TIMERS_STARVED (1 ms) inside one
+ * slice and wakes them onto the global queue, behind those the worker
+ * wakes itself. So a pair counts as woken out of order only if the one
+ * due first woke less than ORDER_ON_TIME late: the heap's order, not the
+ * monitor's rescue. Without a stall every sleeper is on time; a round
+ * with pairs out of order in which most sleepers were late says little
+ * and is run again. */
+START_TEST(sleepers_wake_in_deadline_order)
+{
+    restart_with(1);
+    long n = t_scale(NORDER), inversions = 0, all = 0, on_time = 0;
+    uint32_t rnd = 12345;
+    int rounds = t_sanitized() || t_slow() ? 1 : 5;
+    for (int round = 0; round < rounds && (round == 0 || (all > 0 && on_time < n / 2)); round++)
+        on_time = order_round(n, &rnd, &inversions, &all);
+    /* Under the sanitizers one switch can take over a millisecond (TSan's
+     * fiber switch): most sleepers are late, and sysmon's rescues are
+     * among them. */
+    if (t_sanitized() || t_slow())
+        return;
+    ck_assert_msg(all == 0 || on_time >= n / 2, "in %d rounds, fewer than half the sleepers woke within "
+                  "%.0f ms of their deadline (last round: %ld of %ld): the machine is too slow "
+                  "to tell the order", rounds, t_ms(ORDER_ON_TIME), on_time, n);
     ck_assert_msg(inversions == 0, "%ld pairs of sleepers woke out of deadline order", inversions);
 }
 END_TEST
@@ -187,7 +224,8 @@ START_TEST(earlier_timer_from_a_thread_wakes_a_sleeping_worker)
     int64_t tick = 0;
     ck_assert_int_eq(goro_ticker_wait(t, &tick), 0);
     int64_t late = goro_now() - (t0 + 20 * GORO_MSEC);
-    ck_assert_msg(late < late_bound(), "first tick %.3f ms late", t_ms(late));
+    ck_assert_msg(late < late_bound(), "first tick %.3f ms late (the host stalled %.3f ms)",
+                  t_ms(late), t_ms(t_host_stalled()));
     ck_assert_int_eq(goro_ticker_free(t), 0);
     goro_cancel(a);
     goro_cancel(b);
@@ -514,6 +552,7 @@ Suite *timer_suite(void)
 {
     Suite *s = suite_create("timer");
     TCase *tc = t_runtime_tcase(s, "timer", 60);
+    tcase_add_checked_fixture(tc, t_host_watch_fixture_begin, t_host_watch_fixture_end);
     tcase_add_test(tc, sleepers_wake_in_deadline_order);
     tcase_add_test(tc, timer_due_at_the_next_switch);
     tcase_add_test(tc, earlier_timer_from_a_thread_wakes_a_sleeping_worker);

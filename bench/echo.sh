@@ -42,6 +42,17 @@
 #       target for goro at 1000 x 64 B: <= 600)
 # plus a note when the load generator used most of a CPU: then the client,
 # not the server, may be what limits the round trips.
+# Where perf cannot count instructions (virtual CPUs without counters) and
+# valgrind is at hand, callgrind counts them instead, for the C servers and
+# goro at 1000 x 64 B (ECHO_CALLGRIND=0: not):
+#   name=echo_c1000_s64_srv_insn_cg impl=<who> value=<n> unit=insn
+# Each server runs twice under callgrind, CG_SHORT and CG_LONG seconds of
+# load; the difference of its instructions over the difference of the
+# round trips leaves out its start, the connects and its stop. valgrind
+# runs one thread at a time and about 50 times slower, so every poll finds
+# many connections ready: the count is a floor of what the server spends
+# at full speed (fewer polls and sleeps per round trip), the same floor for
+# every server.
 # Exit status: 1 if a run failed (server died, no RESULT line), else 0.
 set -u
 source "$(dirname "$0")/results.sh"
@@ -86,9 +97,11 @@ errf=$(mktemp)
 serr=$(mktemp)
 server_pid=
 perf_pid=
+cgdir=              # callgrind's output (cg_figures)
 cleanup() {
     [[ -n $server_pid ]] && stop_server
     rm -f "$results" "$runs" "$errf" "$serr"
+    [[ -n $cgdir ]] && rm -rf "$cgdir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -143,15 +156,17 @@ next_port() {
     done
 }
 
-# start_server IMPL PORT: starts it in the background and waits (up to
-# 10 s) until it accepts a connection. Returns 1 if it does not.
+# start_server IMPL PORT: starts it in the background (after the words of
+# $server_wrap: a tool to run it under) and waits (up to 10 s, 60 s
+# wrapped) until it accepts a connection. Returns 1 if it does not.
+server_wrap=
 start_server() {
     local cmd i
     cmd=$(server_cmd "$1" "$2")
     # shellcheck disable=SC2086  # the command line is split on purpose
-    $cmd >/dev/null 2>"$serr" &
+    $server_wrap $cmd >/dev/null 2>"$serr" &
     server_pid=$!
-    for ((i = 0; i < 200; i++)); do
+    for ((i = 0; i < (${#server_wrap} ? 1200 : 200); i++)); do
         kill -0 "$server_pid" 2>/dev/null || return 1
         (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null && return 0
         sleep 0.05
@@ -159,11 +174,12 @@ start_server() {
     return 1
 }
 
-# Stops the server (SIGTERM, then SIGKILL after 5 s) and reaps it.
+# Stops the server (SIGTERM, then SIGKILL after 5 s, 60 s wrapped) and
+# reaps it.
 stop_server() {
     local i
     kill -TERM "$server_pid" 2>/dev/null
-    for ((i = 0; i < 50; i++)); do
+    for ((i = 0; i < (${#server_wrap} ? 600 : 50); i++)); do
         kill -0 "$server_pid" 2>/dev/null || break
         sleep 0.1
     done
@@ -374,8 +390,65 @@ ratios_for() {
             target_val "${n}_srv_insn" goro "<=" 600
         else
             echo "# skip: ${n}_srv_insn: perf cannot count user instructions on these CPUs"
+            target_val "${n}_srv_insn_cg" goro "<=" 600
         fi
     fi
+}
+
+# ---- instructions by callgrind ----
+
+CG_CONNS=1000 CG_SIZE=64 CG_SHORT=3 CG_LONG=9
+
+# cg_run IMPL SECONDS: the server under callgrind, loaded for SECONDS;
+# prints "<instructions> <round trips>", nothing if the run failed.
+cg_run() {
+    local out res f ir
+    next_port
+    server_wrap="valgrind --tool=callgrind --callgrind-out-file=$cgdir/cg.%p"
+    if start_server "$1" "$port"; then
+        out=$(timeout -k 5 $(($2 + 300)) "$LOAD" --port "$port" --conns "$CG_CONNS" \
+              --size "$CG_SIZE" --duration "$2" --warmup 0 --workers 1 --engine epoll \
+              --timeout 60 --quiet 2>"$errf")
+        res=$(tail -n 1 <<<"$out")
+    fi
+    f="$cgdir/cg.$server_pid"
+    stop_server
+    server_wrap=
+    ir=$(sed -n 's/^summary: \([0-9]*\).*/\1/p' "$f" 2>/dev/null)
+    rm -f "$cgdir"/cg.*
+    [[ $res == RESULT* && -n $ir ]] || return
+    echo "$ir $(awk -v r="$(field rtps "$res")" -v d="$(field duration "$res")" \
+                   'BEGIN { printf "%.0f", r * d }')"
+}
+
+# cg_figures: echo_c1000_s64_srv_insn_cg for goro and the C servers.
+cg_figures() {
+    local impl a b per n="echo_c${CG_CONNS}_s${CG_SIZE}_srv_insn_cg"
+    if ((insn_ok)) || [[ ${ECHO_CALLGRIND:-1} == 0 ]]; then
+        return
+    fi
+    if ! command -v valgrind >/dev/null; then
+        echo "# skip: $n: no valgrind"
+        return
+    fi
+    echo "# echo: instructions per round trip by callgrind, $CG_CONNS x $CG_SIZE B," \
+         "${CG_SHORT}s and ${CG_LONG}s of load per server"
+    cgdir=$(mktemp -d)
+    for impl in "${IMPLS[@]}"; do
+        [[ $impl == go ]] && { echo "# skip: $n (go): Go's runtime does not run under valgrind"; continue; }
+        a=$(cg_run "$impl" "$CG_SHORT") b=$(cg_run "$impl" "$CG_LONG")
+        per=$(awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
+                  if (y[2] > x[2]) printf "%.0f", (y[1] - x[1]) / (y[2] - x[2]) }')
+        if [[ -z $a || -z $b || -z $per ]]; then
+            echo "# FAILED: $n ($impl): a run under callgrind failed (runs: '$a' '$b')"
+            show_server_stderr "$impl"
+            head -n 10 "$errf" | sed "s/^/#   stderr (echoload): /"
+            failed=1
+            continue
+        fi
+        figure "$n" "$impl" "$per" insn
+    done
+    rm -rf "$cgdir"
 }
 
 main() {
@@ -413,6 +486,7 @@ main() {
             done
         done
     done
+    fds_ok "$CG_CONNS" && cg_figures
     echo "# echo ratios (impl=goro: goro / peer; best C server per point)"
     for c in "${CONNS[@]}"; do
         for s in "${SIZES[@]}"; do

@@ -127,18 +127,18 @@ void t_settle(void);
 uint32_t t_rnd(uint32_t *state);
 /* Raises *max to v if v is larger (from any thread). */
 void t_max_update(atomic_long *max, long v);
-/* The host's own stalls. A machine shared with others can stop a process
- * for 100 ms or more (seen in CI: every thread, at the same moment); a
+/* The host's own stalls. A machine shared with others can stop a process,
+ * or the CPU one of its threads is on, for 100 ms or more (seen in CI); a
  * timing limit cannot tell that from the runtime's lateness. So plain
  * threads, no runtime code, one bound to each CPU, sleep 1 ms over and
  * over between begin and end and keep their largest oversleep: what the
- * host alone cost. A timing
- * check adds that to its limit (it can only widen the limit by a stall
- * that really happened). begin restarts a watch already running; end
- * returns the largest oversleep in ns (0 if none ran). The watch blocks
- * every signal, so it never takes one meant for the process; under
- * valgrind, which runs one thread at a time, there is none. The fixture
- * pair watches for a whole test (tcase_add_checked_fixture). */
+ * host alone cost. A timing check adds that to its limit (it can only
+ * widen the limit by a stall that really happened). begin restarts a
+ * watch already running; end returns the largest oversleep in ns (0 if
+ * none ran). The watchers block every signal, so they never take one
+ * meant for the process; under valgrind, which runs one thread at a time,
+ * there are none. The fixture pair watches for a whole test
+ * (tcase_add_checked_fixture). */
 void t_host_watch_begin(void);
 int64_t t_host_watch_end(void);
 int64_t t_host_stalled(void);    /* the largest oversleep so far; the watch goes on */

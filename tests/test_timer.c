@@ -63,8 +63,9 @@ static void order_sleeper(long i)
 }
 
 /* One round: n sleepers with random distinct deadlines 20 us apart pass a
- * gate, then sleep. Returns how many woke less than ORDER_ON_TIME late
- * and, in *inversions, the pairs among those that woke out of order. */
+ * gate, then sleep. Returns how many woke less than ORDER_ON_TIME late;
+ * *inversions: the pairs out of order whose first-due sleeper is one of
+ * those, *all: the pairs out of order among every sleeper that slept. */
 #define ORDER_ON_TIME GORO_MSEC
 static long order_round(long n, uint32_t *rnd, long *inversions, long *all)
 {

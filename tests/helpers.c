@@ -231,13 +231,6 @@ static struct {
     atomic_long oversleep;      /* largest, ns */
 } host_watch;
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void *host_watch_loop(void *arg)
 {
     int cpu = (int)(intptr_t)arg;
@@ -250,9 +243,9 @@ static void *host_watch_loop(void *arg)
     }
     const struct timespec ms = { 0, 1000000 };
     while (!atomic_load(&host_watch.stop)) {
-        int64_t t0 = mono_ns();
+        double t0 = t_now();
         nanosleep(&ms, NULL);
-        t_max_update(&host_watch.oversleep, (long)(mono_ns() - t0 - ms.tv_nsec));
+        t_max_update(&host_watch.oversleep, (long)((t_now() - t0) * 1e9) - ms.tv_nsec);
     }
     return NULL;
 }

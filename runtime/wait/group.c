@@ -506,17 +506,12 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
          * member - or a change of the waiter's class (RECLASS), which the
          * members get if it is higher (group_lend), and it waits on. */
         struct goro_waiter w = { .g = goro__waiter_self() };
-        goro__waitq_push(&grp->done, &w);
         int prio = self ? goro__prio_of(self) : GORO_PRIO_NORMAL;
         struct goro_park how = { .why = GORO_W_GROUP, .obj = grp, .unlock = goro__unlock_cb,
                                  .arg = &grp->lock, .deadline = GORO_FOREVER, .firm = true,
                                  .lends = self != NULL, .lent = (int8_t)prio };
-        if (goro__park(&how) == GORO_WAKE_RECLASS) {
-            goro__lock(&grp->lock);
-            goro__waitq_remove(&grp->done, &w);
-            goro__unlock(&grp->lock);
+        if (goro__waitq_park(&grp->done, &w, &grp->lock, &how) == GORO_WAKE_RECLASS)
             group_lend(grp, goro__prio_of(self));
-        }
         goro__lock(&grp->lock);
     }
     grp->waited = true;

@@ -134,6 +134,14 @@ GORO_HIDDEN int goro__waitq_wait(struct goro_waitq *q, struct goro_waiter *w,
                                  goro_lock_t *lk, enum goro_wait why, const void *obj,
                                  int64_t deadline, bool firm);
 
+/* goro__waitq_wait's queueing and parking, for a wait that sets up its
+ * own park (how: its unlock must drop lk - goro__unlock_cb, lk). Checks
+ * nothing first; returns the outcome (enum goro_wake), with lk released
+ * and w off q unless a partner completed the wait (GORO_WAKE_DONE). */
+struct goro_park;
+GORO_HIDDEN int goro__waitq_park(struct goro_waitq *q, struct goro_waiter *w,
+                                 goro_lock_t *lk, const struct goro_park *how);
+
 /* ---- for the wait graph (debug/waitgraph.c) ----
  * Who alone can end a wait, read from the object through copy (which
  * copies len bytes of memory that may be gone, or says false): a snapshot

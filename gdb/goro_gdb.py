@@ -547,7 +547,9 @@ def _where(frame, depth, parked):
             frame = frame.older()
     except gdb.error:
         pass
-    outside = [f for f in frames if not _runtime_files.is_runtime(f)]
+    # a signal's trampoline ("<signal handler called>") is nobody's place
+    outside = [f for f in frames
+               if f.type() != gdb.SIGTRAMP_FRAME and not _runtime_files.is_runtime(f)]
     for f in outside:
         sal = f.find_sal()
         if sal.symtab is not None and sal.line:

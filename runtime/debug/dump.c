@@ -272,7 +272,8 @@ int goro_dump(FILE *out)
 
 static _Atomic int dumping;
 
-static void on_sigquit(int sig, siginfo_t *si, void *uc)
+/* goro__ though static: see goro__on_sigurg (preempt.c). */
+static void goro__on_sigquit(int sig, siginfo_t *si, void *uc)
 {
     (void)sig;
     (void)si;
@@ -292,5 +293,5 @@ void goro__dump_install(void)
         return;
     /* On the alternate stack where there is one: the interrupted
      * coroutine may have little stack left, and unwinding takes some. */
-    goro__sigaction(SIGQUIT, on_sigquit, NULL);
+    goro__sigaction(SIGQUIT, goro__on_sigquit, NULL);
 }

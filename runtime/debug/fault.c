@@ -470,7 +470,8 @@ static void die_by_default(int sig, const siginfo_t *si)
         syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }
 
-static void on_fault(int sig, siginfo_t *si, void *uc)
+/* goro__ though static: see goro__on_sigurg (preempt.c). */
+static void goro__on_fault(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
     if (walk_escape && (sig == SIGSEGV || sig == SIGBUS))
@@ -524,7 +525,7 @@ void goro__fault_install(void)
         return;
     unwind_setup();
     for (int i = 0; i < NCRASH; i++)
-        goro__sigaction(crash_signals[i], on_fault, &old_actions[i]);
+        goro__sigaction(crash_signals[i], goro__on_fault, &old_actions[i]);
     goro__dump_install();
 }
 

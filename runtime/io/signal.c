@@ -64,7 +64,8 @@ int goro__signal_subscribers(void)
     return n;
 }
 
-static void on_signal(int sig, siginfo_t *si, void *uc)
+/* goro__ though static: see goro__on_sigurg (preempt.c). */
+static void goro__on_signal(int sig, siginfo_t *si, void *uc)
 {
     (void)si;
     (void)uc;
@@ -79,7 +80,7 @@ static bool handler_is_ours(int sig)
 {
     struct sigaction now;
     return sigaction(sig, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) &&
-           now.sa_sigaction == on_signal;
+           now.sa_sigaction == goro__on_signal;
 }
 
 /* Every signal with at least one listener. */
@@ -169,7 +170,7 @@ static int watch_locked(void)
 static void listen_start(int sig)
 {
     atomic_store_explicit(&caught[sig], 0, memory_order_relaxed);
-    goro__sigaction(sig, on_signal, &before[sig]);
+    goro__sigaction(sig, goro__on_signal, &before[sig]);
 }
 
 /* The disposition goes back to what it was - unless the program has put

@@ -149,8 +149,10 @@ static int decline_reason(struct goro_m *m, struct goro *g, uintptr_t pc)
     return pc_preemptible(pc) ? GORO_STALL_PREEMPTIBLE : GORO_STALL_FOREIGN;
 }
 
+/* Named goro__ though static: without debug information, gdb's extension
+ * tells the runtime's frames from the program's by that prefix. */
 __attribute__((no_sanitize_address))
-static void on_sigurg(int sig, siginfo_t *si, void *ucv)
+static void goro__on_sigurg(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
     bool ours = si->si_code == SI_QUEUE && si->si_value.sival_int == GORO_URG_TAG;
@@ -219,10 +221,10 @@ int goro__preempt_install(void)
     struct sigaction now;
     if (sigaction(SIGURG, NULL, &now) != 0)
         return -errno;
-    if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_sigurg)
+    if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == goro__on_sigurg)
         return 0;
     app_action = now;
-    return goro__sigaction(SIGURG, on_sigurg, NULL);
+    return goro__sigaction(SIGURG, goro__on_sigurg, NULL);
 }
 
 #define SIGNAL_RESEND (20 * GORO_MSEC)

@@ -7,7 +7,9 @@
  *
  *   fixture [live]    after the checkpoint, release everything and exit 0
  *   fixture crash     instead of the checkpoint, a spinning coroutine
- *                     writes through a NULL pointer
+ *                     writes through a NULL pointer while the other one
+ *                     is held inside a signal handler (SIGUSR2), so that
+ *                     the core has a coroutine interrupted by a signal
  *   fixture dump      goro_dump(stdout) at the checkpoint, then as live
  *   fixture sigquit   at the checkpoint, a spinning coroutine raises SIGQUIT
  *                     on its worker, then main sends it to the process (run
@@ -17,6 +19,7 @@
  * place each coroutine waits; they find the line numbers by that mark.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,6 +49,7 @@ static atomic_int spinning_count;
 static atomic_int stop_spinning;
 static atomic_int crash_now;
 static atomic_int quit_now;         /* 1: spin2 raises SIGQUIT, 2: it did */
+static atomic_int hold_now;         /* 1: spin2 raises SIGUSR2, 2: it is held */
 static atomic_int woken_count;      /* keeps the waits from being tail calls */
 
 NOINLINE void checkpoint(void)
@@ -113,6 +117,37 @@ static NOINLINE long joiner(goro_t *h)
     return r;
 }
 
+/* spin2's SIGUSR2 handler: it spins here until the crash ends the process,
+ * with every signal blocked, preemption's SIGURG too. (No call in the loop:
+ * the first frame with a line is this one, libc's debug information or not.) */
+static NOINLINE void held_by_signal(int sig)
+{
+    (void)sig;
+    static volatile long spins;
+    atomic_store(&hold_now, 2);
+    for (;;) spins++;                                   /* where: held */
+}
+
+static void hold_on_signal(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = held_by_signal;
+    sigfillset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, NULL);
+}
+
+/* Runtime threads block the signals a program may wait for: unblock
+ * SIGUSR2 on this one and send it here. */
+static NOINLINE void hold_this_thread(void)
+{
+    sigset_t usr2;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    pthread_sigmask(SIG_UNBLOCK, &usr2, NULL);
+    raise(SIGUSR2);                 /* held in held_by_signal() */
+}
+
 static NOINLINE void spin_step(volatile long *n)
 {
     (*n)++;                                             /* where: spin */
@@ -131,6 +166,8 @@ static NOINLINE void spinner(int crasher)
             raise(SIGQUIT);         /* a signal to this worker thread */
             atomic_store(&quit_now, 2);
         }
+        if (!crasher && atomic_load(&hold_now) == 1)
+            hold_this_thread();
     }
 }
 
@@ -210,6 +247,9 @@ int main(int argc, char **argv)
     wait_until(&spinning_count, 2, "two spinners");
 
     if (strcmp(mode, "crash") == 0) {
+        hold_on_signal();
+        atomic_store(&hold_now, 1);
+        wait_until(&hold_now, 2, "spin2 held in its signal handler");
         atomic_store(&crash_now, 1);
         goro_join(hs[n - 2], NULL);
         return 4;                   /* not reached: the crash ends the process */

@@ -191,8 +191,11 @@ START_TEST(guard_covers_unprobed_frames)
     int small_reused = 0;
     /* Stacks reused after their pages went back to the kernel (a deep
      * default one trimmed in its pool, a small one given back to its
-     * arena) keep their guard. */
-    for (int round = 0; round < 3; round++) {
+     * arena) keep their guard. In arenas a freed slot is the next one its
+     * worker takes; which worker runs a round is the scheduler's choice,
+     * so rounds go on until a slot was seen reused twice. */
+    bool arenas = t_stacks_in_arenas();
+    for (int round = 0; round < 3 || (arenas && small_reused < 2 && round < 40); round++) {
         ck_assert_int_eq(goro_join(go(deep_body), NULL), 0);
         ck_assert_ptr_nonnull(h = go(own_guard));
         ck_assert_int_eq(goro_join(h, &guard), 0);
@@ -205,8 +208,8 @@ START_TEST(guard_covers_unprobed_frames)
         small_reused += atomic_load(&own_guard_at) == small_at;
         small_at = atomic_load(&own_guard_at);
     }
-    if (t_stacks_in_arenas())           /* a freed slot is the next one taken */
-        ck_assert_int_eq(small_reused, 2);
+    if (arenas)
+        ck_assert_int_ge(small_reused, 2);
 }
 END_TEST
 
@@ -653,13 +656,18 @@ static int arena_maps_child(void *arg)
     int n = 0, err = 0;
     for (; n < ARENA_SPAWNS && !err; n += !err)
         err = goro_go(&h[n], n % 8 ? NULL : &small, park_until_released);
-    printf("spawned=%d err=%d maps=%ld\n%s\n", n, err, t_maps_count(), t_stack_space_line());
+    printf("spawned=%d err=%d maps=%ld\n", n, err, t_maps_count());
     atomic_store(&maps_release, 1);
     int status = err ? 12 : 0;
     for (int i = 0; i < n; i++)
         if (goro_join(h[i], NULL) != 0)
             status = status ? status : 13;
     munmap(fill, (size_t)pages * (size_t)sysconf(_SC_PAGESIZE));
+    /* The dump's stack line only now: goro_dump names every frame of
+     * every coroutine through libunwind, which looks each one up in
+     * /proc/self/maps - 20,000 coroutines among 65,000 mappings took
+     * more than a minute. */
+    printf("%s\n", t_stack_space_line());
     if (goro_shutdown() != 0)
         status = status ? status : 14;
     return status;

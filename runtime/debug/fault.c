@@ -28,6 +28,9 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +186,61 @@ static const char *unwind_name(unw_cursor_t *cursor, uintptr_t ip, char *name, s
     return name;
 }
 
+/* libunwind's names, remembered by address. Its lookup reads
+ * /proc/self/maps and maps the object file each time (1.2-1.6 ms a frame
+ * measured), and a dump names the same few return addresses in every
+ * coroutine. A slot is written once, by whoever claims it empty, and
+ * never changes after READY: readers look only at READY slots, so a
+ * signal handler may read and fill it too (no lock, no allocation). A
+ * slot held by another address, or left WRITING by a walk that escaped a
+ * fault, is passed by. (Code unloaded by dlclose and other code loaded at
+ * its address would keep the old name.) */
+enum { NAME_SLOTS = 512, NAME_LEN = 128 };
+enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
+
+struct name_slot {
+    _Atomic int state;
+    bool exact, found;
+    uintptr_t ip, start;
+    char name[NAME_LEN];
+};
+
+static struct name_slot name_slots[NAME_SLOTS];
+
+static struct name_slot *name_slot_of(uintptr_t ip, bool exact)
+{
+    uint64_t h = ((uint64_t)ip * 0x9e3779b97f4a7c15ull) >> 32;
+    return &name_slots[(h + exact) % NAME_SLOTS];
+}
+
+/* unwind_name, through the remembered names. */
+static const char *remembered_name(unw_cursor_t *cursor, uintptr_t ip, bool exact, char *name,
+                                   uintptr_t *start)
+{
+    struct name_slot *slot = name_slot_of(ip, exact);
+    if (atomic_load_explicit(&slot->state, memory_order_acquire) == SLOT_READY &&
+        slot->ip == ip && slot->exact == exact) {
+        if (!slot->found)
+            return NULL;
+        memcpy(name, slot->name, NAME_LEN);
+        *start = slot->start;
+        return name;
+    }
+    const char *found = unwind_name(cursor, ip, name, NAME_LEN, start);
+    int empty = SLOT_EMPTY;
+    if (atomic_compare_exchange_strong_explicit(&slot->state, &empty, SLOT_WRITING,
+                                                memory_order_acquire, memory_order_relaxed)) {
+        slot->ip = ip;
+        slot->exact = exact;
+        slot->found = found != NULL;
+        slot->start = found ? *start : 0;
+        if (found)
+            memcpy(slot->name, name, NAME_LEN);
+        atomic_store_explicit(&slot->state, SLOT_READY, memory_order_release);
+    }
+    return found;
+}
+
 /* The function of the frame at cursor, checked (see above), as text. exact:
  * ip is where the frame stopped (a fault, or the frame a signal
  * interrupted), not a return address - which may lie just past the end of
@@ -191,9 +249,9 @@ static const char *unwind_name(unw_cursor_t *cursor, uintptr_t ip, char *name, s
 static void describe_frame(unw_cursor_t *cursor, uintptr_t ip, bool exact, char *buf,
                            size_t len)
 {
-    char name[128];
+    char name[NAME_LEN];
     uintptr_t start = 0;
-    const char *unwound = unwind_name(cursor, ip, name, sizeof name, &start);
+    const char *unwound = remembered_name(cursor, ip, exact, name, &start);
     struct code_name cn;
     name_code(exact || !ip ? ip : ip - 1, unwound, start, &cn);
     format_code(&cn, ip, buf, len);
@@ -204,14 +262,14 @@ void goro__symbolize(const void *ip, char *buf, size_t len)
     uintptr_t addr = (uintptr_t)ip;
     unw_context_t ctx;
     unw_cursor_t cursor;
-    char name[128];
+    char name[NAME_LEN];
     uintptr_t start = 0;
     const char *unwound = NULL;
     /* A cursor standing at addr + 1: libunwind looks a return address up
      * at address - 1, which is addr. */
     if (unw_getcontext(&ctx) == 0 && unw_init_local(&cursor, &ctx) == 0 &&
         unw_set_reg(&cursor, UNW_REG_IP, (unw_word_t)addr + 1) == 0)
-        unwound = unwind_name(&cursor, addr + 1, name, sizeof name, &start);
+        unwound = remembered_name(&cursor, addr + 1, false, name, &start);
     struct code_name cn;
     name_code(addr, unwound, start, &cn);
     if (!cn.name[0] && !cn.object)

@@ -342,7 +342,11 @@ START_TEST(partial_writes_and_small_reads)
         ck_assert_int_eq(goro_join(rd, &got), 0);
         ck_assert_msg(!t_failed(), "kind %d: %s", kind, t_failed());
         ck_assert_int_eq(got, BIG);
-        ck_assert_msg(partial >= 2, "kind %d: only %ld partial writes", kind, partial);
+        /* The first write is partial (checked in big_writer: nobody reads
+         * yet). Later ones may not be: a unix socket's write goes on while
+         * a reader on the other CPU drains it (CI: the rest of the first
+         * 2 MiB went in one call). */
+        ck_assert_msg(partial >= 1, "kind %d: %ld partial writes", kind, partial);
         ck_assert_int_eq(goro_close(p[0]), 0);
         ck_assert_int_eq(goro_close(p[1]), 0);
     }

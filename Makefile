@@ -299,14 +299,17 @@ test: $(TEST_BIN) $(CXX_TEST_BINS) check-layers
 	$(MAKE) --no-print-directory test-fetch
 	$(MAKE) --no-print-directory test-pipeline
 
+# The ASan build also checks the runtime's rules (GORO_DEBUG, below): one
+# run of the suites instead of two.
 test-asan:
-	$(MAKE) BUILD=build/asan SANITIZE=address,undefined OPT=-O1 test
+	$(MAKE) BUILD=build/asan SANITIZE=address,undefined OPT=-O1 CFLAGS="-O1 -g -DGORO_DEBUG" test
 
 test-tsan:
 	$(MAKE) BUILD=build/tsan SANITIZE=thread OPT=-O1 test
 
 # GORO_DEBUG: runtime locks record their holder and abort with a message
 # when a thread takes one it holds (a goro call from a signal handler).
+# CI checks these rules in test-asan; this is the optimised build alone.
 .PHONY: test-debug
 test-debug:
 	$(MAKE) BUILD=build/debug CFLAGS="$(OPT) -g -DGORO_DEBUG" test

@@ -52,6 +52,15 @@ long t_scale(long n)
     return r < 1 ? 1 : r;
 }
 
+long t_live(long n)
+{
+    long r = t_scale(n);
+#ifdef T_TSAN
+    r /= 10;
+#endif
+    return r < 1 ? 1 : r;
+}
+
 double t_timeout(double seconds)
 {
     return t_slow() ? seconds * 10 : seconds;

@@ -241,14 +241,15 @@ START_TEST(err_many_joiners)
     static goro_t *h[MANY];
     static int order[MANY];
     static struct taker takers[8];
-    int per = MANY / 8;
-    for (int i = 0; i < MANY; i++) {
+    int per = (int)t_live(MANY) / 8, many = per * 8;
+    ck_assert_int_gt(per, 0);
+    for (int i = 0; i < many; i++) {
         order[i] = i;
         ck_assert_int_eq(goro_go(&h[i], NULL, numbered_failer, i), 0);
     }
     /* Joined in a shuffled order, so that joins and exits interleave
      * differently each run. */
-    for (int i = MANY - 1; i > 0; i--) {
+    for (int i = many - 1; i > 0; i--) {
         int j = rand() % (i + 1), x = order[i];
         order[i] = order[j];
         order[j] = x;

@@ -25,16 +25,12 @@
 #include "helpers.h"
 #include "suites.h"
 
-/* Counts of connections: t_scale(), and a quarter of that under TSan,
- * which keeps shadow memory for every coroutine stack it has seen (3000
- * echo connections cost it over 5 GB). */
+/* Counts of connections: t_live() (TSan keeps a fiber and shadow memory
+ * for every coroutine stack it has seen: 3000 echo connections cost it
+ * over 5 GB). */
 static long io_scale(long n)
 {
-    long r = t_scale(n);
-#ifdef T_TSAN
-    r /= 4;
-#endif
-    return r < 1 ? 1 : r;
+    return t_live(n);
 }
 
 /* The byte at offset i of stream seed: not periodic in any small length,

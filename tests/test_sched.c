@@ -557,10 +557,11 @@ static double cpu_seconds(void)
 
 START_TEST(idle_cpu_near_zero)
 {
-    enum { N = 1000 };
+    enum { NMAX = 1000 };
+    const int N = (int)t_live(NMAX);
     goro_chan_t *ch;
     ck_assert_int_eq(goro_chan_new(&ch, 0, 0), 0);
-    static goro_t *h[N];
+    static goro_t *h[NMAX];
     atomic_store(&parked_count, 0);
     for (int i = 0; i < N; i++)
         ck_assert_ptr_nonnull(h[i] = go(park_on, ch));

@@ -55,7 +55,7 @@ static long spawn_join_batches(long n)
 
 START_TEST(spawn_join_100k_from_main)
 {
-    long n = t_scale(100000);
+    long n = t_live(100000);
     ck_assert_int_eq(spawn_join_batches(n), n);
     ck_assert_msg(!t_failed(), "%s", t_failed());
 }
@@ -65,7 +65,7 @@ static long spawn_join_in_coroutine(long n) { return spawn_join_batches(n); }
 
 START_TEST(spawn_join_100k_from_coroutine)
 {
-    long n = t_scale(100000), done = -1;
+    long n = t_live(100000), done = -1;
     goro_t *h = go(spawn_join_in_coroutine, n);
     ck_assert_ptr_nonnull(h);
     ck_assert_int_eq(goro_join(h, &done), 0);
@@ -85,7 +85,7 @@ static void detached_body(long i)
 
 START_TEST(detached_100k_complete)
 {
-    long n = t_scale(100000);
+    long n = t_live(100000);
     /* Keep at most this many in flight: without arenas every live coroutine
      * holds two stack mappings (vm.max_map_count allows ~32k), and the
      * spawning thread could outrun two workers. */
@@ -119,7 +119,7 @@ static void detached_spawner(long n)
 
 START_TEST(detached_from_coroutines_complete)
 {
-    long per = t_scale(20000), spawners = 4;
+    long per = t_live(20000), spawners = 4;
     atomic_store(&detached_done, 0);
     atomic_store(&detached_sum, 0);
     for (long s = 0; s < spawners; s++)

@@ -624,7 +624,7 @@ static void wg_waiter(long n)
 
 START_TEST(waitgroup_many_members)
 {
-    long n = t_scale(100000);
+    long n = t_live(100000);
     const long in_flight = 8192;    /* stack mappings: see test_spawn.c */
     ck_assert_int_eq(goro_waitgroup_init(&wg), 0);
     atomic_store(&wg_done_count, 0);

@@ -126,7 +126,7 @@ static long order_round(long n, uint32_t *rnd, long *inversions, long *all)
 START_TEST(sleepers_wake_in_deadline_order)
 {
     restart_with(1);
-    long n = t_scale(NORDER), inversions = 0, all = 0, on_time = 0;
+    long n = t_live(NORDER), inversions = 0, all = 0, on_time = 0;
     uint32_t rnd = 12345;
     int rounds = t_sanitized() || t_slow() ? 1 : 5;
     for (int round = 0; round < rounds && (round == 0 || (all > 0 && on_time < n / 2)); round++)
@@ -455,7 +455,9 @@ END_TEST
  * race is in how the workers first settle. */
 START_TEST(ticker_fired_by_another_worker_keeps_ticking)
 {
-    int64_t end = goro_now() + (int64_t)(t_timeout(1.5) * GORO_SEC);
+    /* valgrind: a tenth of the slow runs' rounds, each round its memory checked */
+    double window = t_valgrind() ? 3 : t_timeout(1.5);
+    int64_t end = goro_now() + (int64_t)(window * GORO_SEC);
     int rounds = 0;
     while (goro_now() < end) {
         restart_with(2);

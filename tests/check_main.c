@@ -14,6 +14,11 @@ int main(void)
      * (a small GORO_STACK_SIZE would make the deep-recursion tests overflow). */
     unsetenv("GORO_STACK_SIZE");
     unsetenv("GORO_WORKERS");
+    /* Check's default limit is 4 KiB: a longer failure message - the text
+     * of an assertion around go(), whose expansion is long, or a report
+     * of many cases - ended the test with "Message string too long" and
+     * "Early exit with return value 2", the message lost. */
+    check_set_max_msg_size(1 << 16);
     Suite *(*const suites[])(void) = { GORO_TEST_SUITES };
     t_runner = srunner_create(NULL);
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)

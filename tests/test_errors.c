@@ -304,11 +304,11 @@ static void check_env_case(const struct env_case *c, char *report, size_t len)
 
 static void check_env_cases(const struct env_case *cases, size_t n)
 {
-    /* Under valgrind each child's start and shutdown takes over a second
-     * (40 s for the two cases); the parsing is the same code in every
-     * build, and the others run it. */
-    if (t_valgrind()) {
-        t_skip("env_*_values_*", "valgrind (each setting's child takes a second)");
+    /* Under valgrind or qemu each child's start and shutdown takes over a
+     * second (40 s for the two cases); the parsing is the same code in
+     * every build, and the native ones run it. */
+    if (t_slow()) {
+        t_skip("env_*_values_*", "slow run (each setting's child takes a second)");
         return;
     }
     char report[8192] = "";

@@ -25,14 +25,6 @@
 #include "helpers.h"
 #include "suites.h"
 
-/* Counts of connections: t_live() (TSan keeps a fiber and shadow memory
- * for every coroutine stack it has seen: 3000 echo connections cost it
- * over 5 GB). */
-static long io_scale(long n)
-{
-    return t_live(n);
-}
-
 /* The byte at offset i of stream seed: not periodic in any small length,
  * so a lost, repeated or reordered piece shows. */
 static uint8_t pat(uint32_t seed, size_t i)
@@ -215,7 +207,7 @@ static void echo_client(long id)
  * parked at once. */
 START_TEST(echo_thousands_of_connections)
 {
-    long n = io_scale(3000);
+    long n = t_live(3000);
     memset(&ec, 0, sizeof ec);
     ec.lfd = t_tcp_listener(SOMAXCONN, &ec.addr);
     ck_assert_int_eq(goro_chan_new(&ec.gate, 0, 0), 0);
@@ -838,7 +830,7 @@ static void storm_client(long id)
  * once, and closing the listener sends every acceptor home with -EBADF. */
 START_TEST(accept_storm)
 {
-    st.n = io_scale(800);
+    st.n = t_live(800);
     if (st.n < 20)
         st.n = 20;
     st.lfd = t_tcp_listener(SOMAXCONN, &st.addr);
@@ -1866,9 +1858,9 @@ static double leak_round(long cycles)
  * freed memory in quarantine and shadow, so RSS is checked without them. */
 START_TEST(no_leak_over_many_connections)
 {
-    leak_round(io_scale(2000));
+    leak_round(t_live(2000));
     long fds0 = t_fd_count(), rss0 = t_rss_kib(), maps0 = t_maps_count();
-    long cycles = io_scale(100000);
+    long cycles = t_live(100000);
 #ifdef T_TSAN
     cycles /= 5;                /* TSan: about 10 ms per cycle; the count still checks leaks */
 #endif
@@ -2170,7 +2162,7 @@ static void *race_canceller(void *arg)
 
 START_TEST(cancel_token_races_slab_reuse)
 {
-    tr.rounds = io_scale(20000);
+    tr.rounds = t_live(20000);
     tr.toks = xmalloc((size_t)tr.rounds * sizeof *tr.toks);
     atomic_store(&tr.published, 0);
     atomic_store(&tr.handled, 0);

@@ -870,6 +870,11 @@ goro_chan_t *goro_ticker_chan(goro_ticker_t *t);
  * scheduled time. Returns 0, -ECANCELED, -EINVAL. */
 int goro_ticker_wait(goro_ticker_t *t, int64_t *tick);
 
+/* goro_ticker_wait, giving up at deadline (goro_now() clock): also
+ * -ETIMEDOUT, with *tick unchanged and the tick, if one comes later,
+ * left for the next wait. */
+int goro_ticker_wait_until(goro_ticker_t *t, int64_t *tick, int64_t deadline);
+
 /* Restarts the schedule: the next tick is due period ns from now (a tick
  * already delivered stays in the channel). After goro_shutdown it starts
  * the runtime again, as go() does. Returns 0, -EINVAL, or what starting

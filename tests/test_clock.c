@@ -87,6 +87,10 @@ static void timeouts_body(void)
     if (goro_ticker_new(&tk, MIN_NS) != 0)
         return;
     t = goro_now();
+    int64_t none = 0;
+    printf("ticker_wait_until: %d %lld\n",
+           goro_ticker_wait_until(tk, &none, t + MIN_NS / 2), (long long)none);
+    took("tick wait", t);
     for (int i = 0; i < 10; i++) {
         int64_t at;
         goro_ticker_wait(tk, &at);
@@ -124,6 +128,7 @@ START_TEST(ten_minute_timeouts_take_no_time)
     ck_assert_msg(strstr(out, "recv_until: -110\nrecv: 600.000 s\n"), "%s", out);
     ck_assert_msg(strstr(out, "join_until: -110\njoin: 900.000 s\n"), "%s", out);
     ck_assert_msg(strstr(out, "sleep: 3600.000 s\n"), "%s", out);
+    ck_assert_msg(strstr(out, "ticker_wait_until: -110 0\ntick wait: 30.000 s\n"), "%s", out);
     ck_assert_msg(strstr(out, "ticks: 600.000 s\n") && !strstr(out, "late"), "%s", out);
     ck_assert_msg(strstr(out, "outside sleep: 0\noutside: 300.000 s\n"), "%s", out);
     double real = -1;

@@ -74,10 +74,15 @@ goro_chan_t *goro_ticker_chan(goro_ticker_t *t)
 
 int goro_ticker_wait(goro_ticker_t *t, int64_t *tick)
 {
+    return goro_ticker_wait_until(t, tick, GORO_FOREVER);
+}
+
+int goro_ticker_wait_until(goro_ticker_t *t, int64_t *tick, int64_t deadline)
+{
     if (!t)
         return -EINVAL;
     int64_t when;
-    int got = goro_chan_recv(t->ch, &when);
+    int got = goro_chan_recv_until(t->ch, &when, deadline);
     if (got < 0)
         return got;
     if (tick)

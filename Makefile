@@ -6,9 +6,10 @@
 #                     test-aarch64)
 #   make test-strict  every spawn form in strict ISO C and C++17/20 modes
 #   make bench        benchmarks against peers, one line per figure
-#   make install      PREFIX=/usr/local DESTDIR=
-#   make test-install install into a staging root, link a program to it
-#                     through pkg-config (dynamic and -static) and run it
+#   make install      PREFIX=/usr/local DESTDIR= (make uninstall: the same)
+#   make test-install install into a fresh prefix; build C and C++ programs
+#                     against it (shared and -static, pkg-config and CMake),
+#                     run them, check the man pages, uninstall
 #
 # Variants build into their own directories: BUILD=build/asan SANITIZE=...,
 # ARCH=aarch64 (cross, static, run under qemu-user).

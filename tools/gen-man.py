@@ -207,7 +207,7 @@ def page(name, summary, picked, version, all_pages):
         ',\n'.join('.BR %s (3)' % p for p in see),
         '.PP',
         'The guides, installed with the library in',
-        '.IR share/doc/goro/ :',
+        '.IR share/doc/goro/docs/ :',
         '.I api.md',
         '(the whole API),',
         '.IR io.md ,',

@@ -4,10 +4,12 @@
 #   make run          build everything and start the main sample
 #   make test         the Check suite (also: test-asan test-tsan test-valgrind
 #                     test-aarch64)
+#   make test-strict  every spawn form in strict ISO C and C++17/20 modes
 #   make bench        benchmarks against peers, one line per figure
-#   make install      PREFIX=/usr/local DESTDIR=
-#   make test-install install into a staging root, link a program to it
-#                     through pkg-config (dynamic and -static) and run it
+#   make install      PREFIX=/usr/local DESTDIR= (make uninstall: the same)
+#   make test-install install into a fresh prefix; build C and C++ programs
+#                     against it (shared and -static, pkg-config and CMake),
+#                     run them, check the man pages, uninstall
 #
 # Variants build into their own directories: BUILD=build/asan SANITIZE=...,
 # ARCH=aarch64 (cross, static, run under qemu-user).
@@ -18,6 +20,10 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+DOCDIR ?= $(DATADIR)/doc/goro
+MANDIR ?= $(DATADIR)/man
+CMAKEDIR ?= $(LIBDIR)/cmake/goro
 DESTDIR ?=
 SANITIZE ?=
 OPT ?= -O2
@@ -179,21 +185,48 @@ $(SHARED_LIB): $(SHARED_REAL)
 	$(Q)ln -sf libgoro.so.$(VERSION) $(BUILD)/$(SONAME)
 	$(Q)ln -sf libgoro.so.$(VERSION) $@
 
-# A static link (pkg-config --static) needs goro's dependencies and theirs:
-# libunwind's archive calls liblzma, libevent_pthreads' calls libevent.
-# Requires.private names the packages whose .pc files say so (Debian's
-# libevent-dev and libunwind-dev ship them); Libs.private adds the system
-# libraries of LIBS. A dynamic link needs only -lgoro: libgoro.so records
-# its own dependencies. Written afresh on every install: it holds PREFIX,
-# which may differ from the last run's.
-.PHONY: $(BUILD)/goro.pc
+# A static link (pkg-config --static) needs goro's dependencies and theirs,
+# named in Libs.private with plain -l flags: libunwind's archive calls
+# liblzma; libgcc_eh comes before libunwind, since both define the _Unwind_*
+# entry points and a C++ program's must be libgcc's, the unwinder libstdc++
+# throws with (libunwind's first: "multiple definition of _Unwind_Resume").
+# No Requires.private: libunwind.pc's Cflags would add its system include
+# directory to every user's -I list. A dynamic link needs only -lgoro:
+# libgoro.so records its own dependencies. The rpath variable is the
+# opt-in for a library outside the loader's directories:
+#   cc prog.c $(pkg-config --cflags --libs goro) $(pkg-config --variable=rpath goro)
+# Written afresh on every install: it holds PREFIX, which may differ from
+# the last run's.
+STATIC_PRIVATE := -levent_pthreads -levent_core -lgcc_eh -lunwind -llzma -lpthread -lm -lrt
+.PHONY: $(BUILD)/goro.pc $(BUILD)/cmake
 $(BUILD)/goro.pc:
 	@mkdir -p $(@D)
-	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' \
+	  'rpath=-Wl,-rpath,$${libdir}' '' \
 	  'Name: goro' 'Description: Go-style concurrency for C' 'Version: $(VERSION)' \
-	  'Requires.private: libevent_pthreads libevent_core libunwind' \
-	  'Libs: -L$${libdir} -lgoro' 'Libs.private: -lpthread -lm -lrt' \
+	  'Libs: -L$${libdir} -lgoro' 'Libs.private: $(STATIC_PRIVATE)' \
 	  'Cflags: -I$${includedir} $(STACK_CLASH)' > $@
+
+# find_package(goro): tools/cmake/*.in with the install's paths.
+CMAKE_SUBST = sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+    -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(VERSION_MAJOR)|g' \
+    -e 's|@MINOR@|$(word 2,$(subst ., ,$(VERSION)))|g' -e 's|@CFLAGS@|$(STACK_CLASH)|g' \
+    -e 's|@STATIC_LIBS@|$(subst $(space),;,$(patsubst -l%,%,$(STATIC_PRIVATE)))|g'
+empty :=
+space := $(empty) $(empty)
+$(BUILD)/cmake:
+	@mkdir -p $@
+	$(CMAKE_SUBST) tools/cmake/goroConfig.cmake.in > $@/goroConfig.cmake
+	$(CMAKE_SUBST) tools/cmake/goroConfigVersion.cmake.in > $@/goroConfigVersion.cmake
+
+# Section 3 man pages, one per family, from goro.h's own comments
+# (tools/gen-man.py), each function name a .so page pointing at its family.
+MAN_STAMP := $(BUILD)/man/.stamp
+$(MAN_STAMP): include/goro.h tools/gen-man.py
+	@rm -rf $(BUILD)/man && mkdir -p $(BUILD)/man/man3
+	$(call say,GEN,$(BUILD)/man/man3)
+	$(Q)python3 tools/gen-man.py include/goro.h $(BUILD)/man/man3 $(VERSION) >/dev/null
+	@touch $@
 
 # ---- samples ----
 $(BUILD)/samples/%: samples/%/main.c $(STATIC_LIB)
@@ -286,6 +319,47 @@ $(BUILD)/bench/cxx_spawn: bench/cxx_spawn.cc include/goro.h $(STATIC_LIB)
 	$(call say,LINK,$@)
 	$(Q)$(CXX_GCC) $(CXX_TEST_FLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 
+# ---- strict modes (tests/strict/) ----
+# Every spawn form, as a user compiles it: ISO C (c11, c17, c2x) and GNU C
+# (gnu11) with -pedantic -Wall -Wextra -Werror, by gcc and by clang; C++17
+# and C++20 likewise. Each build is run. Then two programs that must not
+# compile, and the first line the compiler gives for each: a two-field
+# attribute written into goro_go names GORO_ATTR, and C++14 gets goro.h's
+# one #error line and nothing more. Native builds only.
+STRICT := $(BUILD)/strict
+STRICT_FLAGS := -pedantic -Wall -Wextra -Werror -pthread -Iinclude
+STRICT_C_MODES := c11 c17 c2x gnu11
+STRICT_CXX_MODES := c++17 c++20
+
+.PHONY: test-strict
+test-strict: $(STATIC_LIB)
+	@mkdir -p $(STRICT)
+	@set -e; for cc in gcc clang; do for std in $(STRICT_C_MODES); do \
+	  echo "  STRICT $$cc -std=$$std"; \
+	  $$cc -std=$$std $(STRICT_FLAGS) -o $(STRICT)/c-$$cc-$$std tests/strict/spawn_forms.c \
+	    $(STATIC_LIB) $(LIBS); \
+	  $(STRICT)/c-$$cc-$$std >/dev/null; \
+	done; done
+	@set -e; for cxx in $(CXX_GCC) $(CXX_CLANG); do for std in $(STRICT_CXX_MODES); do \
+	  echo "  STRICT $$cxx -std=$$std"; \
+	  $$cxx -std=$$std $(STRICT_FLAGS) -o $(STRICT)/cxx-$$cxx-$$std tests/strict/spawn_forms.cc \
+	    $(STATIC_LIB) $(LIBS); \
+	  $(STRICT)/cxx-$$cxx-$$std >/dev/null; \
+	done; done
+	@set -e; for cc in gcc clang; do \
+	  if $$cc -std=c11 -Iinclude -fsyntax-only tests/strict/attr_commas.c >$(STRICT)/attr.out 2>&1; then \
+	    echo "tests/strict/attr_commas.c compiled with $$cc"; exit 1; fi; \
+	  grep -m1 'error' $(STRICT)/attr.out | grep -q GORO_ATTR || \
+	    { echo "$$cc: the first error does not name GORO_ATTR:"; cat $(STRICT)/attr.out; exit 1; }; \
+	done
+	@set -e; for cxx in $(CXX_GCC) $(CXX_CLANG); do \
+	  if $$cxx -std=c++14 -Iinclude -fsyntax-only tests/strict/old_cxx.cc >$(STRICT)/cxx14.out 2>&1; then \
+	    echo "tests/strict/old_cxx.cc compiled with $$cxx -std=c++14"; exit 1; fi; \
+	  test "$$(grep -c 'error:' $(STRICT)/cxx14.out)" = 1 && grep -q 'C++17' $(STRICT)/cxx14.out || \
+	    { echo "$$cxx -std=c++14: want one error naming C++17:"; cat $(STRICT)/cxx14.out; exit 1; }; \
+	done
+	@echo "strict: every spawn form in C11/C17/C2x/GNU11 and C++17/20, gcc and clang; the two errors as they should read"
+
 # runtime/'s calls go down its layers, or through a named contract
 # (tools/check-layers.py, docs/architecture.md).
 .PHONY: check-layers
@@ -339,44 +413,109 @@ include tests/gdb/gdb.mk
 include bench/bench.mk
 
 # ---- install ----
-install: lib $(BUILD)/goro.pc
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
+# Into a directory the loader searches, as root and with no DESTDIR,
+# install runs ldconfig; anywhere else it prints the line a program needs
+# to find libgoro.so.0 (tools/post-install.sh). The docs go to DOCDIR as in
+# the source tree (README.md, LICENSE, docs/), so the header's and the
+# pages' references to docs/api.md hold there too.
+DOCS := $(wildcard docs/*.md)
+DOC_IMGS := $(wildcard docs/img/*)
+install: lib $(BUILD)/goro.pc $(BUILD)/cmake $(MAN_STAMP)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
+	  $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(DOCDIR)/docs/img
 	install -m 644 include/goro.h $(DESTDIR)$(INCLUDEDIR)/goro.h
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/libgoro.a
 	install -m 755 $(SHARED_REAL) $(DESTDIR)$(LIBDIR)/libgoro.so.$(VERSION)
 	ln -sf libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libgoro.so
 	install -m 644 $(BUILD)/goro.pc $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc
+	install -m 644 $(BUILD)/cmake/goroConfig.cmake $(BUILD)/cmake/goroConfigVersion.cmake \
+	  $(DESTDIR)$(CMAKEDIR)/
 	install -m 755 tools/goro-trace-svg $(DESTDIR)$(BINDIR)/goro-trace-svg
+	install -m 644 $(BUILD)/man/man3/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 README.md LICENSE $(DESTDIR)$(DOCDIR)/
+	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/docs/
+	install -m 644 $(DOC_IMGS) $(DESTDIR)$(DOCDIR)/docs/img/
 	$(MAKE) --no-print-directory install-gdb
+	@tools/post-install.sh '$(PREFIX)' '$(LIBDIR)' '$(DESTDIR)'
 
-# The installed library as a program sees it: install into a staging root,
-# build samples/hello against it with pkg-config - dynamically, and with
-# -static, which needs every private dependency in goro.pc - and run both.
-# Native builds only. (glibc warns that a static getaddrinfo needs its
-# shared libraries at run time: expected.)
+# Everything install put down, and the directories that were goro's alone.
+uninstall: $(MAN_STAMP)
+	rm -f $(DESTDIR)$(INCLUDEDIR)/goro.h $(DESTDIR)$(LIBDIR)/libgoro.a \
+	  $(DESTDIR)$(LIBDIR)/libgoro.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	  $(DESTDIR)$(LIBDIR)/libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc \
+	  $(DESTDIR)$(BINDIR)/goro-trace-svg \
+	  $(DESTDIR)$(GDB_AUTOLOAD_DIR)/libgoro.so.$(VERSION)-gdb.py
+	cd $(BUILD)/man/man3 && for f in *.3; do rm -f $(DESTDIR)$(MANDIR)/man3/$$f; done
+	rm -rf $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR)
+	@d=$(DESTDIR)$(GDB_AUTOLOAD_DIR); \
+	while [ "$$d" != "$(DESTDIR)$(PREFIX)/share/gdb/auto-load" ] && rmdir "$$d" 2>/dev/null; do \
+	  d=$${d%/*}; done
+
+# The installed copy as a new user meets it, from a clean prefix of its
+# own (PREFIX, no DESTDIR: the paths in goro.pc and goroConfig.cmake are
+# real), with no LD_LIBRARY_PATH: programs find libgoro.so.0 through the
+# rpath goro.pc offers. Through pkg-config: tests/install/prog.c shared
+# and -static, tests/install/prog.cc (exceptions across coroutines,
+# goro_exit unwinding) shared and -static with g++ and clang++, and
+# --cflags free of system directories. Through CMake: the same programs
+# against goro::goro and goro::goro_static. The man pages render without a
+# warning, and `man` finds a function's family page by its name. Then
+# uninstall leaves no file behind. Native builds only. (glibc warns that a
+# static getaddrinfo needs its shared libraries at run time: expected,
+# docs/api.md, "Static linking".)
 INSTALL_STAGE := $(abspath $(BUILD)/install-stage)
-INSTALL_TEST := $(BUILD)/install-test
-STAGE_PKG_CONFIG := PKG_CONFIG_SYSROOT_DIR=$(INSTALL_STAGE) \
-    PKG_CONFIG_PATH=$(INSTALL_STAGE)$(LIBDIR)/pkgconfig pkg-config
+INSTALL_TEST := $(abspath $(BUILD)/install-test)
+STAGE_PC := PKG_CONFIG_PATH=$(INSTALL_STAGE)/lib/pkgconfig pkg-config
+# a link's messages, shown when it fails (a static one's are glibc's
+# getaddrinfo warnings otherwise)
+KEEP_LOG = 2> $(1).log || { cat $(1).log; exit 1; }
 
 .PHONY: test-install
 test-install: $(DEPS_STAMP)
 	rm -rf $(INSTALL_STAGE) $(INSTALL_TEST)
-	$(MAKE) --no-print-directory install DESTDIR=$(INSTALL_STAGE) >/dev/null
 	@mkdir -p $(INSTALL_TEST)
-	$(CC) -o $(INSTALL_TEST)/hello-dynamic samples/hello/main.c \
-	  $$($(STAGE_PKG_CONFIG) --cflags --libs goro)
-	$(CC) -static -o $(INSTALL_TEST)/hello-static samples/hello/main.c \
-	  $$($(STAGE_PKG_CONFIG) --cflags goro) $$($(STAGE_PKG_CONFIG) --static --libs goro)
-	LD_LIBRARY_PATH=$(INSTALL_STAGE)$(LIBDIR) $(INSTALL_TEST)/hello-dynamic >$(INSTALL_TEST)/dynamic.out
-	$(INSTALL_TEST)/hello-static >$(INSTALL_TEST)/static.out
-	$(INSTALL_STAGE)$(BINDIR)/goro-trace-svg --help >/dev/null
-	@tail -n 1 $(INSTALL_TEST)/dynamic.out $(INSTALL_TEST)/static.out
-
-uninstall:
-	rm -f $(DESTDIR)$(INCLUDEDIR)/goro.h $(DESTDIR)$(LIBDIR)/libgoro.a \
-	  $(DESTDIR)$(LIBDIR)/libgoro.so* $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc
+	$(MAKE) --no-print-directory install PREFIX=$(INSTALL_STAGE) DESTDIR= > $(INSTALL_TEST)/install.out
+	@grep -q 'not searched by the loader.*rpath' $(INSTALL_TEST)/install.out || \
+	  { echo "install did not print the rpath line:"; cat $(INSTALL_TEST)/install.out; exit 1; }
+	@cflags="$$($(STAGE_PC) --cflags goro)"; echo "pkg-config --cflags goro: $$cflags"; \
+	  case " $$cflags " in *" -I/usr/include"*) echo "a system include directory"; exit 1;; esac
+	cd $(INSTALL_TEST) && \
+	$(CC) -o c-shared $(CURDIR)/tests/install/prog.c \
+	  $$($(STAGE_PC) --cflags --libs goro) $$($(STAGE_PC) --variable=rpath goro) && \
+	$(CC) -static -o c-static $(CURDIR)/tests/install/prog.c \
+	  $$($(STAGE_PC) --cflags goro) $$($(STAGE_PC) --static --libs goro) $(call KEEP_LOG,c-static) && \
+	$(CXX_GCC) -std=c++17 -o cxx-shared $(CURDIR)/tests/install/prog.cc \
+	  $$($(STAGE_PC) --cflags --libs goro) $$($(STAGE_PC) --variable=rpath goro) && \
+	$(CXX_GCC) -std=c++17 -static -o cxx-static-gcc $(CURDIR)/tests/install/prog.cc \
+	  $$($(STAGE_PC) --cflags goro) $$($(STAGE_PC) --static --libs goro) $(call KEEP_LOG,cxx-static-gcc) && \
+	$(CXX_CLANG) -std=c++17 -static -o cxx-static-clang $(CURDIR)/tests/install/prog.cc \
+	  $$($(STAGE_PC) --cflags goro) $$($(STAGE_PC) --static --libs goro) $(call KEEP_LOG,cxx-static-clang)
+	@cd $(INSTALL_TEST) && for p in c-shared c-static cxx-shared cxx-static-gcc cxx-static-clang; do \
+	  env -u LD_LIBRARY_PATH ./$$p > $$p.out || { echo "$$p failed:"; cat $$p.out; exit 1; }; \
+	  printf '  %-17s %s\n' $$p "$$(cat $$p.out)"; done
+	@ldd $(INSTALL_TEST)/c-shared | grep -q '$(INSTALL_STAGE)/lib/$(SONAME)' || \
+	  { echo "c-shared does not load the staged libgoro:"; ldd $(INSTALL_TEST)/c-shared; exit 1; }
+	env -u LD_LIBRARY_PATH cmake -S tests/install -B $(INSTALL_TEST)/cmake \
+	  -DCMAKE_PREFIX_PATH=$(INSTALL_STAGE) -DCMAKE_BUILD_TYPE=Release > $(INSTALL_TEST)/cmake.out
+	cmake --build $(INSTALL_TEST)/cmake -j2 > $(INSTALL_TEST)/cmake-build.out 2>&1 || \
+	  { cat $(INSTALL_TEST)/cmake-build.out; exit 1; }
+	@cd $(INSTALL_TEST)/cmake && for p in prog_shared prog_static prog_cxx_shared prog_cxx_static; do \
+	  env -u LD_LIBRARY_PATH ./$$p > $$p.out || { echo "cmake $$p failed:"; cat $$p.out; exit 1; }; \
+	  printf '  cmake %-13s %s\n' $$p "$$(cat $$p.out)"; done
+	@cd $(INSTALL_STAGE)/share/man/man3 && for f in *.3; do \
+	  grep -q '^\.so ' $$f && continue; \
+	  w=$$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z $$f 2>&1); \
+	  [ -z "$$w" ] || { echo "$$f: $$w"; exit 1; }; \
+	  MANWIDTH=80 man -l $$f > /dev/null; done
+	@MANWIDTH=80 man -M $(INSTALL_STAGE)/share/man 3 goro_chan_send | grep -q 'goro_chan_send' || \
+	  { echo "man goro_chan_send does not find goro_chan(3)"; exit 1; }
+	@echo "  man pages: $$(ls $(INSTALL_STAGE)/share/man/man3 | wc -l) (families: $$(grep -L '^\.so' $(INSTALL_STAGE)/share/man/man3/*.3 | wc -l)), no groff warning"
+	$(INSTALL_STAGE)/bin/goro-trace-svg --help >/dev/null
+	$(MAKE) --no-print-directory uninstall PREFIX=$(INSTALL_STAGE) DESTDIR=
+	@left=$$(find $(INSTALL_STAGE) -type f -o -type l); [ -z "$$left" ] || \
+	  { echo "uninstall left:"; echo "$$left"; exit 1; }
+	@echo "test-install: shared and static, C and C++, pkg-config and CMake, man pages; uninstall left no file"
 
 clean:
 	rm -rf build

@@ -28,6 +28,10 @@
 #ifndef GORO_H
 #define GORO_H
 
+#if defined(__cplusplus) && __cplusplus < 201703L
+#error "goro.h needs C++17 or later: compile with -std=c++17"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -188,8 +192,26 @@ int goro_priority_base(const goro_t *h);
 #define go(...) goro__go_handle(__VA_ARGS__)
 
 /* goro_go(&h, &attr, fn, args...): the full form. h may be NULL, which
- * spawns the coroutine detached; attr may be NULL. Returns 0 or -errno. */
-#define goro_go(h, attr, ...) goro__go((h), (attr), __VA_ARGS__)
+ * spawns the coroutine detached; attr may be NULL. Returns 0 or -errno.
+ *
+ * An attribute made in place with more than one field is written
+ * GORO_ATTR(fields...), or in parentheses:
+ *
+ *   goro_go(&h, GORO_ATTR(.name = "x", .stack_size = 65536), fn, 1);
+ *   goro_go(&h, (&(goro_attr_t){ .name = "x", .stack_size = 65536 }), fn, 1);
+ *
+ * (the preprocessor splits a macro's arguments at every comma outside
+ * parentheses, braces included, and no macro can tell afterwards how many
+ * of the pieces were the attribute and how many fn's arguments). One field
+ * needs neither: &(goro_attr_t){ .name = "x" }. */
+#define goro_go(h, attr, ...) goro__go((h), attr, __VA_ARGS__)
+
+/* A pointer to a goro_attr_t made in place from designated fields; it
+ * lives until the end of the enclosing block. C only: in C++ goro_go is a
+ * function, and takes the address of a named goro_attr_t. */
+#ifndef __cplusplus
+#define GORO_ATTR(...) (&(goro_attr_t){ __VA_ARGS__ })
+#endif
 
 /* Plain-function form, for bindings and for code that prefers void *:
  * runs fn(arg); its return value is the join result. */
@@ -1301,33 +1323,46 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr,
 #define goro__nonvoid_ptr(call) _Generic((__typeof__(call) *)0,              \
     void *: (int *)0, default: (__typeof__(call) *)0)
 
-/* Argument counting and per-argument size check (up to 16 arguments, so
- * that a call with too many still reaches the static assertion). */
-#define goro__nargs(...) goro__nargs_(0, ##__VA_ARGS__, 16, 15, 14, 13, 12,  \
-    11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define goro__nargs_(z, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, N, ...) N
+/* Argument counting and per-argument size checks, in ISO C: each list
+ * these macros take starts with fn, so that a macro's "..." is never
+ * empty (C before C23 wants at least one argument there) and no GNU
+ * `, ##__VA_ARGS__` is needed. goro__count(fn, args...) is the number of
+ * args, up to 16, so that a call with too many still reaches the static
+ * assertion; goro__first and goro__rest split fn from its args. */
+#define goro__pick(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13,    \
+    a14, a15, a16, a17, N, ...) N
+#define goro__count(...) goro__pick(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10,  \
+    9, 8, 7, 6, 5, 4, 3, 2, 1, 0, ~)
+#define goro__more(...) goro__pick(__VA_ARGS__, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, \
+    1, 1, 1, 1, 1, 1, 0, ~)
+#define goro__first(...) goro__first_(__VA_ARGS__, ~)
+#define goro__first_(f, ...) f
+#define goro__rest(...) goro__cat(goro__rest_, goro__more(__VA_ARGS__))(__VA_ARGS__)
+#define goro__rest_0(f)
+#define goro__rest_1(f, ...) __VA_ARGS__
 /* measured after decay: arrays and string literals pass as pointers */
 #define goro__fits(x) (sizeof(__typeof__((void)0, (x))) <= 16)
-#define goro__all0(P) 1
-#define goro__all1(P, a) P(a)
-#define goro__all2(P, a, ...) P(a) && goro__all1(P, __VA_ARGS__)
-#define goro__all3(P, a, ...) P(a) && goro__all2(P, __VA_ARGS__)
-#define goro__all4(P, a, ...) P(a) && goro__all3(P, __VA_ARGS__)
-#define goro__all5(P, a, ...) P(a) && goro__all4(P, __VA_ARGS__)
-#define goro__all6(P, a, ...) P(a) && goro__all5(P, __VA_ARGS__)
-#define goro__all7(P, a, ...) P(a) && goro__all6(P, __VA_ARGS__)
-#define goro__all8(P, a, ...) P(a) && goro__all7(P, __VA_ARGS__)
-#define goro__all9(P, a, ...) P(a) && goro__all8(P, __VA_ARGS__)
-#define goro__all10(P, a, ...) P(a) && goro__all9(P, __VA_ARGS__)
-#define goro__all11(P, a, ...) P(a) && goro__all10(P, __VA_ARGS__)
-#define goro__all12(P, a, ...) P(a) && goro__all11(P, __VA_ARGS__)
+#define goro__all0(P, f) 1
+#define goro__all1(P, f, a) P(a)
+#define goro__all2(P, f, a, ...) P(a) && goro__all1(P, f, __VA_ARGS__)
+#define goro__all3(P, f, a, ...) P(a) && goro__all2(P, f, __VA_ARGS__)
+#define goro__all4(P, f, a, ...) P(a) && goro__all3(P, f, __VA_ARGS__)
+#define goro__all5(P, f, a, ...) P(a) && goro__all4(P, f, __VA_ARGS__)
+#define goro__all6(P, f, a, ...) P(a) && goro__all5(P, f, __VA_ARGS__)
+#define goro__all7(P, f, a, ...) P(a) && goro__all6(P, f, __VA_ARGS__)
+#define goro__all8(P, f, a, ...) P(a) && goro__all7(P, f, __VA_ARGS__)
+#define goro__all9(P, f, a, ...) P(a) && goro__all8(P, f, __VA_ARGS__)
+#define goro__all10(P, f, a, ...) P(a) && goro__all9(P, f, __VA_ARGS__)
+#define goro__all11(P, f, a, ...) P(a) && goro__all10(P, f, __VA_ARGS__)
+#define goro__all12(P, f, a, ...) P(a) && goro__all11(P, f, __VA_ARGS__)
 #define goro__all13(P, ...) 0
 #define goro__all14(P, ...) 0
 #define goro__all15(P, ...) 0
 #define goro__all16(P, ...) 0
 #define goro__cat(a, b) goro__cat_(a, b)
 #define goro__cat_(a, b) a##b
-#define goro__all(P, ...) (goro__cat(goro__all, goro__nargs(__VA_ARGS__))(P, ##__VA_ARGS__))
+/* goro__all(P, fn, args...): P holds for every one of args */
+#define goro__all(P, ...) (goro__cat(goro__all, goro__count(__VA_ARGS__))(P, __VA_ARGS__))
 /* A scalar of at most 8 bytes (not a struct or union): with at most 6 of
  * them every argument travels in a register on both ABIs, so the spawn
  * need not carry the caller's stack-argument area. */
@@ -1335,24 +1370,39 @@ int goro__spawn_captured(goro_t **h, const goro_attr_t *attr,
     __builtin_classify_type(((void)0, (x))) != 12 &&                          \
     __builtin_classify_type(((void)0, (x))) != 13)
 #define goro__regs_only(...)                                                  \
-    (goro__nargs(__VA_ARGS__) <= 6 && goro__all(goro__in_reg, ##__VA_ARGS__))
+    (goro__count(__VA_ARGS__) <= 6 && goro__all(goro__in_reg, __VA_ARGS__))
 
-#define goro__go(h, attr, fn, ...) __extension__({                            \
-    _Static_assert(goro__nargs(__VA_ARGS__) <= GORO_MAX_ARGS,                 \
+/* The attribute goes through this struct first, followed by a designator
+ * that only this struct has. A compound-literal attribute with two fields
+ * and no parentheses reaches the macro split at its comma; its open brace
+ * then takes the designator in, and the first error says what to write. */
+struct goro__attr_slot {
+    const goro_attr_t *goro__attr;
+    char goro_attr_with_commas_needs_GORO_ATTR_or_parentheses;
+};
+
+/* goro__go(h, attr, fn, args...) */
+#define goro__go(h, attr, ...) __extension__({                                \
+    const goro_attr_t *goro__a = (struct goro__attr_slot){ attr,              \
+        .goro_attr_with_commas_needs_GORO_ATTR_or_parentheses = 0 }.goro__attr; \
+    _Static_assert(goro__count(__VA_ARGS__) <= GORO_MAX_ARGS,                 \
                    "goro: at most 12 arguments; pass a struct pointer");      \
-    _Static_assert(goro__all(goro__fits, ##__VA_ARGS__),                                \
+    _Static_assert(goro__all(goro__fits, __VA_ARGS__),                        \
                    "goro: an argument is larger than 16 bytes; pass a pointer"); \
-    _Static_assert(goro__ret_kind_of((fn)(__VA_ARGS__)) != GORO__RET_BAD,     \
+    _Static_assert(goro__ret_kind_of(goro__call(__VA_ARGS__)) != GORO__RET_BAD, \
                    "goro: the function must return void, an integer or a "    \
                    "pointer; hand other results back through an argument");  \
-    goro__fnptr_t(fn) goro__f = (fn);                                         \
-    goro__fnptr_t(fn) goro__c = (goro__fnptr_t(fn))(goro__regs_only(__VA_ARGS__)  \
-                                 ? goro__capture_regs : goro__capture);       \
-    goro__c(__VA_ARGS__);                                                     \
-    goro__spawn_captured((h), (attr), (void (*)(void))goro__f,                \
-                         goro__ret_kind_of((fn)(__VA_ARGS__)) |               \
+    goro__fnptr_t(goro__first(__VA_ARGS__)) goro__f = (goro__first(__VA_ARGS__)); \
+    goro__fnptr_t(goro__first(__VA_ARGS__)) goro__c =                         \
+        (goro__fnptr_t(goro__first(__VA_ARGS__)))(goro__regs_only(__VA_ARGS__) \
+            ? goro__capture_regs : goro__capture);                            \
+    goro__c(goro__rest(__VA_ARGS__));                                         \
+    goro__spawn_captured((h), goro__a, (void (*)(void))goro__f,               \
+                         goro__ret_kind_of(goro__call(__VA_ARGS__)) |         \
                          (goro__regs_only(__VA_ARGS__) ? 0 : GORO__STACK_ARGS)); \
 })
+/* fn(args...), never evaluated: only its type is looked at */
+#define goro__call(...) (goro__first(__VA_ARGS__))(goro__rest(__VA_ARGS__))
 
 goro_t *goro__handle_or_errno(int err, goro_t *h);
 #define goro__go_handle(...) __extension__({                                  \
@@ -1655,5 +1705,14 @@ inline long goro_join_rethrow(goro_t *h)
     return result;
 }
 
+#elif defined(__cplusplus)
+/* Older C++ has had its one #error line (top of this file); the C spawn
+ * macros would add a page more, so they go quiet. */
+#undef go
+#undef goro_go
+#undef goro_group_go
+#define go(...) ((goro_t *)0)
+#define goro_go(...) (-1)
+#define goro_group_go(...) (-1)
 #endif /* C++17 */
 #endif /* GORO_H */

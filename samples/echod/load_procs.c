@@ -175,7 +175,13 @@ static void progress_line(void)
 {
     int64_t now = now_ns();
     double seconds = (double)(now - run.last_line) / 1e9;
-    if (!run.opt->quiet && seconds > 0)
+    /* A second with no round trip (the first, while connecting) has no
+     * latency to show: zeros there would read as a failure. */
+    if (!run.opt->quiet && seconds > 0 && run.recent_rounds == 0)
+        fprintf(stderr, "echoload: %4.0fs %-9s conns=%ld/%ld (no round trip this second) errors=%ld\n",
+                (double)(now - run.started) / 1e9, run.phase,
+                sum(offsetof(struct report, connected)), run.opt->conns, errors_so_far());
+    else if (!run.opt->quiet && seconds > 0)
         fprintf(stderr, "echoload: %4.0fs %-9s conns=%ld/%ld rt/s=%.0f p50=%.0fus p99=%.0fus "
                 "errors=%ld\n", (double)(now - run.started) / 1e9, run.phase,
                 sum(offsetof(struct report, connected)), run.opt->conns,

@@ -199,13 +199,17 @@ int goro_spawn(goro_t **h, const goro_attr_t *attr,
 /* Waits for h to finish (may switch) and releases it. If result is not
  * NULL it receives the function's return value (or goro_exit's argument).
  * Returns 0, or -EINVAL (NULL or detached handle), -EDEADLK (joining
- * itself). Joining a handle twice is undefined: the handle is gone after
- * the first join. */
+ * itself), -ESHUTDOWN (from a thread the runtime does not own, once
+ * goro_shutdown has released h: it releases unjoined handles after every
+ * coroutine has ended). Joining a handle twice is undefined: the handle is
+ * gone after the first join. */
 int goro_join(goro_t *h, long *result);
 
 /* Lets h finish on its own; its resources are released when it ends.
  * Returns 0 or -EINVAL. h must not be used afterwards: to cancel it
- * later, take a goro_token() first. */
+ * later, take a goro_token() first. A detach from a thread the runtime
+ * does not own may race goro_shutdown: once the shutdown has released h
+ * (and until the runtime starts again) it returns 0 and leaves h alone. */
 int goro_detach(goro_t *h);
 
 /* The running coroutine, or NULL on a thread that is not running one. */

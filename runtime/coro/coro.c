@@ -148,9 +148,10 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
         *h = NULL;
     /* A group member: nobody joins it (the group does). With a limit it
      * takes a slot first, which may wait for one; without, it is admitted
-     * once made, in the same pass that links it (wait/group.c). */
+     * once made, in the same pass that links it (wait/group.c). The group
+     * of goro_group_go(NULL, ...) is GORO__GROUP_NULL (goro.h). */
     struct goro_group *grp = attr ? attr->group : NULL;
-    if (grp && (h || !fn))
+    if (grp && (h || !fn || grp == GORO__GROUP_NULL))
         return -EINVAL;
     bool slot_first = grp && goro__group_limited(grp);
     int err = slot_first ? goro__group_admit(grp) : 0;

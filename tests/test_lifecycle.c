@@ -283,7 +283,10 @@ static int sr_child(void *arg)
     for (; done < rounds && t_now() < end; done++)
         if (sr_round(done, stress, &took, &rnd) != 0)
             return 1;
-    printf("%ld rounds, %ld joins refused by the shutdown\n", done, atomic_load(&sr.shut_out));
+    if (stress)
+        printf("%ld rounds, %ld joins refused by the shutdown\n", done, atomic_load(&sr.shut_out));
+    else
+        printf("%ld rounds of detaches racing the shutdown\n", done);
     return 0;
 }
 

@@ -221,13 +221,17 @@ int goro_spawn(goro_t **h, const goro_attr_t *attr,
 /* Waits for h to finish (may switch) and releases it. If result is not
  * NULL it receives the function's return value (or goro_exit's argument).
  * Returns 0, or -EINVAL (NULL or detached handle), -EDEADLK (joining
- * itself). Joining a handle twice is undefined: the handle is gone after
- * the first join. */
+ * itself), -ESHUTDOWN (from a thread the runtime does not own, once
+ * goro_shutdown has released h: it releases unjoined handles after every
+ * coroutine has ended). Joining a handle twice is undefined: the handle is
+ * gone after the first join. */
 int goro_join(goro_t *h, long *result);
 
 /* Lets h finish on its own; its resources are released when it ends.
  * Returns 0 or -EINVAL. h must not be used afterwards: to cancel it
- * later, take a goro_token() first. */
+ * later, take a goro_token() first. A detach from a thread the runtime
+ * does not own may race goro_shutdown: once the shutdown has released h
+ * (and until the runtime starts again) it returns 0 and leaves h alone. */
 int goro_detach(goro_t *h);
 
 /* The running coroutine, or NULL on a thread that is not running one. */
@@ -556,7 +560,15 @@ int goro_group_new(goro_group_t **g, const goro_group_attr_t *attr);
  * while it waits for a slot), -EINVAL (NULL g or fn, or g already waited
  * for), or what go() fails with. The plain-function form is goro_spawn
  * with NULL h and attr.group set. */
-#define goro_group_go(g, ...) goro_go(NULL, &(goro_attr_t){ .group = (g) }, __VA_ARGS__)
+#define goro_group_go(g, ...) \
+    goro_go(NULL, &(goro_attr_t){ .group = goro__group_arg(g) }, __VA_ARGS__)
+/* goro_group_go's group: attr.group NULL means "no group", so a NULL g
+ * goes in as GORO__GROUP_NULL, which a spawn refuses (-EINVAL). */
+#define GORO__GROUP_NULL ((goro_group_t *)(uintptr_t)1)
+static inline goro_group_t *goro__group_arg(goro_group_t *g)
+{
+    return g ? g : GORO__GROUP_NULL;
+}
 
 /* Cancels every member (and down the tree); g still has to be waited for.
  * Returns 0 or -EINVAL. */
@@ -807,8 +819,9 @@ typedef struct goro_pipeline_stats {
     uint64_t decisions;          /* allocator runs */
 } goro_pipeline_stats_t;
 
-/* Fills *st (may be NULL) and the first n of stages[] (may be NULL).
- * Returns the number of stages, or -EINVAL. */
+/* Fills *st (may be NULL) and the first n of stages[] (NULL only with n
+ * 0). Returns the number of stages, or -EINVAL (NULL p, n < 0, NULL
+ * stages with n > 0). */
 int goro_pipeline_stats(goro_pipeline_t *p, goro_pipeline_stats_t *st,
                         goro_stage_stats_t *stages, int n);
 
@@ -1670,7 +1683,7 @@ template <class F, class... A>
 int goro_group_go(goro_group_t *g, F &&f, A &&...args)
 {
     goro_attr_t attr{};
-    attr.group = g;
+    attr.group = goro__group_arg(g);
     return goro__cxx::spawn(nullptr, &attr, std::forward<F>(f), std::forward<A>(args)...);
 }
 

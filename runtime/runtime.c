@@ -98,6 +98,8 @@ static int start_locked(const goro_config_t *cfg)
     clock_use(virt);
     goro__fault_install();
     goro__stack_guard_init();       /* no stack is mapped between runs */
+    goro__slab_pool_open();
+    goro__handles_open();
     goro__stall_start();
     goro__deadlock_start();
     goro__trace_env_start();
@@ -149,6 +151,7 @@ int goro_shutdown_until(int64_t deadline)
         goro__unlock(&start_lock);
         return err;
     }
+    goro__handles_close();          /* no other thread frees or reads a slab now */
     goro__sched_stop();
     goro__offload_stop();
     goro__signal_end_all();         /* its threads are gone: no poll runs a callback */

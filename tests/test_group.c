@@ -442,9 +442,21 @@ static long wait_own_group(goro_group_t **gp)
     return goro_group_wait(*gp, NULL, NULL);
 }
 
+static void must_not_run_arg(long x)
+{
+    (void)x;
+    must_not_run();
+}
+
+static long group_go_null_from_coroutine(void)
+{
+    return goro_group_go(NULL, must_not_run);
+}
+
 START_TEST(group_bad_use)
 {
     goro_group_t *g;
+    long r = 0;
     ck_assert_int_eq(goro_group_new(NULL, NULL), -EINVAL);
     ck_assert_int_eq(goro_group_new(&g, &(goro_group_attr_t){ .limit = -1 }), -EINVAL);
     ck_assert_int_eq(goro_group_new(&g, &(goro_group_attr_t){ .policy = 9 }), -EINVAL);
@@ -452,8 +464,19 @@ START_TEST(group_bad_use)
     ck_assert_int_eq(goro_group_cancel(NULL), -EINVAL);
     ck_assert_int_eq(goro_group_free(NULL), -EINVAL);
     ck_assert_int_eq(goro_group_running(NULL), -EINVAL);
-    ck_assert_int_eq(goro_group_new(&g, NULL), 0);
+    /* A NULL group: refused, not a detached coroutine outside any group
+     * (that one would run must_not_run). */
+    atomic_store(&refused_ran, 0);
+    int rc = goro_group_go(NULL, must_not_run);
+    ck_assert_int_eq(rc, -EINVAL);
+    rc = goro_group_go(NULL, must_not_run_arg, 7L);
+    ck_assert_int_eq(rc, -EINVAL);
     goro_t *h;
+    ck_assert_int_eq(goro_join(go(group_go_null_from_coroutine), &r), 0);
+    ck_assert_int_eq(r, -EINVAL);
+    goro_sleep(5 * GORO_MSEC);
+    ck_assert_int_eq(atomic_load(&refused_ran), 0);
+    ck_assert_int_eq(goro_group_new(&g, NULL), 0);
     ck_assert_int_eq(goro_spawn(&h, &(goro_attr_t){ .group = g }, NULL, NULL), -EINVAL);
     ck_assert_int_eq(goro_go(&h, &(goro_attr_t){ .group = g }, sleep_long), -EINVAL);
     ck_assert_ptr_null(h);

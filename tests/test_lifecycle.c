@@ -4,10 +4,13 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -130,6 +133,184 @@ START_TEST(shutdown_waits_releases_and_restarts)
 #ifndef T_TSAN
     ck_assert_int_le(t_maps_count(), maps0 + slack);
 #endif
+}
+END_TEST
+
+/* ---- handles released by other threads while goro_shutdown runs ----
+ * A thread the runtime does not own detaches (or joins) handles while the
+ * main thread shuts the runtime down; then a new runtime spawns. A detach
+ * of an ended coroutine gives its stack back to the pool; one that landed
+ * after the shutdown had emptied the pool left there a stack the shutdown
+ * then unmapped, and the next runtime's first spawn crashed on it. Each
+ * round starts the releasers at a random point of the shutdown (up to 1.5
+ * times as long as the last ones took), so that rounds sweep its phases:
+ * waiting, stopping the workers, unmapping the stacks, after it. Every
+ * detach must return 0 (h is released by the detach or with the rest), a
+ * join its coroutine's result or -ESHUTDOWN (the shutdown released h), and
+ * the next runtime must run. In a child process: the old failure was a
+ * crash. */
+
+enum { SR_HANDLES = 128, SR_THREADS = 2 };
+
+static struct {
+    goro_t *h[SR_HANDLES];
+    long want[SR_HANDLES];          /* each one's result */
+    int n;
+    bool join;                      /* the releasers join (else detach) */
+    atomic_int go;                  /* the releasers may start */
+    atomic_long ended;              /* coroutines that have returned */
+    atomic_long shut_out;           /* joins answered -ESHUTDOWN */
+} sr;
+
+struct sr_releaser {
+    pthread_t thread;
+    int idx;
+    double delay;                   /* seconds after go */
+    char bad[160];                  /* the first unexpected result */
+};
+
+static long sr_work(long yields)
+{
+    for (long i = 0; i < yields; i++)
+        goro_yield();
+    atomic_fetch_add(&sr.ended, 1);
+    return yields + 1;
+}
+
+static void *sr_release(void *arg)
+{
+    struct sr_releaser *t = arg;
+    while (!atomic_load(&sr.go))
+        ;
+    double until = t_now() + t->delay;
+    while (t_now() < until)
+        ;
+    for (int i = t->idx; i < sr.n; i += SR_THREADS) {
+        if (!sr.join) {
+            int e = goro_detach(sr.h[i]);
+            if (e && !t->bad[0])
+                snprintf(t->bad, sizeof t->bad, "goro_detach of handle %d: %d", i, e);
+            continue;
+        }
+        long res = -1;
+        int e = goro_join(sr.h[i], &res);
+        if (e == -ESHUTDOWN)
+            atomic_fetch_add(&sr.shut_out, 1);
+        else if ((e || res != sr.want[i]) && !t->bad[0])
+            snprintf(t->bad, sizeof t->bad, "goro_join of handle %d: %d, result %ld (want %ld)",
+                     i, e, res, sr.want[i]);
+    }
+    return NULL;
+}
+
+/* One round; stress: some coroutines still run when the shutdown starts,
+ * and the releasers join every other round. Returns 0 or prints why not. */
+static int sr_round(long round, bool stress, double *took, uint32_t *rnd)
+{
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0) {
+        printf("round %ld: goro_start failed\n", round);
+        return 1;
+    }
+    int most = (int)t_live(SR_HANDLES);     /* TSan: a tenth (each is a fiber) */
+    sr.n = stress ? 1 + (int)(t_rnd(rnd) % most) : most;
+    sr.join = stress && round % 2;
+    atomic_store(&sr.go, 0);
+    atomic_store(&sr.ended, 0);
+    for (int i = 0; i < sr.n; i++) {
+        long yields = stress && t_rnd(rnd) % 4 == 0 ? t_rnd(rnd) % 200 : 0;
+        sr.want[i] = yields + 1;
+        sr.h[i] = go(sr_work, yields);
+        if (!sr.h[i]) {
+            printf("round %ld: go() failed: %d\n", round, errno);
+            return 1;
+        }
+    }
+    /* The plain round detaches ended coroutines: their stacks go to the pool. */
+    while (!stress && atomic_load(&sr.ended) < sr.n)
+        sched_yield();
+    struct sr_releaser rel[SR_THREADS];
+    for (int i = 0; i < SR_THREADS; i++) {
+        rel[i] = (struct sr_releaser){ .idx = i, .delay = *took * 1.5 * (t_rnd(rnd) % 1000) / 1000 };
+        if (pthread_create(&rel[i].thread, NULL, sr_release, &rel[i]) != 0) {
+            printf("round %ld: pthread_create failed\n", round);
+            return 1;
+        }
+    }
+    double t0 = t_now();
+    atomic_store(&sr.go, 1);
+    int e = goro_shutdown();
+    *took = t_now() - t0;
+    for (int i = 0; i < SR_THREADS; i++)
+        pthread_join(rel[i].thread, NULL);
+    if (e) {
+        printf("round %ld: goro_shutdown: %d\n", round, e);
+        return 1;
+    }
+    for (int i = 0; i < SR_THREADS; i++)
+        if (rel[i].bad[0]) {
+            printf("round %ld: %s\n", round, rel[i].bad);
+            return 1;
+        }
+    /* The next runtime's first spawns take pooled stacks, if any are left. */
+    for (long x = 0; x < 4; x++) {
+        long r = 0;
+        goro_t *h = go(twice, x);
+        if (!h || goro_join(h, &r) != 0 || r != 2 * x) {
+            printf("round %ld: a coroutine of the next runtime: %ld\n", round, r);
+            return 1;
+        }
+    }
+    if ((e = goro_shutdown()) != 0) {
+        printf("round %ld: the second goro_shutdown: %d\n", round, e);
+        return 1;
+    }
+    return 0;
+}
+
+/* arg: the stress, which runs GORO_TEST_SHUTDOWN_MS (default 2000; a
+ * quarter when slow), else 300 plain rounds or 3 s, whichever ends first. */
+static int sr_child(void *arg)
+{
+    bool stress = arg != NULL;
+    const char *ms_env = getenv("GORO_TEST_SHUTDOWN_MS");
+    double secs = stress ? (ms_env ? atof(ms_env) / 1000 : 2) : 3;
+    double end = t_now() + (t_slow() ? secs / 4 : secs);
+    long rounds = stress ? LONG_MAX : t_scale(300);
+    double took = 0.001;
+    uint32_t rnd = 12345;
+    long done = 0;
+    atomic_store(&sr.shut_out, 0);
+    for (; done < rounds && t_now() < end; done++)
+        if (sr_round(done, stress, &took, &rnd) != 0)
+            return 1;
+    if (stress)
+        printf("%ld rounds, %ld joins refused by the shutdown\n", done, atomic_load(&sr.shut_out));
+    else
+        printf("%ld rounds of detaches racing the shutdown\n", done);
+    return 0;
+}
+
+static void sr_run(bool stress)
+{
+    const char *ms_env = getenv("GORO_TEST_SHUTDOWN_MS");
+    double secs = (stress && ms_env ? atof(ms_env) / 1000 : 3) + 30;
+    static char out[4096];
+    int st = t_run_child(sr_child, stress ? (void *)1 : NULL, t_timeout(secs), out, sizeof out);
+    printf("%s", out);
+    ck_assert_msg(st != -1, "the child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x%s: %s", st,
+                  WIFSIGNALED(st) ? " (killed by a signal)" : "", out);
+}
+
+START_TEST(detach_while_shutting_down)
+{
+    sr_run(false);
+}
+END_TEST
+
+START_TEST(release_shutdown_race)
+{
+    sr_run(true);
 }
 END_TEST
 
@@ -451,6 +632,10 @@ Suite *lifecycle_suite(void)
     TCase *tc = t_tcase(s, "lifecycle", 30);
     tcase_add_test(tc, start_settings);
     tcase_add_test(tc, shutdown_waits_releases_and_restarts);
+    tc = t_tcase(s, "shutdown_race", 60);
+    tcase_add_test(tc, detach_while_shutting_down);
+    tc = t_tcase(s, "shutdown_stress", 3600);      /* GORO_TEST_SHUTDOWN_MS: its own bound */
+    tcase_add_test(tc, release_shutdown_race);
     tc = t_tcase(s, "descriptors", 30);
     tcase_add_test(tc, start_short_of_descriptors_fails_cleanly);
     tc = t_runtime_tcase(s, "fork", 30);

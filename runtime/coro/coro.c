@@ -1,6 +1,7 @@
 /* Coroutine lifetime: spawn, run, exit, join, detach. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,9 +148,10 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
         *h = NULL;
     /* A group member: nobody joins it (the group does). With a limit it
      * takes a slot first, which may wait for one; without, it is admitted
-     * once made, in the same pass that links it (wait/group.c). */
+     * once made, in the same pass that links it (wait/group.c). The group
+     * of goro_group_go(NULL, ...) is GORO__GROUP_NULL (goro.h). */
     struct goro_group *grp = attr ? attr->group : NULL;
-    if (grp && (h || !fn))
+    if (grp && (h || !fn || grp == GORO__GROUP_NULL))
         return -EINVAL;
     bool slot_first = grp && goro__group_limited(grp);
     int err = slot_first ? goro__group_admit(grp) : 0;
@@ -261,6 +263,58 @@ void goro__release(struct goro *g)
     goro__coroutine_ended();
 }
 
+/* ---- the handle gate: threads the runtime does not own vs shutdown ----
+ * goro_shutdown unmaps every slab, those of handles nobody joined among
+ * them; a join or detach from a thread the runtime does not own may be
+ * reading such a handle, or putting its slab back into the pool, at that
+ * moment. A slab put back after the shutdown had emptied the pool would
+ * stay there unmapped, for the next runtime's first spawn to take.
+ *
+ * Invariant: once handles_close() has returned, no thread the runtime does
+ * not own reads or frees a handle of this runtime, until the next start.
+ * Such a call counts itself in ext_handling, then reads closed; the
+ * shutdown, with every coroutine ended, sets closed, then waits for
+ * ext_handling to drain, and only then unmaps (runtime.c). Both sides are
+ * seq_cst: either the call sees closed and leaves h alone - the shutdown
+ * releases h with the rest - or the shutdown waits until it is done. closed
+ * stays set until the next start, so a call racing a shutdown that has
+ * already returned never reads an unmapped handle either. Coroutines need
+ * no gate: the shutdown waits for them to end. */
+static _Atomic int handles_closed;
+static _Atomic int ext_handling;
+
+/* 0: the caller may use h until handle_gate_leave; -ESHUTDOWN: h has been
+ * released by a shutdown, or is being (do not read it). */
+static int handle_gate_enter(bool outside)
+{
+    if (!outside)
+        return 0;
+    atomic_fetch_add(&ext_handling, 1);
+    if (!atomic_load(&handles_closed))
+        return 0;
+    atomic_fetch_sub(&ext_handling, 1);
+    return -ESHUTDOWN;
+}
+
+static void handle_gate_leave(bool outside)
+{
+    if (outside)
+        atomic_fetch_sub(&ext_handling, 1);
+}
+
+void goro__handles_close(void)
+{
+    GORO_ASSERT(!goro__m());
+    atomic_store(&handles_closed, 1);
+    while (atomic_load(&ext_handling) != 0)
+        sched_yield();
+}
+
+void goro__handles_open(void)
+{
+    atomic_store(&handles_closed, 0);
+}
+
 /* A handle is gone after join or detach. While its slab sits unused in a
  * pool the mistake of using it again is caught; once the slab is reused it
  * cannot be (as with pthread_join). */
@@ -314,11 +368,9 @@ static bool join_withdraw(struct goro *h, struct goro *self)
 
 /* Every join: hands over the result, the escaped C++ exception (escaped
  * not NULL) and the error object (err not NULL). */
-static int join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
+static int join_gated(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
                       goro_err_t **err, int64_t deadline)
 {
-    if (err)
-        *err = NULL;
     if (handle_invalid(h))
         return -EINVAL;
     struct goro *self = goro__waiter_self();
@@ -375,6 +427,24 @@ static int join_until(goro_t *h, long *result, struct goro__cxx_escaped **escape
     return 0;
 }
 
+/* Every join; from a thread the runtime does not own, behind the handle
+ * gate. */
+static int join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
+                      goro_err_t **err, int64_t deadline)
+{
+    if (err)
+        *err = NULL;
+    if (!h)
+        return -EINVAL;
+    bool outside = !goro__m();
+    int refused = handle_gate_enter(outside);
+    if (refused)
+        return refused;
+    int r = join_gated(h, result, escaped, err, deadline);
+    handle_gate_leave(outside);
+    return r;
+}
+
 int goro__cxx_join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
                          int64_t deadline)
 {
@@ -401,7 +471,7 @@ int goro_join(goro_t *h, long *result)
     return goro_join_until(h, result, GORO_FOREVER);
 }
 
-int goro_detach(goro_t *h)
+static int detach_gated(goro_t *h)
 {
     if (handle_invalid(h))
         return -EINVAL;
@@ -421,6 +491,19 @@ int goro_detach(goro_t *h)
     return 0;
 }
 
+/* Racing a shutdown that releases h: 0, as h is released all the same. */
+int goro_detach(goro_t *h)
+{
+    if (!h)
+        return -EINVAL;
+    bool outside = !goro__m();
+    if (handle_gate_enter(outside))
+        return 0;
+    int r = detach_gated(h);
+    handle_gate_leave(outside);
+    return r;
+}
+
 /* Sets the flag every later wait checks, then claims the current wait if
  * there is one that may be cancelled. The store and the load of `wake`
  * are seq_cst, as are their counterparts when a wait is armed (sched.c),
@@ -431,13 +514,23 @@ bool goro__cancel_claim(struct goro *h)
     return goro__wake_open(atomic_load(&h->wake)) && goro__claim(h, GORO_WAKE_CANCELED);
 }
 
+/* Racing a shutdown that releases h: 0, as for any coroutine that has
+ * ended (the shutdown waited for it to). */
 int goro_cancel(goro_t *h)
 {
-    if (!h || atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_FREE ||
-        (h->flags & (GORO_F_EXTERNAL | GORO_F_G0)))
+    if (!h)
         return -EINVAL;
-    goro__cancel_tree(h);
-    return 0;
+    bool outside = !goro__m();
+    if (handle_gate_enter(outside))
+        return 0;
+    int r = -EINVAL;
+    if (atomic_load_explicit(&h->state, memory_order_relaxed) != GORO_S_FREE &&
+        !(h->flags & (GORO_F_EXTERNAL | GORO_F_G0))) {
+        goro__cancel_tree(h);
+        r = 0;
+    }
+    handle_gate_leave(outside);
+    return r;
 }
 
 int goro_cancelled(void)

@@ -22,7 +22,8 @@
 /* A record with its stack: p is the caller's P (it is inside; NULL: none). */
 GORO_HIDDEN struct goro *goro__slab_get(struct goro_p *p, size_t stack_size, int *err);
 GORO_HIDDEN void goro__slab_put(struct goro *g);              /* for sched/ too */
-GORO_HIDDEN void goro__slab_free_all(void);
+GORO_HIDDEN void goro__slab_free_all(void);   /* at shutdown; closes the pool */
+GORO_HIDDEN void goro__slab_pool_open(void);  /* at a start */
 GORO_HIDDEN bool goro__slab_trim_idle(void);                   /* for sched/ */
 GORO_HIDDEN void goro__slab_cache_spill(struct goro_p *p);     /* for sched/ */
 GORO_HIDDEN int goro__slab_pooled(void);                       /* for the tests too */
@@ -68,6 +69,12 @@ GORO_HIDDEN void goro__capture_store(const struct goro_callregs *regs, int with_
 /* For sched/: runs on the context after a coroutine's last switch, hands
  * it to its joiner or frees it. */
 GORO_HIDDEN void goro__release(struct goro *g);
+/* For goro_shutdown, with every coroutine ended: close waits until no
+ * thread the runtime does not own is inside a join, detach or cancel, and
+ * refuses later ones (they leave the handle alone) until open, at the next
+ * start. */
+GORO_HIDDEN void goro__handles_close(void);
+GORO_HIDDEN void goro__handles_open(void);
 
 /* cxx.c: C++ support (docs/cxx.md); the switch path's part is in
  * runtime/coro/cxx_eh.h. goro_exit's first step: with the C++ runtime, unwinds

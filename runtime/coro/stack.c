@@ -72,6 +72,12 @@ static goro_lock_t pool_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
 static struct goro *fresh, *aged;
 static int64_t aged_at;
 static _Atomic int pool_count;        /* fresh + aged; peeked without the lock */
+/* Between goro__slab_free_all and the next start: the pool is empty and
+ * stays so. Every slab in the pool is mapped; the shutdown unmaps every
+ * slab, so nothing may come back after it has emptied the pool (coroutines
+ * have ended, workers stopped, and joins and detaches from other threads
+ * are kept out by coro.c's handle gate). */
+static bool pool_closed;
 
 /* Only pool_lock's holder writes pool_count, so a load and a store do:
  * no locked read-modify-write (two per spawn while a P's cache spills
@@ -227,6 +233,7 @@ static int unmap_list(struct goro *g)
 
 static void pool_push(struct goro *g)
 {
+    GORO_ASSERT(!pool_closed);
     g->pool_next = fresh;
     fresh = g;
     pool_count_add(1);
@@ -520,10 +527,20 @@ void goro__slab_free_all(void)
 {
     goro__lock(&pool_lock);
     struct goro *pooled = pool_take_all();
+    pool_closed = true;
     goro__unlock(&pool_lock);
     unmap_list(pooled);
     struct goro *g;
     while ((g = goro__registry_last()))
         slab_unmap(g);
     goro__stack_space_free();
+}
+
+/* At a start: the pool the last shutdown left empty takes slabs again. */
+void goro__slab_pool_open(void)
+{
+    goro__lock(&pool_lock);
+    GORO_ASSERT(!fresh && !aged && atomic_load(&pool_count) == 0);
+    pool_closed = false;
+    goro__unlock(&pool_lock);
 }

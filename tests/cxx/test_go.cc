@@ -396,3 +396,14 @@ CT_TEST(group_go_lambdas_and_errors)
     goro_err_free(err);
     CT_CHECK(goro_group_free(g) == 0);
 }
+
+/* goro_group_go with a NULL group: -EINVAL, nothing runs (it used to
+ * start a detached coroutine outside any group). */
+CT_TEST(group_go_null_group_refused)
+{
+    ct::start(2);
+    std::atomic<int> ran{0};
+    CT_CHECK(goro_group_go(nullptr, [&ran] { ran++; }) == -EINVAL);
+    goro_sleep(5 * GORO_MSEC);
+    CT_CHECK(ran.load() == 0);
+}

@@ -312,4 +312,5 @@ void goro__sysmon_stop(void)
     goro__futex_wake(&sleep_word, 1);
     pthread_join(thread, NULL);
     thread_running = false;
+    goro__stall_flush();            /* stalls it left out of stderr: said now */
 }

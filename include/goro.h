@@ -1190,8 +1190,10 @@ typedef struct goro_stall {
 typedef void (*goro_stall_fn)(const goro_stall_t *stall, void *arg);
 
 /* Reports stalls of threshold_ns or longer from now on: to fn, each one,
- * if fn is given; else to stderr, at most one report a second (the next
- * report counts those left out). threshold_ns 0 turns reports off. May be
+ * if fn is given; else to stderr, at most one report a second (those
+ * left out are summed up once the second is over, or at shutdown, naming
+ * the last). Every stall is counted in goro_stall_stats whether reported
+ * or not. threshold_ns 0 turns reports off. May be
  * called before or after goro_start; GORO_STALL=<ms> in the environment
  * does the same at each start (stderr). Once it returns, the previous fn
  * is not running (unless it is the caller) and is not called again: its
@@ -1202,7 +1204,9 @@ int goro_stall_watch(int64_t threshold_ns, goro_stall_fn fn, void *arg);
 #define GORO_STALL_BUCKETS 16
 /* Stalls since the process began (across restarts). bucket i counts ended
  * stalls of 2^i to 2^(i+1) ms (bucket 0: under 2 ms, the last: 2^15 ms or
- * more), whatever the threshold was when each was seen. */
+ * more), whatever the threshold was when each was seen. A stall is in
+ * the buckets once its coroutine has left the slice: by the time a join
+ * of that coroutine returns, say. */
 typedef struct goro_stall_stats {
     int64_t threshold_ns;     /* now; 0: off */
     uint64_t stalls;          /* seen, ongoing ones included */

@@ -379,9 +379,18 @@ struct goro_stall_sample {
 struct goro_stall_track {
     uint8_t phase;                 /* none, watching, asked, reported, ignored */
     uint32_t tick, req;            /* the stalled slice's schedtick; the sample asked */
-    int64_t since, asked_at;
+    _Atomic int64_t since;         /* the slice's start (read by the worker too) */
+    int64_t asked_at;
     struct goro_m *m;
+    /* A counted stall whose end is not yet in the histogram: which slice
+     * (GORO_STALL_OPEN_P | tick, or GORO_STALL_OPEN_M for a thread that
+     * lost its P), else 0. Whoever clears it (compare-and-swap) puts the
+     * length in: the stalled coroutine as it leaves (goro__stall_leave),
+     * or sysmon when it sees the slice over. */
+    _Atomic uint64_t open;
 };
+#define GORO_STALL_OPEN_P (1ull << 32)
+#define GORO_STALL_OPEN_M (2ull << 32)
 
 /* A processor: the right to run coroutines, with its local run queue.
  * Owned by one worker thread at a time (see runtime/sched/sched.c).

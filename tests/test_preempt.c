@@ -2102,6 +2102,113 @@ START_TEST(preempt_allow_marks_code_preemptible)
 }
 END_TEST
 
+/* ---- how long a slice lasts before the preemption ---- */
+
+#define LAT_MAX 400
+
+/* Two spinners that make no call take turns on one worker; each one, on
+ * getting the worker back, notes how long the other's slice lasted, from
+ * its first instant to its last. The host's stall during that slice, as
+ * the watch saw a new largest one then, is taken off. */
+static struct {
+    atomic_int owner;               /* the spinner that ran last: 0, 1; -1 none */
+    int64_t start[2], last[2], host[2];
+    int64_t sample[LAT_MAX];
+    atomic_int n;
+} lat;
+
+static int64_t lat_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static GORO_PREEMPTIBLE void lat_spinner(intptr_t me)
+{
+    uint32_t x = 2463534242u + (uint32_t)me;
+    while (!atomic_load_explicit(&pt.stop, memory_order_relaxed) &&
+           atomic_load_explicit(&lat.n, memory_order_relaxed) < LAT_MAX) {
+        /* a few microseconds of work between clock reads: a request
+         * mostly lands here, seldom in the vDSO (not preemptible) */
+        for (int i = 0; i < 2000; i++)
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        __asm__ volatile("" : "+r"(x));
+        int64_t t = lat_now();
+        int was = atomic_load_explicit(&lat.owner, memory_order_relaxed);
+        if (was != me) {
+            if (was >= 0) {
+                int64_t host = t_host_stalled(), ns = lat.last[was] - lat.start[was];
+                if (host > lat.host[was])
+                    ns -= host;
+                int n = atomic_load(&lat.n);
+                if (n < LAT_MAX)
+                    lat.sample[n] = ns;
+                atomic_store(&lat.n, n + 1);
+            }
+            atomic_store_explicit(&lat.owner, (int)me, memory_order_relaxed);
+            lat.start[me] = t;
+            lat.host[me] = t_host_stalled();
+        }
+        lat.last[me] = t;
+        if (t_now() > pt.hard_end)
+            break;
+    }
+}
+
+/* The median slice of a spinner on one worker, in ns (host stalls off). */
+static int64_t median_slice(int64_t slice, int samples)
+{
+    restart_for(1, slice, 30);
+    memset(&lat, 0, sizeof lat);
+    atomic_store(&lat.owner, -1);
+    goro_t *h[2];
+    ck_assert_ptr_nonnull(h[0] = go(lat_spinner, (intptr_t)0));
+    ck_assert_ptr_nonnull(h[1] = go(lat_spinner, (intptr_t)1));
+    while (atomic_load(&lat.n) < samples + 2 && t_now() < pt.hard_end)
+        t_nap(0.01);
+    atomic_store(&pt.stop, 1);
+    join_all(h, 2);
+    int n = atomic_load(&lat.n);
+    ck_assert_msg(n >= samples + 2, "only %d slices seen", n);
+    n = n > LAT_MAX ? LAT_MAX : n;
+    /* the first two: the spinners' start, not a preemption */
+    t_sort_i64(lat.sample + 2, (size_t)n - 2);
+    int64_t med = lat.sample[2 + (n - 2) / 2];
+    report("slice %.0f ms: %d slices, median %.3f ms, p90 %.3f ms, max %.3f ms "
+           "(host stall %.3f ms)\n", t_ms(slice), n - 2, t_ms(med),
+           t_ms(lat.sample[2 + (n - 2) * 9 / 10]), t_ms(lat.sample[n - 1]),
+           t_ms(t_host_stalled()));
+    return med;
+}
+
+/* docs/preemption.md, "The monitor": a coroutine that makes no call is
+ * asked to stop at its slice's end plus the monitor's lateness in seeing
+ * the slice begin (0.1 ms after a preemption, up to a quarter slice
+ * otherwise); the median, over a hundred slices and more, must stay
+ * within 1.125 slices plus PREEMPT_LATENCY (the monitor's wake-up, the
+ * signal, the switch), at 1 ms and 10 ms. Timing means nothing under
+ * qemu, valgrind or the sanitizers: skipped there. */
+#define PREEMPT_LATENCY (GORO_MSEC / 4)
+START_TEST(slices_end_within_the_documented_bound)
+{
+    if (!needs_async("slices_end_within_the_documented_bound"))
+        return;
+    if (t_slow() || t_sanitized()) {
+        t_skip("slices_end_within_the_documented_bound", "timing under qemu, valgrind or a sanitizer");
+        return;
+    }
+    const int64_t slices[] = { GORO_MSEC, 10 * GORO_MSEC };
+    for (int i = 0; i < 2; i++) {
+        int64_t slice = slices[i];
+        int64_t med = median_slice(slice, slice < 5 * GORO_MSEC ? 200 : 60);
+        int64_t bound = slice + slice / 8 + PREEMPT_LATENCY;
+        ck_assert_msg(med <= bound, "slice %.0f ms: median %.3f ms, over the bound %.3f ms",
+                      t_ms(slice), t_ms(med), t_ms(bound));
+    }
+}
+END_TEST
+
 Suite *preempt_suite(void)
 {
     Suite *s = suite_create("preempt");
@@ -2121,6 +2228,7 @@ Suite *preempt_suite(void)
     tcase_add_test(tc, foreign_sigurgs_do_not_stop_preemption);
     tcase_add_test(tc, blocked_worker_does_not_stop_the_others);
     tcase_add_test(tc, blocking_call_hands_the_worker_over);
+    tcase_add_test(tc, slices_end_within_the_documented_bound);
     /* last: it fills the table of marked ranges for the rest of the process */
     tcase_add_test(tc, preempt_allow_marks_code_preemptible);
     return s;

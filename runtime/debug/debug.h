@@ -88,6 +88,17 @@ GORO_HIDDEN bool goro__stall_asked(struct goro_m *m);
 GORO_HIDDEN void goro__stall_sample(struct goro_m *m, struct goro *g, void *uc);
 GORO_HIDDEN void goro__stall_answer(struct goro_m *m, int why);
 GORO_HIDDEN void goro__stall_dump(struct goro_out *o);
+GORO_HIDDEN void goro__stall_leave(struct goro_m *m);
+GORO_HIDDEN void goro__stall_flush(void);
+/* A coroutine leaves its slice (switch_to): a stall of it that sysmon
+ * counted ends here, before anything it wakes (a joiner) runs. */
+static inline void goro__stall_leaving(struct goro_m *m)
+{
+    struct goro_p *p = m->p;
+    if (__builtin_expect((p && atomic_load_explicit(&p->sm_stall.open, memory_order_relaxed)) ||
+                         atomic_load_explicit(&m->sm_stall.open, memory_order_relaxed), 0))
+        goro__stall_leave(m);
+}
 
 /* waitgraph.c: who waits on what, and who alone can end each wait - a
  * snapshot for the deadlock and leak reports (the file says how). */

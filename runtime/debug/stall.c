@@ -14,17 +14,29 @@
  *      addresses only: naming them opens object files, which sysmon does),
  *      says why it would not preempt there, and stores done = req.
  *   3. sysmon names the frames and reports: to the callback, or to stderr
- *      at most once a second. No answer within ANSWER_WAIT (a handler the
- *      program put before ours, a blocked signal) is reported as such.
- *   4. When the P's slice changes, or the P goes idle, the stall has
- *      ended: its length (to within a sysmon round) goes into the
- *      histogram.
- * Invariants: only sysmon writes the P's sm_stall and the statistics
- * (atomics, since goro_stall_stats reads them anywhere); sysmon reads a
- * sample only once done == req (acquire), and the handler writes one only
- * while done != req, so the two never touch it at once - a late answer to
- * a request sysmon gave up on is an answer to the next one, which is as
- * good a sample.
+ *      at most once a second - those left out are summed up, naming the
+ *      last, once the second is over. No answer within ANSWER_WAIT (a
+ *      handler the program put before ours, a blocked signal) is reported
+ *      as such; a stall that ends first is reported with the sample if it
+ *      came, else as over before it could be sampled.
+ *   4. The stall ends when its coroutine leaves the slice: the coroutine
+ *      itself puts the length into the histogram on its way out
+ *      (goro__stall_leave, from switch_to), before anything it wakes - its
+ *      joiner - runs; sysmon does it instead when it sees the slice over
+ *      first (the P went idle, a thread that lost its P came back).
+ * Invariants:
+ *   - a stall is counted (n_stalls) the moment sysmon sees it reach the
+ *     threshold, before any report, and its track's `open` set; the one
+ *     who clears `open` (compare-and-swap: the coroutine leaving, or
+ *     sysmon) adds its length to the histogram, so every counted stall
+ *     ends in the histogram exactly once and ended <= stalls at any read;
+ *   - only sysmon writes a track's other fields, and its `since` before
+ *     `open` (release), so the coroutine that clears `open` reads the
+ *     right start;
+ *   - sysmon reads a sample only once done == req (acquire), and the
+ *     handler writes one only while done != req, so the two never touch
+ *     it at once - a late answer to a request sysmon gave up on is an
+ *     answer to the next one, which is as good a sample.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -51,6 +63,7 @@ static _Atomic int64_t longest;
 static _Atomic uint64_t buckets[GORO_STALL_BUCKETS];
 static int64_t last_stderr = INT64_MIN;    /* sysmon only */
 static uint64_t left_out;                  /* since the last stderr report (sysmon) */
+static char left_last[512];                /* the last one left out: its first line */
 
 int goro_stall_watch(int64_t threshold_ns, goro_stall_fn fn, void *arg)
 {
@@ -75,12 +88,13 @@ int goro_stall_stats(goro_stall_stats_t *st)
         return -EINVAL;
     memset(st, 0, sizeof *st);
     st->threshold_ns = atomic_load(&threshold);
+    /* the ends first: a stall is counted before it can end (invariants) */
+    for (int i = 0; i < GORO_STALL_BUCKETS; i++)
+        st->buckets[i] = atomic_load(&buckets[i]);
+    st->longest_ns = atomic_load(&longest);
     st->stalls = atomic_load(&n_stalls);
     st->reported = atomic_load(&n_reported);
     st->suppressed = atomic_load(&n_suppressed);
-    st->longest_ns = atomic_load(&longest);
-    for (int i = 0; i < GORO_STALL_BUCKETS; i++)
-        st->buckets[i] = atomic_load(&buckets[i]);
     return 0;
 }
 
@@ -95,11 +109,52 @@ static int bucket_of(int64_t ns)
     return i;
 }
 
+/* From sysmon or from the coroutine that stalled (invariants above). */
 static void stall_ended(int64_t ns)
 {
-    atomic_fetch_add_explicit(&buckets[bucket_of(ns)], 1, memory_order_relaxed);
-    if (ns > atomic_load_explicit(&longest, memory_order_relaxed))
-        atomic_store_explicit(&longest, ns, memory_order_relaxed);
+    if (ns < 0)
+        ns = 0;
+    int64_t was = atomic_load_explicit(&longest, memory_order_relaxed);
+    while (ns > was && !atomic_compare_exchange_weak_explicit(&longest, &was, ns,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed))
+        ;
+    atomic_fetch_add(&buckets[bucket_of(ns)], 1);
+}
+
+/* tr's stall, open as o, ends now - if no one ended it first. */
+static void stall_settle(struct goro_stall_track *tr, uint64_t o, int64_t now)
+{
+    int64_t since = atomic_load_explicit(&tr->since, memory_order_relaxed);
+    if (o && atomic_compare_exchange_strong_explicit(&tr->open, &o, 0, memory_order_acq_rel,
+                                                     memory_order_relaxed))
+        stall_ended(now - since);
+}
+
+/* sysmon: tr (on slice tick, or on a thread: tick unused) reached the
+ * threshold: a stall from now on, whether or not it is ever reported. */
+static void stall_count(struct goro_stall_track *tr, bool on_thread)
+{
+    atomic_fetch_add(&n_stalls, 1);
+    GORO_ASSERT(atomic_load_explicit(&tr->open, memory_order_relaxed) == 0);
+    atomic_store_explicit(&tr->open, on_thread ? GORO_STALL_OPEN_M : GORO_STALL_OPEN_P | tr->tick,
+                          memory_order_release);
+}
+
+/* The worker m, in switch_to: its coroutine leaves the slice. A stall
+ * counted on its P for this very slice, or on m after a hand-off, is over. */
+void goro__stall_leave(struct goro_m *m)
+{
+    int64_t now = goro__now();
+    struct goro_p *p = m->p;
+    if (p) {
+        uint64_t o = atomic_load_explicit(&p->sm_stall.open, memory_order_acquire);
+        if (o == (GORO_STALL_OPEN_P | atomic_load_explicit(&p->schedtick, memory_order_relaxed)))
+            stall_settle(&p->sm_stall, o, now);
+    }
+    uint64_t o = atomic_load_explicit(&m->sm_stall.open, memory_order_acquire);
+    if (o)
+        stall_settle(&m->sm_stall, o, now);
 }
 
 /* ---- on the worker: the SIGURG handler's half ---- */
@@ -209,6 +264,26 @@ static void why_text(int why, uintptr_t pc, char *buf, size_t len)
     }
 }
 
+/* The stalls left out of stderr, summed up with the last one's first
+ * line: when the second is over (sysmon, each round), or at stop. */
+static void left_out_say(int64_t now, bool now_or_never)
+{
+    if (!left_out || (!now_or_never && now - last_stderr < STDERR_EVERY))
+        return;
+    struct goro_out o = { .file = NULL, .fd = 2 };
+    goro__outf(&o, "goro: %llu more stall%s, left out of stderr (one report a second; "
+               "goro_stall_stats counts them all); the last:\n%s",
+               (unsigned long long)left_out, left_out == 1 ? "" : "s", left_last);
+    left_out = 0;
+    last_stderr = now;
+}
+
+/* sysmon stopped (shutdown): what it left out is said now. */
+void goro__stall_flush(void)
+{
+    left_out_say(0, true);
+}
+
 /* One report: to the callback, or to stderr once a second at most. */
 static void report(const goro_stall_t *st, int64_t now)
 {
@@ -222,21 +297,22 @@ static void report(const goro_stall_t *st, int64_t now)
     }
     if (last_stderr != INT64_MIN && now - last_stderr < STDERR_EVERY) {
         left_out++;
+        const char *nl = strchr(st->text, '\n');
+        size_t len = nl ? (size_t)(nl - st->text) + 1 : strlen(st->text);
+        if (len > sizeof left_last - 1)
+            len = sizeof left_last - 1;
+        memcpy(left_last, st->text, len);
+        left_last[len] = 0;
         atomic_fetch_add_explicit(&n_suppressed, 1, memory_order_relaxed);
         return;
     }
     atomic_fetch_add_explicit(&n_reported, 1, memory_order_relaxed);
     last_stderr = now;
     goro__write_all(2, st->text, strlen(st->text));
-    if (left_out) {
-        struct goro_out o = { .file = NULL, .fd = 2 };
-        goro__outf(&o, "goro: (%llu stall%s before this one left out: one report a second)\n",
-                   (unsigned long long)left_out, left_out == 1 ? "" : "s");
-        left_out = 0;
-    }
 }
 
-/* worker: the P's id, or -1 for a thread whose P went on without it. */
+/* worker: the P's id, or -1 for a thread whose P went on without it.
+ * blocked: the reason in words, when there is no sample to say it. */
 static void report_stall(struct goro_stall_track *tr, int worker,
                          const struct goro_stall_sample *s, int why, const char *blocked,
                          int64_t now)
@@ -280,7 +356,7 @@ static void report_stall(struct goro_stall_track *tr, int worker,
         fclose(o.file);
     goro_stall_t st = {
         .id = s->id, .name = s->name, .worker = worker, .ns = ns,
-        .why = blocked ? GORO_STALL_BLOCKED : (goro_stall_why_t)why, .reason = reason,
+        .why = (goro_stall_why_t)why, .reason = reason,
         .nframes = nips, .frames = frames, .text = text,
     };
     report(&st, now);
@@ -306,10 +382,12 @@ static void stall_begin(struct goro_stall_track *tr, int worker, int64_t now)
         char what[96];
         blocked_call(m, what, sizeof what);
         tr->phase = PHASE_REPORTED;
-        atomic_fetch_add_explicit(&n_stalls, 1, memory_order_relaxed);
+        stall_count(tr, worker < 0);
         report_stall(tr, worker, &s, GORO_STALL_BLOCKED, what, now);
         return;
     }
+    if (tr->phase == PHASE_WATCHING)
+        stall_count(tr, worker < 0);
     tr->req = atomic_load_explicit(&m->stall.req, memory_order_relaxed) + 1;
     atomic_store_explicit(&m->stall.req, tr->req, memory_order_relaxed);
     tr->asked_at = now;
@@ -317,30 +395,39 @@ static void stall_begin(struct goro_stall_track *tr, int worker, int64_t now)
     goro__preempt_signal(m);
 }
 
-static void stall_answered(struct goro_stall_track *tr, int worker, int64_t now)
+/* over: the stall ended before the answer came (then it is reported
+ * without waiting for one). */
+static void stall_answered(struct goro_stall_track *tr, int worker, int64_t now, bool over)
 {
     struct goro_stall_sample *s = &tr->m->stall;
     bool answered = atomic_load_explicit(&s->done, memory_order_acquire) == tr->req;
-    if (!answered && now - tr->asked_at < ANSWER_WAIT)
+    if (!answered && !over && now - tr->asked_at < ANSWER_WAIT)
         return;
     if (answered && s->id == 0) {
-        tr->phase = PHASE_IGNORED;      /* the runtime's own g0, not a coroutine */
+        /* the runtime's own g0, not a coroutine: not a stall after all */
+        tr->phase = PHASE_IGNORED;
+        uint64_t o = atomic_load_explicit(&tr->open, memory_order_relaxed);
+        if (o && atomic_compare_exchange_strong(&tr->open, &o, 0))
+            atomic_fetch_sub(&n_stalls, 1);
         return;
     }
     tr->phase = PHASE_REPORTED;
-    atomic_fetch_add_explicit(&n_stalls, 1, memory_order_relaxed);
     if (answered) {
         report_stall(tr, worker, s, s->why, NULL, now);
     } else {
         struct goro_stall_sample none = { .id = 0 };
-        report_stall(tr, worker, &none, GORO_STALL_UNANSWERED, NULL, now);
+        report_stall(tr, worker, &none, GORO_STALL_UNANSWERED,
+                     over ? "over before its worker answered the sampling signal" : NULL, now);
     }
 }
 
-static void stall_end(struct goro_stall_track *tr, int64_t now)
+/* The slice is over: a stall still waiting for its sample is reported
+ * now, and one no coroutine ended goes into the histogram. */
+static void stall_end(struct goro_stall_track *tr, int worker, int64_t now)
 {
-    if (tr->phase == PHASE_REPORTED)
-        stall_ended(now - tr->since);
+    if (tr->phase == PHASE_ASKED)
+        stall_answered(tr, worker, now, true);
+    stall_settle(tr, atomic_load_explicit(&tr->open, memory_order_acquire), now);
     tr->phase = PHASE_NONE;
 }
 
@@ -348,7 +435,7 @@ static void stall_end(struct goro_stall_track *tr, int64_t now)
 static void stall_step(struct goro_stall_track *tr, int worker, int64_t now, int64_t limit)
 {
     if (tr->phase == PHASE_ASKED)
-        stall_answered(tr, worker, now);
+        stall_answered(tr, worker, now, false);
     else if (tr->phase == PHASE_WATCHING && limit > 0 && now - tr->since >= limit)
         stall_begin(tr, worker, now);
 }
@@ -361,7 +448,7 @@ void goro__stall_check(struct goro_p *p, int64_t now)
     /* over: a new slice, or none (an idle P starts none until it wakes) */
     if (tr->phase != PHASE_NONE && (tr->tick != p->sm_tick ||
                                     !atomic_load_explicit(&p->running, memory_order_relaxed)))
-        stall_end(tr, now);
+        stall_end(tr, p->id, now);
     int64_t limit = atomic_load_explicit(&threshold, memory_order_relaxed);
     if (tr->phase == PHASE_NONE) {
         struct goro_m *m = atomic_load_explicit(&p->owner, memory_order_acquire);
@@ -381,13 +468,22 @@ void goro__stall_check(struct goro_p *p, int64_t now)
  * stall, begun or not, is now m's to follow (until m comes back). */
 void goro__stall_handoff(struct goro_p *p, struct goro_m *m)
 {
-    struct goro_stall_track *tr = &p->sm_stall;
-    m->sm_stall = *tr;
-    if (m->sm_stall.phase == PHASE_NONE) {
-        m->sm_stall.since = p->sm_since;
-        m->sm_stall.m = m;
-        m->sm_stall.phase = PHASE_WATCHING;
+    struct goro_stall_track *tr = &p->sm_stall, *to = &m->sm_stall;
+    to->phase = tr->phase;
+    to->tick = tr->tick;
+    to->req = tr->req;
+    to->asked_at = tr->asked_at;
+    to->m = tr->m;
+    atomic_store(&to->since, atomic_load(&tr->since));
+    if (to->phase == PHASE_NONE) {
+        atomic_store(&to->since, p->sm_since);
+        to->m = m;
+        to->phase = PHASE_WATCHING;
     }
+    /* An open stall moves with its coroutine - unless it ended meanwhile. */
+    uint64_t o = atomic_load_explicit(&tr->open, memory_order_acquire);
+    if (o && atomic_compare_exchange_strong(&tr->open, &o, 0))
+        atomic_store_explicit(&to->open, GORO_STALL_OPEN_M, memory_order_release);
     tr->phase = PHASE_NONE;
     atomic_store_explicit(&handed_tracks, 1, memory_order_relaxed);
 }
@@ -396,6 +492,7 @@ void goro__stall_handoff(struct goro_p *p, struct goro_m *m)
  * the thread is back in the runtime (on its g0) or has a P again. */
 void goro__stall_check_threads(int64_t now)
 {
+    left_out_say(now, false);
     if (!atomic_load_explicit(&handed_tracks, memory_order_relaxed))
         return;
     int64_t limit = atomic_load_explicit(&threshold, memory_order_relaxed);
@@ -407,7 +504,7 @@ void goro__stall_check_threads(int64_t now)
             continue;
         if (!atomic_load_explicit(&m->lost_p_at, memory_order_relaxed) ||
             atomic_load_explicit(&m->in_rt, memory_order_acquire) != 0) {
-            stall_end(tr, now);
+            stall_end(tr, -1, now);
             continue;
         }
         stall_step(tr, -1, now, limit);
@@ -421,7 +518,7 @@ void goro__stall_check_threads(int64_t now)
  * first be seen to end. */
 bool goro__stall_pending(void)
 {
-    if (atomic_load_explicit(&handed_tracks, memory_order_relaxed))
+    if (left_out || atomic_load_explicit(&handed_tracks, memory_order_relaxed))
         return true;
     for (int i = 0; i < goro__sched.nprocs; i++)
         if (goro__sched.procs[i].sm_stall.phase != PHASE_NONE)

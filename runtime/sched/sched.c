@@ -113,6 +113,7 @@
 
 #include "internal.h"
 #include "base/sanitizer.h"
+#include "debug/debug.h"                /* goro__stall_leaving */
 #include "coro/cxx_eh.h"                 /* C++: exception state per coroutine */
 
 GORO_HIDDEN struct goro_sched goro__sched = {
@@ -889,6 +890,7 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
         self->min_sp = sp_now;
     m->post = what;
     m->post_g = self;
+    goro__stall_leaving(m);         /* before start_slice moves schedtick */
     if (goro__trace_on())           /* one look for both events */
         trace_switch(self, what, next);
     if (next)
@@ -1431,8 +1433,10 @@ void goro_yield(void)
      * was cut short */
     bool poll = poll_due(m->p) || goro__preempt_requested(m->p) || timers_due(m->p);
     struct goro *next = poll ? NULL : pick_local(m, &inherit);
-    if (!next && !poll)
+    if (!next && !poll) {
+        goro__stall_leaving(m);     /* its slice ends all the same */
         tick(m->p);                 /* nobody to yield to */
+    }
     else
         switch_to(m, self, GORO_POST_YIELD, next, false);
     rt_leave(goro__m());

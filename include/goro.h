@@ -1070,12 +1070,17 @@ int goro_connect(int fd, const struct sockaddr *addr, socklen_t addrlen);
 int goro_connect_until(int fd, const struct sockaddr *addr, socklen_t addrlen,
                        int64_t deadline);
 
-/* Closes fd: coroutines waiting on it wake with -EBADF first. Returns 0 or
- * the negative errno of close() (the descriptor is gone either way). */
+/* Closes fd. Calls waiting on it return -EBADF first; a call already woken
+ * finishes on this file, and goro_close waits for it, so that nothing of
+ * this file reaches the next one to get the number - which may happen as
+ * soon as close() returns (docs/io.md, "Closing"). Returns 0 or the
+ * negative errno of close() (the descriptor is gone either way), or
+ * -EBADF if another goro_close of fd is under way (that one closes it). */
 int goro_close(int fd);
 
-/* Forgets fd without closing it (waiters wake with -EBADF), for handing
- * it to code that is not goro-aware. Returns 0 or -EBADF. */
+/* Forgets fd without closing it (waiters wake with -EBADF, calls under way
+ * are waited for, as by goro_close), for handing it to code that is not
+ * goro-aware. Returns 0 or -EBADF. */
 int goro_fd_release(int fd);
 
 /* ------------------------------------------------------------------------

@@ -25,6 +25,7 @@ Suite *sync_suite(void);        /* test_sync.c */
 Suite *sched_suite(void);       /* test_sched.c: stress, lost wake-ups, fairness, idle CPU */
 Suite *offload_suite(void);     /* test_offload.c: blocking work on the pool */
 Suite *io_suite(void);          /* test_io.c: sockets, pipes, files; errors; leaks */
+Suite *fdreuse_suite(void);     /* test_fdreuse.c: goro_close racing reuse of its number */
 Suite *time_suite(void);        /* test_time.c: clock, sleep, deadlines of every wait */
 Suite *timer_suite(void);       /* test_timer.c: the timer heaps, tickers */
 Suite *cancel_suite(void);      /* test_cancel.c: goro_cancel of every wait */
@@ -41,7 +42,7 @@ Suite *clock_suite(void);       /* test_clock.c: the virtual clock, seeded inter
     spawn_suite, err_suite, args_suite, context_suite, stack_suite, errors_suite, \
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
     signal_suite, \
-    offload_suite, io_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
+    offload_suite, io_suite, fdreuse_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
     dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, priority_suite, pipeline_suite
 
 #endif

@@ -1428,6 +1428,10 @@ int __real_close(int fd);
 int __wrap_close(int fd);
 static atomic_int slow_close_fd = -1;
 static atomic_long in_slow_close;
+/* Runs right after close(2) of this number has returned, inside the
+ * goro_close that called it (see fresh_file_on_a_closed_number). */
+static atomic_int reuse_fd = -1;
+static void reuse_number(int fd);
 
 int __wrap_close(int fd)
 {
@@ -1435,7 +1439,10 @@ int __wrap_close(int fd)
         atomic_store(&in_slow_close, 1);
         t_nap(0.05);
     }
-    return __real_close(fd);
+    int r = __real_close(fd);
+    if (fd >= 0 && atomic_exchange(&reuse_fd, -1) == fd)
+        reuse_number(fd);
+    return r;
 }
 
 static void *close_slowly(void *fd)
@@ -1518,6 +1525,75 @@ END_TEST
 
 /* goro_fd_release: waiters wake with -EBADF, the descriptor stays open and
  * works with plain calls; goro may take it up again later. */
+/* ---- a fresh file on a number goro_close has just closed ----
+ * Once close(2) has returned, the number is anybody's: another thread's
+ * open() may get it at once, and its calls on that fresh file must work.
+ * They used to get -EBADF while goro_close had not yet cleared the mark it
+ * put on the number's record before close(2). Here the number is taken
+ * inside that window (reuse_number runs in the close wrapper), and a
+ * plain thread uses it; the window stays open for up to a settle. */
+static struct {
+    int peer;                       /* the fresh socket's other end */
+    atomic_int go, done;
+    long wrote, read, ready;
+    char got;
+} fresh;
+
+static void reuse_number(int fd)
+{
+    int q[2];
+    /* The kernel hands out the lowest free number: fd, unless another
+     * thread took it first (then it is put there). */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, q) != 0 ||
+        (q[0] != fd && (dup2(q[0], fd) != fd || __real_close(q[0]) != 0)) ||
+        write(q[1], "n", 1) != 1) {
+        t_fail("could not put a fresh socket on %d: %s", fd, strerror(errno));
+        return;
+    }
+    fresh.peer = q[1];
+    atomic_store(&fresh.go, 1);
+    t_wait_flag(&fresh.done, t_timeout(0.2));   /* goro_close has not returned yet */
+}
+
+static void *use_fresh_number(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    if (!t_wait_flag(&fresh.go, t_timeout(10)))
+        return NULL;
+    fresh.wrote = goro_write(fd, "w", 1);
+    fresh.read = goro_read(fd, &fresh.got, 1);
+    fresh.ready = goro_wait_fd(fd, GORO_READABLE | GORO_WRITABLE, goro_now() + GORO_SEC);
+    atomic_store(&fresh.done, 1);
+    return NULL;
+}
+
+START_TEST(fresh_file_on_a_closed_number)
+{
+    int s[2];
+    make_socketpair(SOCK_STREAM, s);
+    char c;
+    /* registered with a poller, as a descriptor in use is */
+    ck_assert_int_eq(goro_read_until(s[0], &c, 1, goro_now() + GORO_MSEC), -ETIMEDOUT);
+    memset(&fresh, 0, sizeof fresh);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, use_fresh_number, (void *)(intptr_t)s[0]), 0);
+    atomic_store(&reuse_fd, s[0]);
+    ck_assert_int_eq(goro_close(s[0]), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(atomic_load(&fresh.done), 1);
+    ck_assert_msg(fresh.wrote == 1 && fresh.read == 1 && fresh.got == 'n',
+                  "calls on a fresh file on a just-closed number: write %ld, read %ld "
+                  "('%c'), want 1, 1 ('n')", fresh.wrote, fresh.read, fresh.got ? fresh.got : '?');
+    ck_assert_int_eq(fresh.ready, GORO_WRITABLE);
+    ck_assert_int_eq(read(fresh.peer, &c, 1), 1);
+    ck_assert_int_eq(c, 'w');
+    ck_assert_int_eq(goro_close(s[0]), 0);
+    ck_assert_int_eq(close(fresh.peer), 0);
+    ck_assert_int_eq(goro_close(s[1]), 0);
+}
+END_TEST
+
 START_TEST(release_keeps_fd_open)
 {
     int p[2];
@@ -2225,6 +2301,7 @@ Suite *io_suite(void)
     tcase_add_test(tc, connect_refused_and_accepted);
     tcase_add_test(tc, close_wakes_waiters);
     tcase_add_test(tc, call_while_goro_close_closes_is_refused);
+    tcase_add_test(tc, fresh_file_on_a_closed_number);
     tcase_add_test(tc, release_keeps_fd_open);
     tcase_add_test(tc, bad_descriptors);
     tcase_add_test(tc, bad_arguments);

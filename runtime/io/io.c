@@ -45,12 +45,9 @@ struct io_call {
 
 typedef ssize_t (*io_op)(int fd, struct io_call *c);
 
-static ssize_t io_loop(int fd, int dir, int64_t deadline, io_op op, struct io_call *c)
+static ssize_t io_run(int fd, uint32_t gen, int dir, int64_t deadline, io_op op,
+                      struct io_call *c)
 {
-    uint32_t gen;
-    int err = goro__fd_begin(fd, &c->pd, &gen);
-    if (err)
-        return err;
     bool woken = false;
     for (;;) {
         ssize_t n = op(fd, c);
@@ -69,6 +66,37 @@ static ssize_t io_loop(int fd, int dir, int64_t deadline, io_op op, struct io_ca
             return r;
         woken = true;
     }
+}
+
+/* The call holds the number throughout (goro__fd_enter): a wait woken by
+ * an edge reads from the file that sent it, even when goro_close of it
+ * comes before the read - never from a file that took the number after. */
+static ssize_t io_loop(int fd, int dir, int64_t deadline, io_op op, struct io_call *c)
+{
+    uint32_t gen;
+    int err = goro__fd_enter(fd, &c->pd, &gen);
+    if (err)
+        return err;
+    ssize_t n = io_run(fd, gen, dir, deadline, op, c);
+    goro__fd_leave(c->pd);
+    return n;
+}
+
+/* The _full and _all calls make several calls, and hold the number across
+ * all of them: a goro_close in between makes the next one fail, where the
+ * number could otherwise have passed to another file meanwhile. NULL if
+ * it cannot be held: the first call then says why. */
+static struct goro_pollfd *hold(int fd)
+{
+    struct goro_pollfd *pd;
+    uint32_t gen;
+    return goro__fd_enter(fd, &pd, &gen) == 0 ? pd : NULL;
+}
+
+static void unhold(struct goro_pollfd *pd)
+{
+    if (pd)
+        goro__fd_leave(pd);
 }
 
 /* ---- reading ---- */
@@ -236,6 +264,7 @@ ssize_t goro_writev(int fd, const struct iovec *iov, int iovcnt)
 
 ssize_t goro_read_full_until(int fd, void *buf, size_t len, size_t *got, int64_t deadline)
 {
+    struct goro_pollfd *held = hold(fd);
     size_t done = 0;
     ssize_t r = 0;
     while (done < len) {
@@ -248,6 +277,7 @@ ssize_t goro_read_full_until(int fd, void *buf, size_t len, size_t *got, int64_t
         *got = done;
     if (len == 0)                   /* still report a bad descriptor */
         r = goro_read_until(fd, buf, 0, deadline);
+    unhold(held);
     return r < 0 ? r : (ssize_t)done;
 }
 
@@ -259,6 +289,7 @@ ssize_t goro_read_full(int fd, void *buf, size_t len)
 ssize_t goro_write_all_until(int fd, const void *buf, size_t len, size_t *written,
                              int64_t deadline)
 {
+    struct goro_pollfd *held = hold(fd);
     size_t done = 0;
     ssize_t r = 0;
     while (done < len) {
@@ -271,6 +302,7 @@ ssize_t goro_write_all_until(int fd, const void *buf, size_t len, size_t *writte
         *written = done;
     if (len == 0)                   /* still report a bad descriptor */
         r = goro_write_until(fd, buf, 0, deadline);
+    unhold(held);
     return r < 0 ? r : (ssize_t)len;
 }
 
@@ -339,6 +371,7 @@ ssize_t goro_writev_all_until(int fd, const struct iovec *iov, int iovcnt, size_
     ssize_t total = iov_total(iov, iovcnt);
     if (total < 0)
         return total;
+    struct goro_pollfd *held = hold(fd);
     struct iovec win[WRITEV_WINDOW];
     struct iov_pos at = { 0, 0 };
     size_t done = 0;
@@ -355,6 +388,7 @@ ssize_t goro_writev_all_until(int fd, const struct iovec *iov, int iovcnt, size_
         *written = done;
     if (total == 0)                 /* still report a bad descriptor */
         r = goro_writev_until(fd, iov, 0, deadline);
+    unhold(held);
     return r < 0 ? r : total;
 }
 
@@ -423,17 +457,13 @@ int goro_accept(int fd, struct sockaddr *addr, socklen_t *addrlen)
     return goro_accept_until(fd, addr, addrlen, GORO_FOREVER);
 }
 
-int goro_connect_until(int fd, const struct sockaddr *addr, socklen_t addrlen,
-                       int64_t deadline)
+/* goro_connect on a held number. */
+static int connect_held(int fd, struct goro_pollfd *pd, uint32_t gen,
+                        const struct sockaddr *addr, socklen_t addrlen, int64_t deadline)
 {
-    struct goro_pollfd *pd;
-    uint32_t gen;
-    int err = goro__fd_begin(fd, &pd, &gen);
-    if (err)
-        return err;
     if (connect(fd, addr, addrlen) == 0)
         return 0;
-    err = errno_now();
+    int err = errno_now();
     /* EINTR: the connection goes on in the background, as EINPROGRESS. */
     if (err != EINPROGRESS && err != EINTR)
         return -err;
@@ -459,6 +489,19 @@ int goro_connect_until(int fd, const struct sockaddr *addr, socklen_t addrlen,
     }
 }
 
+int goro_connect_until(int fd, const struct sockaddr *addr, socklen_t addrlen,
+                       int64_t deadline)
+{
+    struct goro_pollfd *pd;
+    uint32_t gen;
+    int err = goro__fd_enter(fd, &pd, &gen);
+    if (err)
+        return err;
+    err = connect_held(fd, pd, gen, addr, addrlen, deadline);
+    goro__fd_leave(pd);
+    return err;
+}
+
 int goro_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 {
     return goro_connect_until(fd, addr, addrlen, GORO_FOREVER);
@@ -466,17 +509,12 @@ int goro_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 
 /* ---- readiness and closing ---- */
 
-/* A level check first: the edges the poller keeps are consumed by the
- * first waiter, but this call promises "ready now", data left over or not. */
-int goro_wait_fd(int fd, int events, int64_t deadline)
+/* goro_wait_fd on a held number. A level check first: the edges the
+ * poller keeps are consumed by the first waiter, but this call promises
+ * "ready now", data left over or not. */
+static int wait_held(int fd, struct goro_pollfd *pd, uint32_t gen, int events,
+                     int64_t deadline)
 {
-    if (events == 0 || (events & ~(GORO_READABLE | GORO_WRITABLE)))
-        return -EINVAL;
-    struct goro_pollfd *pd;
-    uint32_t gen;
-    int err = goro__fd_begin(fd, &pd, &gen);
-    if (err)
-        return err;
     struct pollfd p = { .fd = fd, .events = (short)(((events & GORO_READABLE) ? POLLIN : 0) |
                                                     ((events & GORO_WRITABLE) ? POLLOUT : 0)) };
     for (;;) {
@@ -502,22 +540,37 @@ int goro_wait_fd(int fd, int events, int64_t deadline)
     }
 }
 
+/* Held, so that the level polled is the file's the caller named, not that
+ * of a file that took its number after a goro_close. */
+int goro_wait_fd(int fd, int events, int64_t deadline)
+{
+    if (events == 0 || (events & ~(GORO_READABLE | GORO_WRITABLE)))
+        return -EINVAL;
+    struct goro_pollfd *pd;
+    uint32_t gen;
+    int err = goro__fd_enter(fd, &pd, &gen);
+    if (err)
+        return err;
+    err = wait_held(fd, pd, gen, events, deadline);
+    goro__fd_leave(pd);
+    return err;
+}
+
 int goro_fd_release(int fd)
 {
     if (fd < 0)
         return -EBADF;
-    goro__fd_forget(fd);
+    int err = goro__fd_forget(fd);
+    if (err)
+        return err;                 /* a goro_close of it is under way */
     return fcntl(fd, F_GETFD) < 0 ? -EBADF : 0;
 }
 
+/* The number is free for reuse the moment close(2) returns, which is at
+ * the very end (netpoll.c, "the end of a life"). */
 int goro_close(int fd)
 {
     if (fd < 0)
         return -EBADF;
-    goro__fd_close_begin(fd);
-    /* Linux frees the descriptor even when close reports an error: never
-     * retry (the number may already belong to someone else). */
-    int err = close(fd) < 0 ? -errno_now() : 0;
-    goro__fd_closed(fd);
-    return err;
+    return goro__fd_close(fd);
 }

@@ -21,11 +21,9 @@
  * callbacks run on that M's g0 and never switch: they claim waits and
  * collect the coroutines in m->polled, which the scheduler then queues.
  *
- * Closed and reused descriptors: goro_close deregisters (event_del, which
- * waits for a running callback) before close(2), so no event for the old
- * descriptor can arrive once its number can be reused; a generation count
- * makes calls that started on the old descriptor fail with EBADF instead
- * of waiting on the new one.
+ * Closed and reused descriptors: goro_close ends the number's life in
+ * goro before close(2) frees it, so that nothing of the old file reaches
+ * the next one (see "the end of a life" below).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -433,9 +431,13 @@ static void fd_event(evutil_socket_t fd, short what, void *arg)
 /* Under pd->lock: the number refers to another open file now (or to none,
  * for PD_UNKNOWN). Every fact about the old one goes: a socket that
  * inherited "not a socket" from a pipe was written with write(2), and a
- * vanished peer killed the program with SIGPIPE. */
+ * vanished peer killed the program with SIGPIPE. The generation moves on
+ * before the state is published: whoever reads this state without the
+ * lock (acquire) and the generation after it has a generation of this
+ * life or a later one, never an earlier one. */
 static void new_life_locked(struct goro_pollfd *pd, int state, bool socket)
 {
+    atomic_fetch_add_explicit(&pd->gen, 1, memory_order_relaxed);
     pd->state = state;
     pd->rready = pd->wready = false;
     atomic_store_explicit(&pd->is_socket, socket, memory_order_relaxed);
@@ -460,7 +462,16 @@ static int prepare_locked(struct goro_pollfd *pd)
     return 0;
 }
 
-int goro__fd_begin(int fd, struct goro_pollfd **out, uint32_t *gen)
+/* How a life ends ("the end of a life", below). */
+enum pd_end {
+    END_CLOSE,                     /* goro_close */
+    END_RELEASE,                   /* goro_fd_release: the caller closes it */
+    END_LOST,                      /* no longer open, or shutting down */
+};
+
+static int retire(struct goro_pollfd *pd, enum pd_end how);
+
+static int begin(int fd, struct goro_pollfd **out, uint32_t *gen, bool hold)
 {
     if (fd < 0 || fd >= PD_MAX)
         return -EBADF;
@@ -477,19 +488,58 @@ int goro__fd_begin(int fd, struct goro_pollfd **out, uint32_t *gen)
     struct goro_pollfd *pd = goro__pollfd(fd, true);
     if (!pd)
         return -ENOMEM;
-    if (atomic_load_explicit(&pd->state_hint, memory_order_acquire) < PD_NONBLOCK) {
+    /* The hold is counted before the state is read: a goro_close that
+     * marks the record CLOSING after this read sees the count (both
+     * seq_cst; retire). */
+    if (hold)
+        atomic_fetch_add(&pd->ops, 1);
+    int err = 0;
+    uint32_t g;
+    if (atomic_load(&pd->state_hint) < PD_NONBLOCK) {
+        /* Under the lock CLOSING means the old file is still open: the
+         * caller's number is that file's (a fresh file cannot have it
+         * yet: close(2) runs under this lock, and the record leaves
+         * CLOSING in the same hold). */
         goro__lock(&pd->lock);
-        int err = pd->state == PD_UNKNOWN ? prepare_locked(pd) : 0;
+        err = pd->state == PD_UNKNOWN ? prepare_locked(pd) : 0;
         if (pd->state == PD_CLOSING)
             err = -EBADF;
         atomic_store_explicit(&pd->state_hint, pd->state, memory_order_release);
+        g = atomic_load_explicit(&pd->gen, memory_order_relaxed);
         goro__unlock(&pd->lock);
-        if (err)
-            return err;
+    } else {
+        g = atomic_load_explicit(&pd->gen, memory_order_acquire);
     }
-    *gen = atomic_load_explicit(&pd->gen, memory_order_acquire);
+    if (err) {
+        if (hold)
+            goro__fd_leave(pd);
+        return err;
+    }
+    *gen = g;
     *out = pd;
     return 0;
+}
+
+int goro__fd_begin(int fd, struct goro_pollfd **out, uint32_t *gen)
+{
+    return begin(fd, out, gen, false);
+}
+
+int goro__fd_enter(int fd, struct goro_pollfd **out, uint32_t *gen)
+{
+    return begin(fd, out, gen, true);
+}
+
+static void wake_retirers(struct goro_pollfd *pd);
+
+void goro__fd_leave(struct goro_pollfd *pd)
+{
+    /* seq_cst, paired with retire: either the retirer's look at ops sees
+     * this decrement, or this look sees its CLOSING and wakes it. */
+    uint32_t was = atomic_fetch_sub(&pd->ops, 1);
+    GORO_ASSERT(was > 0);
+    if (was == 1 && atomic_load(&pd->state_hint) == PD_CLOSING)
+        wake_retirers(pd);
 }
 
 void goro__fd_new(int fd)
@@ -501,7 +551,7 @@ void goro__fd_new(int fd)
     if (!pd || goro__forked())      /* the records are the parent's (fork.c) */
         return;
     if (atomic_load_explicit(&pd->state_hint, memory_order_acquire) != PD_UNKNOWN)
-        goro__fd_forget(fd);
+        retire(pd, END_LOST);
     goro__lock(&pd->lock);
     if (pd->state == PD_UNKNOWN)    /* else a first call prepared it meanwhile */
         new_life_locked(pd, PD_NONBLOCK, true);     /* made with SOCK_NONBLOCK */
@@ -651,64 +701,123 @@ void goro__fd_pass(struct goro_pollfd *pd, int dir)
         goro__ready(w->g);
 }
 
-/* closing: goro_close's first half, which leaves the record CLOSING until
- * close(2) has run (goro__fd_closed): a call that came in meanwhile would
- * otherwise prepare and register the still-open descriptor, and park on a
- * registration that close(2) then removes - for ever. */
-static int forget(int fd, bool closing)
+/* ---- the end of a life ----
+ * goro_close must leave nothing of the old file to the next one that gets
+ * its number, which another thread's open() may do the moment close(2)
+ * returns. So everything happens before close(2), and close(2) itself
+ * under the record's lock:
+ *  1. the record is marked CLOSING and its generation moves on (calls
+ *     begun before now fail at their next wait; new ones are refused),
+ *     its waiters are taken, to wake with EBADF;
+ *  2. its event leaves the base (event_del, which waits for a callback
+ *     under way): no edge of the old file can be delivered any more;
+ *  3. it waits until no I/O call holds the number (ops, goro__fd_enter to
+ *     _leave): a call woken by an edge before step 1 may be just about to
+ *     read, and must read the old file, not the next;
+ *  4. close(2) and the start of the next life (PD_UNKNOWN), in one hold
+ *     of the lock: a call on the number that takes the lock afterwards
+ *     finds a fresh record, never CLOSING, and one that found CLOSING
+ *     under the lock was refused while the old file was still open.
+ * A call that comes for the old file while close(2) runs waits for the
+ * lock (on a socket that lingers, as long as close(2) takes).
+ * goro_fd_release is the same without close(2). A number that was closed
+ * behind goro's back (goro__fd_new) or a shutdown skips step 3: its file
+ * is gone already. */
+
+/* Under pd->lock: parks the caller on pd->cq until goro__fd_leave or the
+ * end of another retirement wakes it; returns with the lock held. Firm: a
+ * close that has begun finishes. */
+static void retire_wait_locked(struct goro_pollfd *pd)
+{
+    struct goro_waiter w = { .g = goro__waiter_self() };
+    goro__waitq_wait(&pd->cq, &w, &pd->lock, GORO_W_IO, pd, GORO_FOREVER, true);
+    goro__lock(&pd->lock);
+}
+
+/* Makes the coroutines (threads) chained through g->next runnable. */
+static void wake(struct goro *list)
+{
+    if (list)                       /* nobody, mostly: leave the run queues alone */
+        goro__ready_list(list);
+}
+
+static void wake_retirers(struct goro_pollfd *pd)
+{
+    goro__lock(&pd->lock);
+    struct goro *list = goro__waitq_take_all(&pd->cq, true, 0, NULL);
+    goro__unlock(&pd->lock);
+    wake(list);
+}
+
+static int close_fd(int fd)
+{
+    /* Linux frees the descriptor even when close reports an error: never
+     * retry (the number may already belong to someone else). */
+    return close(fd) < 0 ? -errno : 0;
+}
+
+/* Under pd->lock, step 1: the waiters, chained to be woken (EBADF). */
+static struct goro *mark_closing_locked(struct goro_pollfd *pd, enum pd_end how)
+{
+    atomic_fetch_add_explicit(&pd->gen, 1, memory_order_relaxed);
+    pd->state = PD_CLOSING;         /* callbacks and new waits keep off */
+    pd->closer = how == END_CLOSE;
+    atomic_store(&pd->state_hint, PD_CLOSING);  /* seq_cst: before ops is read */
+    pd->rready = pd->wready = false;
+    return goro__waitq_take_all(&pd->rq, false, 0,
+                                goro__waitq_take_all(&pd->wq, false, 0, NULL));
+}
+
+static int retire(struct goro_pollfd *pd, enum pd_end how)
+{
+    goro__lock(&pd->lock);
+    while (pd->state == PD_CLOSING) {
+        /* Another goro_close will close this file: this one must not
+         * close(2) a number that may be someone else's by then. Another
+         * release: once it is over, the number is open and plain again. */
+        if (pd->closer || how == END_LOST) {
+            goro__unlock(&pd->lock);
+            return -EBADF;
+        }
+        retire_wait_locked(pd);
+    }
+    bool registered = pd->state == PD_REGISTERED;
+    struct goro *waiters = mark_closing_locked(pd, how);
+    goro__unlock(&pd->lock);
+    /* Without pd->lock: event_del waits for a callback running elsewhere,
+     * and that callback takes pd->lock. */
+    if (registered)
+        event_del(&pd->ev);
+    wake(waiters);
+    goro__lock(&pd->lock);
+    while (how != END_LOST && atomic_load(&pd->ops) != 0)
+        retire_wait_locked(pd);
+    GORO_ASSERT(pd->state == PD_CLOSING);
+    int err = how == END_CLOSE ? close_fd(pd->fd) : 0;
+    pd->closer = false;
+    new_life_locked(pd, PD_UNKNOWN, false);
+    struct goro *next = goro__waitq_take_all(&pd->cq, true, 0, NULL);
+    goro__unlock(&pd->lock);
+    wake(next);                     /* releases that waited for this one */
+    return err;
+}
+
+int goro__fd_forget(int fd)
 {
     struct goro_pollfd *pd = goro__pollfd(fd, false);
     /* After a fork, event_del would drop the parent's registration from
      * the epoll instance both share (fork.c): leave the record alone. */
     if (!pd || goro__forked())
         return 0;
-    goro__lock(&pd->lock);
-    bool registered = pd->state == PD_REGISTERED;
-    bool known = pd->state != PD_UNKNOWN;
-    atomic_fetch_add_explicit(&pd->gen, 1, memory_order_release);
-    pd->state = PD_CLOSING;         /* callbacks and new waits keep off */
-    atomic_store_explicit(&pd->state_hint, PD_CLOSING, memory_order_release);
-    pd->rready = pd->wready = false;
-    /* Every waiter, to be woken with EBADF. */
-    struct goro *list = goro__waitq_take_all(&pd->rq, false, 0,
-                                             goro__waitq_take_all(&pd->wq, false, 0, NULL));
-    goro__unlock(&pd->lock);
-    /* Without pd->lock: event_del waits for a callback running elsewhere,
-     * and that callback takes pd->lock. */
-    if (registered)
-        event_del(&pd->ev);
-    if (!closing) {
-        goro__lock(&pd->lock);
-        new_life_locked(pd, PD_UNKNOWN, false);
-        goro__unlock(&pd->lock);
-    }
-    while (list) {
-        struct goro *next = list->next;
-        goro__ready(list);
-        list = next;
-    }
-    return known ? 0 : -EBADF;
+    return retire(pd, END_RELEASE);
 }
 
-int goro__fd_forget(int fd)
-{
-    return forget(fd, false);
-}
-
-int goro__fd_close_begin(int fd)
-{
-    return forget(fd, true);
-}
-
-void goro__fd_closed(int fd)
+int goro__fd_close(int fd)
 {
     struct goro_pollfd *pd = goro__pollfd(fd, false);
     if (!pd || goro__forked())
-        return;
-    goro__lock(&pd->lock);
-    if (pd->state == PD_CLOSING)    /* else the number has a new life already */
-        new_life_locked(pd, PD_UNKNOWN, false);
-    goro__unlock(&pd->lock);
+        return close_fd(fd);
+    return retire(pd, END_CLOSE);
 }
 
 /* At shutdown, before the bases go: every registration is dropped (no
@@ -721,6 +830,6 @@ void goro__netpoll_forget_all(void)
             continue;
         for (int i = 0; i < PD_CHUNK; i++)
             if (chunk[i].state != PD_UNKNOWN)
-                goro__fd_forget(chunk[i].fd);
+                retire(&chunk[i], END_LOST);
     }
 }

@@ -10,7 +10,8 @@
 /* What is known about a descriptor number. */
 enum goro_pd_state {
     PD_UNKNOWN,                    /* never used, or closed since */
-    PD_CLOSING,                    /* goro_close / goro_fd_release under way */
+    PD_CLOSING,                    /* goro_close / goro_fd_release under way:
+                                      the old file is still open */
     PD_NONBLOCK,                   /* made non-blocking; not registered yet */
     PD_UNPOLLABLE,                 /* a regular file or the like: never waits */
     PD_REGISTERED,                 /* its event is in a base */
@@ -20,26 +21,37 @@ enum goro_pd_state {
  * reused: what the record learned about one open file (state, the ready
  * flags, is_socket) is set afresh whenever the number starts a new life
  * (netpoll.c, new_life_locked): when goro lets it go, when goro_socket or
- * goro_accept makes it, and when the first call prepares it. fd comes
- * first: debuggers print a parked coroutine's wait_obj (this record) as
- * its descriptor. */
+ * goro_accept makes it, and when the first call prepares it. How a life
+ * ends, so that nothing of it reaches the next: netpoll.c, "the end of a
+ * life". fd comes first: debuggers print a parked coroutine's wait_obj
+ * (this record) as its descriptor. */
 struct goro_pollfd {
     int fd;
     goro_lock_t lock;              /* everything below but the atomics */
-    _Atomic uint32_t gen;          /* bumped when the descriptor is let go */
+    _Atomic uint32_t gen;          /* bumped when a life begins and when it ends */
+    _Atomic uint32_t ops;          /* calls between goro__fd_enter and _leave */
     _Atomic int state_hint;        /* state, readable without the lock */
     int state;                     /* enum goro_pd_state */
     bool rready, wready;           /* an edge came while nobody waited */
+    bool closer;                   /* CLOSING for a goro_close: it calls close(2) */
     _Atomic bool is_socket;        /* writes go through send(MSG_NOSIGNAL) */
     struct goro_waitq rq, wq;      /* waiting readers / writers, FIFO */
+    struct goro_waitq cq;          /* a goro_close or release waiting for ops
+                                      to drain, or for another one to end */
     struct event ev;               /* persistent, edge-triggered, both ways */
 };
 
 /* The record for fd (NULL if fd is out of range, or if !create and it
  * was never used). */
 GORO_HIDDEN struct goro_pollfd *goro__pollfd(int fd, bool create);
-/* Every call starts here: the record, ready for use, and its generation. */
+/* A select's descriptor case starts here: the record, ready for use, and
+ * its generation. */
 GORO_HIDDEN int goro__fd_begin(int fd, struct goro_pollfd **pd, uint32_t *gen);
+/* Every I/O call: goro__fd_begin, and the number is held until
+ * goro__fd_leave: goro_close waits for it before close(2), so the number
+ * cannot pass to another file while the call may still use it. */
+GORO_HIDDEN int goro__fd_enter(int fd, struct goro_pollfd **pd, uint32_t *gen);
+GORO_HIDDEN void goro__fd_leave(struct goro_pollfd *pd);
 /* fd is a socket the kernel just made, non-blocking: drop stale state. */
 GORO_HIDDEN void goro__fd_new(int fd);
 /* Waits until pd is ready for one of events (GORO_READABLE and/or
@@ -67,13 +79,12 @@ GORO_HIDDEN int goro__fd_check_locked(struct goro_pollfd *pd, uint32_t gen, int 
 GORO_HIDDEN void goro__fd_edge_again(struct goro_pollfd *pd, uint32_t gen, int dir);
 /* A woken waiter succeeded: the next one in dir tries its luck too. */
 GORO_HIDDEN void goro__fd_pass(struct goro_pollfd *pd, int dir);
-/* Deregisters fd and wakes its waiters with EBADF (0, or -EBADF if the
- * runtime never saw it). */
+/* goro_fd_release: ends the number's life in goro (waiters wake with
+ * EBADF, calls under way are waited for) and leaves it open. 0, or
+ * -EBADF if a goro_close of it is under way. */
 GORO_HIDDEN int goro__fd_forget(int fd);
-/* goro_close's two halves around close(2): as goro__fd_forget, but the
- * record stays CLOSING (new calls get -EBADF) until goro__fd_closed. */
-GORO_HIDDEN int goro__fd_close_begin(int fd);
-GORO_HIDDEN void goro__fd_closed(int fd);
+/* goro_close: the same, then close(2); its result. */
+GORO_HIDDEN int goro__fd_close(int fd);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 
 #endif

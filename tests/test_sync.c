@@ -2,6 +2,7 @@
  * by coroutines spread over the workers (and by plain threads). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -822,6 +823,275 @@ START_TEST(once_between_threads_after_shutdown)
 }
 END_TEST
 
+/* ---- a lock whose holder has ended ----
+ * A coroutine locks and ends without unlocking; its stack is unmapped at
+ * once (an odd size is not pooled, and GORO_STACK_GUARD=mprotect gives
+ * each stack a mapping of its own). The lock stays locked (as in Go); a
+ * HIGH waiter that lends the holder its class, and anyone's unlock, must
+ * not touch the ended holder's record. In a child: on failure it crashes. */
+static goro_mutex_t ended_mu;
+static goro_rwlock_t ended_rw;
+static atomic_int ended_waiting, ended_got;
+
+static long lock_and_end(void *arg)
+{
+    (void)arg;
+    if (goro_priority_set(GORO_PRIORITY_LOW) != 0 || goro_mutex_lock(&ended_mu) != 0 ||
+        goro_rwlock_wrlock(&ended_rw) != 0)
+        return 1;
+    return 0;                       /* ends holding both */
+}
+
+static long wait_for_ended(void *arg)
+{
+    (void)arg;
+    atomic_store(&ended_waiting, 1);
+    int e = goro_mutex_lock(&ended_mu);
+    int e2 = e ? e : goro_rwlock_wrlock(&ended_rw);
+    atomic_store(&ended_got, 1);
+    if (!e2)
+        e2 = goro_rwlock_wunlock(&ended_rw);
+    if (!e)
+        e = goro_mutex_unlock(&ended_mu);
+    return e ? e : e2;
+}
+
+/* Spawns a holder that ends holding both locks and joins it (its stack
+ * goes then). */
+static int ended_holder(void)
+{
+    goro_t *h;
+    long r = -1;
+    goro_attr_t odd = { .stack_size = 64 * 1024 };
+    if (goro_spawn(&h, &odd, lock_and_end, NULL) != 0 || goro_join(h, &r) != 0 || r != 0)
+        return 1;
+    return 0;
+}
+
+static int ended_holder_child(void *arg)
+{
+    (void)arg;
+    setenv("GORO_STACK_GUARD", "mprotect", 1);    /* a freed odd slab is unmapped */
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0)
+        return 10;
+    goro_mutex_init(&ended_mu);
+    goro_rwlock_init(&ended_rw);
+    /* 1. Anyone unlocks what an ended holder locked (Go's rule). */
+    if (ended_holder() != 0)
+        return 11;
+    printf("trylock %d trywrlock %d\n", goro_mutex_trylock(&ended_mu),
+           goro_rwlock_trywrlock(&ended_rw));
+    if (goro_mutex_unlock(&ended_mu) != 0 || goro_rwlock_wunlock(&ended_rw) != 0)
+        return 12;
+    /* 2. A HIGH waiter lends its class to the ended holder's lock. */
+    if (ended_holder() != 0)
+        return 13;
+    goro_t *w;
+    if (goro_spawn(&w, &(goro_attr_t){ .priority = GORO_PRIORITY_HIGH }, wait_for_ended,
+                   NULL) != 0)
+        return 14;
+    while (!atomic_load(&ended_waiting))
+        t_nap(0.001);
+    t_settle();                     /* it waits for the mutex now */
+    if (atomic_load(&ended_got))
+        return 15;                  /* the lock did not stay locked */
+    if (goro_mutex_unlock(&ended_mu) != 0)
+        return 16;
+    t_settle();
+    if (goro_rwlock_wunlock(&ended_rw) != 0)
+        return 17;
+    long r = -1;
+    if (goro_join(w, &r) != 0 || r != 0)
+        return 18;
+    if (goro_mutex_destroy(&ended_mu) != 0 || goro_rwlock_destroy(&ended_rw) != 0)
+        return 19;
+    puts("ok");
+    return goro_shutdown() == 0 ? 0 : 20;
+}
+
+START_TEST(lock_of_an_ended_holder_stays_locked_and_is_safe)
+{
+    char out[4096];
+    int st = t_run_child(ended_holder_child, NULL, t_timeout(20), out, sizeof out);
+    ck_assert_msg(st != -1, "child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+    ck_assert_msg(strstr(out, "trylock -16 trywrlock -16\n"), "%s", out);
+}
+END_TEST
+
+/* ---- a once whose fn ends its coroutine ----
+ * fn ends the coroutine (goro_exit, or goro_exit_err from deeper down)
+ * while callers wait: the once counts as done (as Go's with a panic), the
+ * waiters return 0 at once, and a later caller - its coroutine likely on
+ * the ended runner's stack - returns 0 without running anything. In a
+ * child: on the old code the waiters hung for ever. */
+static goro_once_t end_once;
+static atomic_int end_started, end_release, end_never;
+static int end_how;                 /* 0: goro_exit, 1: goro_exit_err */
+
+static T_NOINLINE void end_here(void)
+{
+    if (end_how)
+        goro_exit_err(goro_err_new(EIO, "fn failed"));
+    goro_exit(7);
+}
+
+/* Frames between fn and the exit. */
+static T_NOINLINE void end_deep(int depth)
+{
+    void (*volatile next)(void) = end_here;
+    if (depth > 0)
+        end_deep(depth - 1);
+    else
+        next();
+    t_fail("fn went on after goro_exit");
+}
+
+static void end_fn(void)
+{
+    atomic_store(&end_started, 1);
+    while (!atomic_load(&end_release))
+        goro_sleep(GORO_MSEC);
+    end_deep(3);
+}
+
+static void never_fn(void)
+{
+    atomic_fetch_add(&end_never, 1);
+}
+
+static long end_runner(void *arg)
+{
+    (void)arg;
+    goro_once(&end_once, end_fn);
+    return 99;                      /* not reached */
+}
+
+static long end_waiter(void *arg)
+{
+    (void)arg;
+    return goro_once(&end_once, never_fn);
+}
+
+static int once_end_round(int how)
+{
+    end_once = (goro_once_t)GORO_ONCE_INIT;
+    end_how = how;
+    atomic_store(&end_started, 0);
+    atomic_store(&end_release, 0);
+    atomic_store(&end_never, 0);
+    goro_t *run, *w[3], *later;
+    if (goro_spawn(&run, NULL, end_runner, NULL) != 0)
+        return 1;
+    while (!atomic_load(&end_started))
+        t_nap(0.001);
+    for (int i = 0; i < 3; i++)
+        if (goro_spawn(&w[i], NULL, end_waiter, NULL) != 0)
+            return 2;
+    t_settle();                     /* they wait for fn */
+    atomic_store(&end_release, 1);
+    long r = -1, wr[3] = { -1, -1, -1 }, lr = -1;
+    goro_err_t *err = NULL;
+    int j = goro_join_err(run, &r, &err);
+    int code = err ? goro_err_code(err) : 0;
+    goro_err_free(err);
+    int64_t until = goro_now() + 5 * GORO_SEC;
+    int hung = 0;
+    for (int i = 0; i < 3; i++)
+        hung += goro_join_until(w[i], &wr[i], until) != 0;
+    if (hung) {
+        printf("%s: %d of 3 waiters hung\n", how ? "exit_err" : "exit", hung);
+        fflush(stdout);
+        _exit(3);                   /* they cannot be cancelled */
+    }
+    if (goro_spawn(&later, NULL, end_waiter, NULL) != 0 ||
+        goro_join_until(later, &lr, goro_now() + 5 * GORO_SEC) != 0) {
+        printf("a later caller hung\n");
+        fflush(stdout);
+        _exit(4);
+    }
+    int thread = goro_once(&end_once, never_fn);
+    printf("%s: join=%d runner=%ld code=%d waiters=%ld,%ld,%ld later=%ld thread=%d never=%d\n",
+           how ? "exit_err" : "exit", j, r, code, wr[0], wr[1], wr[2], lr, thread,
+           atomic_load(&end_never));
+    return 0;
+}
+
+static int once_end_child(void *arg)
+{
+    (void)arg;
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0)
+        return 10;
+    for (int how = 0; how < 2; how++)
+        if (once_end_round(how) != 0)
+            return 11;
+    return goro_shutdown() == 0 ? 0 : 12;
+}
+
+START_TEST(once_whose_fn_ends_its_coroutine_counts_as_done)
+{
+    char out[4096];
+    int st = t_run_child(once_end_child, NULL, t_timeout(30), out, sizeof out);
+    ck_assert_msg(st != -1, "child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+    ck_assert_msg(strstr(out, "exit: join=0 runner=7 code=0 waiters=0,0,0 later=0 thread=0 "
+                              "never=0\n"), "%s", out);
+    ck_assert_msg(strstr(out, "exit_err: join=0 runner=-5 code=5 waiters=0,0,0 later=0 "
+                              "thread=0 never=0\n"), "%s", out);
+}
+END_TEST
+
+/* ---- rwlock: releasing one side ----
+ * goro_rwlock_unlock by a coroutine that holds neither side, while
+ * another holds the write lock: -EPERM, and the writer keeps it. */
+static goro_rwlock_t side_rw;
+
+static long unlock_not_mine(void *arg)
+{
+    (void)arg;
+    return goro_rwlock_unlock(&side_rw);
+}
+
+static long hand_over_write(void *arg)
+{
+    (void)arg;
+    return goro_rwlock_wunlock(&side_rw);
+}
+
+START_TEST(rwlock_unlock_by_a_non_holder_is_eperm)
+{
+    goro_rwlock_init(&side_rw);
+    ck_assert_int_eq(goro_rwlock_wrlock(&side_rw), 0);
+    goro_t *h;
+    long r = 1;
+    ck_assert_int_eq(goro_spawn(&h, NULL, unlock_not_mine, NULL), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, -EPERM);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&side_rw), -EBUSY);   /* still written */
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&side_rw), -EBUSY);
+    ck_assert_int_eq(goro_rwlock_runlock(&side_rw), -EPERM);      /* no reader */
+    /* The writer's own unlock, and a hand-over: anyone may wunlock. */
+    ck_assert_int_eq(goro_rwlock_unlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_wunlock(&side_rw), -EPERM);
+    ck_assert_int_eq(goro_rwlock_wrlock(&side_rw), 0);
+    ck_assert_int_eq(goro_spawn(&h, NULL, hand_over_write, NULL), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_rwlock_runlock(&side_rw), -EPERM);
+    /* Readers: runlock, or unlock by a reader; wunlock is no read release. */
+    ck_assert_int_eq(goro_rwlock_rdlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_rdlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_wunlock(&side_rw), -EPERM);
+    ck_assert_int_eq(goro_rwlock_runlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_runlock(&side_rw), -EPERM);
+    ck_assert_int_eq(goro_rwlock_unlock(&side_rw), -EPERM);
+    ck_assert_int_eq(goro_rwlock_runlock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_rwlock_wunlock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_rwlock_destroy(&side_rw), 0);
+}
+END_TEST
+
 Suite *sync_suite(void)
 {
     Suite *s = suite_create("sync");
@@ -842,5 +1112,9 @@ Suite *sync_suite(void)
     tc = t_runtime_tcase(s, "once_recursion", 30);
     tcase_add_test(tc, once_recursion_is_edeadlk);
     tcase_add_test(tc, once_between_threads_after_shutdown);
+    tcase_add_test(tc, once_whose_fn_ends_its_coroutine_counts_as_done);
+    tc = t_runtime_tcase(s, "ended_holders", 60);
+    tcase_add_test(tc, lock_of_an_ended_holder_stays_locked_and_is_safe);
+    tcase_add_test(tc, rwlock_unlock_by_a_non_holder_is_eperm);
     return s;
 }

@@ -1092,6 +1092,212 @@ START_TEST(rwlock_unlock_by_a_non_holder_is_eperm)
 }
 END_TEST
 
+/* ---- stress: holders that end, under priorities and cancellation ----
+ * Coroutines of random classes, some on odd stacks (unmapped when they
+ * end: GORO_STACK_GUARD=mprotect), lock random mutexes and the rwlock's
+ * write side, sometimes two in a row (a chain for the loans), hold them
+ * across switches, and now and then end holding one (returning or
+ * goro_exit). A reaper unlocks what the ended left locked (anyone may);
+ * the main thread cancels coroutines at random. Every lock must stay
+ * exclusive and end unlocked; onces whose fn may end its coroutine must
+ * run fn once and free every waiter. */
+enum { SM = 4, SLIVE = 24 };
+static goro_mutex_t s_mu[SM];
+static goro_rwlock_t s_rw;
+static _Atomic uint64_t s_owner[SM + 1];      /* [SM]: the rwlock's writer */
+static atomic_int s_readers, s_stop;
+static atomic_long s_ended_holding, s_reaped, s_locks;
+#define S_ENDED UINT64_MAX
+
+static int s_take(int i)
+{
+    int e = i < SM ? goro_mutex_lock(&s_mu[i]) : goro_rwlock_wrlock(&s_rw);
+    if (e)
+        return e;
+    if (i == SM && atomic_load(&s_readers))
+        t_fail("a writer beside readers");
+    uint64_t was = atomic_exchange(&s_owner[i], goro_id(goro_self()));
+    if (was)
+        t_fail("lock %d taken while %llu held it", i, (unsigned long long)was);
+    atomic_fetch_add(&s_locks, 1);
+    return 0;
+}
+
+static void s_give(int i)
+{
+    atomic_store(&s_owner[i], 0);
+    int e = i < SM ? goro_mutex_unlock(&s_mu[i]) : goro_rwlock_unlock(&s_rw);
+    if (e)
+        t_fail("unlock of lock %d: %d", i, e);
+}
+
+/* Ends the coroutine holding lock i. */
+static void s_end_holding(int i, uint32_t r)
+{
+    atomic_store(&s_owner[i], S_ENDED);
+    atomic_fetch_add(&s_ended_holding, 1);
+    if (r & 1)
+        goro_exit(0);
+}
+
+static long s_worker(void *arg)
+{
+    uint32_t r = (uint32_t)(uintptr_t)arg * 2654435761u + 1;
+    for (int step = 0; step < 16; step++) {
+        uint32_t x = t_rnd(&r);
+        if (x % 8 == 0) {
+            if (goro_rwlock_rdlock(&s_rw) != 0)
+                return 0;
+            atomic_fetch_add(&s_readers, 1);
+            if (atomic_load(&s_owner[SM]) && atomic_load(&s_owner[SM]) != S_ENDED)
+                t_fail("a reader beside a writer");
+            goro_yield();
+            atomic_fetch_sub(&s_readers, 1);
+            if (goro_rwlock_runlock(&s_rw) != 0)
+                t_fail("runlock failed");
+            continue;
+        }
+        int i = (int)(x / 8 % (SM + 1)), j = (int)(x / 64 % SM);
+        if (s_take(i) != 0)
+            return 0;                           /* cancelled while waiting */
+        bool two = i < j && x / 1024 % 3 == 0;  /* in order: a chain, no cycle */
+        if (two && s_take(j) != 0) {
+            s_give(i);
+            return 0;
+        }
+        if (x / 4096 % 2)
+            goro_yield();
+        if (x / 8192 % 12 == 0) {
+            if (two)
+                s_give(j);
+            s_end_holding(i, x);
+            return 0;
+        }
+        if (two)
+            s_give(j);
+        s_give(i);
+    }
+    return 0;
+}
+
+/* Unlocks what ended holders left locked. */
+static long s_reaper(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&s_stop)) {
+        for (int i = 0; i <= SM; i++) {
+            uint64_t ended = S_ENDED;
+            if (!atomic_compare_exchange_strong(&s_owner[i], &ended, 0))
+                continue;
+            int e = i < SM ? goro_mutex_unlock(&s_mu[i]) : goro_rwlock_wunlock(&s_rw);
+            if (e)
+                t_fail("unlock of an ended holder's lock %d: %d", i, e);
+            atomic_fetch_add(&s_reaped, 1);
+        }
+        goro_sleep(100 * GORO_USEC);
+    }
+    return 0;
+}
+
+static goro_once_t s_once;
+static atomic_int s_once_runs;
+
+static void s_once_fn(void)
+{
+    atomic_fetch_add(&s_once_runs, 1);
+    goro_yield();
+    uint32_t x = (uint32_t)goro_id(goro_self());
+    if (x % 3 == 0)
+        goro_exit(0);
+    if (x % 3 == 1)
+        goro_exit_err(goro_err_new(EIO, "once fn failed"));
+}
+
+static long s_once_caller(void *arg)
+{
+    (void)arg;
+    if (goro_once(&s_once, s_once_fn) != 0)
+        t_fail("goro_once failed");
+    return 0;
+}
+
+static int stress_child(void *arg)
+{
+    (void)arg;
+    setenv("GORO_STACK_GUARD", "mprotect", 1);
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0)
+        return 10;
+    for (int i = 0; i < SM; i++)
+        goro_mutex_init(&s_mu[i]);
+    goro_rwlock_init(&s_rw);
+    goro_t *reaper = go(s_reaper, NULL);
+    goro_t *live[SLIVE] = { NULL };
+    uint32_t r = 12345;
+    long n = t_live(20000), cancelled = 0;
+    for (long k = 0; k < n; k++) {
+        int slot = (int)(k % SLIVE);
+        if (live[slot])
+            goro_join(live[slot], NULL);
+        uint32_t x = t_rnd(&r);
+        goro_attr_t a = { .priority = GORO_PRIORITY_LOW + (int)(x % 3),
+                          .stack_size = x / 4 % 4 == 0 ? 64 * 1024 : 0 };
+        if (goro_spawn(&live[slot], &a, s_worker, (void *)(uintptr_t)k) != 0)
+            return 11;
+        goro_t *victim = live[x / 256 % SLIVE];
+        if (x / 16 % 16 == 0 && victim) {
+            goro_cancel(victim);
+            cancelled++;
+        }
+    }
+    for (int i = 0; i < SLIVE; i++)
+        if (live[i])
+            goro_join(live[i], NULL);
+    atomic_store(&s_stop, 1);
+    goro_join(reaper, NULL);
+    for (int i = 0; i <= SM; i++)           /* the last ones the reaper left */
+        if (atomic_load(&s_owner[i]) == S_ENDED &&
+            (i < SM ? goro_mutex_unlock(&s_mu[i]) : goro_rwlock_wunlock(&s_rw)) == 0)
+            atomic_fetch_add(&s_reaped, 1);
+    for (int i = 0; i < SM; i++)
+        if (goro_mutex_destroy(&s_mu[i]) != 0)
+            t_fail("mutex %d still locked", i);
+    if (goro_rwlock_destroy(&s_rw) != 0)
+        t_fail("rwlock still busy");
+    /* Onces whose fn may end its coroutine, with waiters. */
+    long rounds = t_live(2000);
+    for (long k = 0; k < rounds; k++) {
+        s_once = (goro_once_t)GORO_ONCE_INIT;
+        atomic_store(&s_once_runs, 0);
+        goro_t *h[5];
+        for (int i = 0; i < 5; i++)
+            if (goro_spawn(&h[i], &(goro_attr_t){ .priority = GORO_PRIORITY_LOW + i % 3 },
+                           s_once_caller, NULL) != 0)
+                return 12;
+        for (int i = 0; i < 5; i++)
+            goro_join(h[i], NULL);
+        if (atomic_load(&s_once_runs) != 1)
+            t_fail("once fn ran %d times", atomic_load(&s_once_runs));
+    }
+    printf("stress: %ld coroutines, %ld locks, %ld ended holding, %ld reaped, %ld cancels, "
+           "%ld once rounds%s%s\n", n, atomic_load(&s_locks), atomic_load(&s_ended_holding),
+           atomic_load(&s_reaped), cancelled, rounds, t_failed() ? ": " : "",
+           t_failed() ? t_failed() : "");
+    if (t_failed())
+        return 13;
+    return goro_shutdown() == 0 ? 0 : 14;
+}
+
+START_TEST(stress_holders_that_end)
+{
+    static char out[8192];
+    int st = t_run_child(stress_child, NULL, t_timeout(120), out, sizeof out);
+    ck_assert_msg(st != -1, "child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+    ck_assert_msg(strstr(out, "stress: "), "%s", out);
+    printf("%s", out);
+}
+END_TEST
+
 Suite *sync_suite(void)
 {
     Suite *s = suite_create("sync");
@@ -1113,8 +1319,9 @@ Suite *sync_suite(void)
     tcase_add_test(tc, once_recursion_is_edeadlk);
     tcase_add_test(tc, once_between_threads_after_shutdown);
     tcase_add_test(tc, once_whose_fn_ends_its_coroutine_counts_as_done);
-    tc = t_runtime_tcase(s, "ended_holders", 60);
+    tc = t_runtime_tcase(s, "ended_holders", 180);
     tcase_add_test(tc, lock_of_an_ended_holder_stays_locked_and_is_safe);
     tcase_add_test(tc, rwlock_unlock_by_a_non_holder_is_eperm);
+    tcase_add_test(tc, stress_holders_that_end);
     return s;
 }

@@ -192,8 +192,7 @@ void goro__holder_waiter(struct goro_holder *h, int prio, int delta)
 
 /* g ends: every lock it holds stays held, by "an ended coroutine" - which
  * names nobody to lend to - until somebody unlocks it (any coroutine or
- * thread may). What g was lent goes with it: its loans are cleared with
- * its record at its next spawn. */
+ * thread may). The waiters' loans go back now, while g still runs. */
 void goro__holds_end(struct goro *g)
 {
     for (int step = 0;; step++) {
@@ -212,6 +211,7 @@ void goro__holds_end(struct goro *g)
             continue;
         }
         GORO_ASSERT(h->g == g && h->held);
+        goro__prio_unlend(g, h->lent - 1);
         g->holds = h->next;
         h->g = NULL;
         h->ended_id = g->id;

@@ -1058,12 +1058,44 @@ static long hand_over_write(void *arg)
     return goro_rwlock_wunlock(&side_rw);
 }
 
+static long write_and_hold(goro_chan_t *release)
+{
+    long e = goro_rwlock_wrlock(&side_rw);
+    goro_chan_send(release, &e);            /* it holds the write lock now */
+    goro_chan_recv(release, NULL);
+    return e ? e : goro_rwlock_unlock(&side_rw);
+}
+
+static long try_write(void *arg)
+{
+    (void)arg;
+    return goro_rwlock_trywrlock(&side_rw);
+}
+
 START_TEST(rwlock_unlock_by_a_non_holder_is_eperm)
 {
     goro_rwlock_init(&side_rw);
-    ck_assert_int_eq(goro_rwlock_wrlock(&side_rw), 0);
-    goro_t *h;
+    /* As reported: coroutine A writes; B, holding neither side, unlocks;
+     * C tries to write. */
+    goro_chan_t *release = t_chan_new(sizeof(long), 0);
+    goro_t *a, *h;
     long r = 1;
+    ck_assert_ptr_nonnull(a = go(write_and_hold, release));
+    ck_assert_int_eq(goro_chan_recv(release, &r), 1);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_spawn(&h, NULL, unlock_not_mine, NULL), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, -EPERM);
+    ck_assert_int_eq(goro_spawn(&h, NULL, try_write, NULL), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, -EBUSY);            /* no second writer */
+    ck_assert_int_eq(goro_chan_close(release), 0);
+    ck_assert_int_eq(goro_join(a, &r), 0);
+    ck_assert_int_eq(r, 0);                 /* A's own unlock */
+    ck_assert_int_eq(goro_chan_free(release), 0);
+
+    /* The same with the test's thread as the writer. */
+    ck_assert_int_eq(goro_rwlock_wrlock(&side_rw), 0);
     ck_assert_int_eq(goro_spawn(&h, NULL, unlock_not_mine, NULL), 0);
     ck_assert_int_eq(goro_join(h, &r), 0);
     ck_assert_int_eq(r, -EPERM);

@@ -148,6 +148,10 @@ STRINGOPS := -mmemset-strategy=vector_loop:512:noalign,libcall:-1:noalign \
     -mmemcpy-strategy=vector_loop:512:noalign,libcall:-1:noalign
 LIB_CFLAGS += $(shell $(CC) $(STRINGOPS) -Werror -c -x c /dev/null -o /dev/null >/dev/null 2>&1 && echo $(STRINGOPS))
 
+# goro_once finishes its once in a cleanup handler when an unwind (C++:
+# goro_exit, an exception) passes through it (runtime/wait/sync.c).
+$(BUILD)/obj/runtime/wait/sync.o: LIB_CFLAGS += -fexceptions
+
 # Makefile: the section renaming must never be skipped by a stale object.
 $(BUILD)/obj/runtime/%.o: runtime/%.c $(HEADERS) Makefile $(DEPS_STAMP) $(SYSROOT_STAMP)
 	@mkdir -p $(@D)

@@ -426,21 +426,33 @@ typedef struct goro_once { uintptr_t opaque[4]; } goro_once_t;
 /* Mutex: FIFO hand-off to waiters. Any coroutine may unlock it (as in Go).
  * lock: 0 (may switch), or -ECANCELED when a cancelled coroutine would
  * have to wait (see goro_cancel); trylock: 0 or -EBUSY; unlock: 0, or
- * -EPERM when it is not locked; destroy: 0 or -EBUSY when locked. */
+ * -EPERM when it is not locked; destroy: 0 or -EBUSY when locked.
+ * A coroutine that ends holding a mutex (or a rwlock's write side) leaves
+ * it locked, as in Go: its waiters wait on until somebody unlocks it (any
+ * coroutine or thread may), and nothing is lent to the ended holder. */
 int goro_mutex_init(goro_mutex_t *mu);
 int goro_mutex_lock(goro_mutex_t *mu);
 int goro_mutex_trylock(goro_mutex_t *mu);
 int goro_mutex_unlock(goro_mutex_t *mu);
 int goro_mutex_destroy(goro_mutex_t *mu);
 
-/* Readers-writer lock; a waiting writer holds back new readers. unlock
- * releases whichever side the caller holds (-EPERM if neither). */
+/* Readers-writer lock; a waiting writer holds back new readers.
+ * wunlock releases the write side, whoever calls it (as Go's Unlock: a
+ * hand-over, or a writer that ended), -EPERM if it is not written;
+ * runlock releases one read (Go's RUnlock), -EPERM if nobody reads.
+ * unlock releases the caller's side: the write side if the caller is the
+ * writer, else one read; -EPERM if another coroutine or thread holds the
+ * write side (release someone else's write lock with wunlock) or nobody
+ * holds it. A thread is told apart by its record for the runtime, which a
+ * later thread may reuse. */
 int goro_rwlock_init(goro_rwlock_t *rw);
 int goro_rwlock_rdlock(goro_rwlock_t *rw);
 int goro_rwlock_wrlock(goro_rwlock_t *rw);
 int goro_rwlock_tryrdlock(goro_rwlock_t *rw);
 int goro_rwlock_trywrlock(goro_rwlock_t *rw);
 int goro_rwlock_unlock(goro_rwlock_t *rw);
+int goro_rwlock_runlock(goro_rwlock_t *rw);
+int goro_rwlock_wunlock(goro_rwlock_t *rw);
 int goro_rwlock_destroy(goro_rwlock_t *rw);
 
 /* Condition variable bound to a goro_mutex_t at each wait. wait: unlocks
@@ -473,7 +485,10 @@ int goro_waitgroup_destroy(goro_waitgroup_t *wg);
  * or -EDEADLK at once when fn itself - the coroutine or thread running it -
  * calls goro_once on the same once: it would wait for itself. fn must not
  * wait for another coroutine that calls goro_once on it either; that is
- * not detected, and both wait for ever. */
+ * not detected, and both wait for ever. An fn that does not return - its
+ * coroutine ends inside it (goro_exit, goro_exit_err), a C++ exception
+ * passes through it - counts as run, as in Go: the waiters return 0 and
+ * fn never runs again. */
 int goro_once(goro_once_t *once, void (*fn)(void));
 
 /* ------------------------------------------------------------------------

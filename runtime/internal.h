@@ -204,6 +204,13 @@ struct goro {
      * g->err): how a computation that waiters share hands its outcome to
      * them (wait/flight.c). NULL: nothing. */
     void (*end_hook)(struct goro *g, long result);
+    /* The locks it holds (sched/prio.c): their holder records, linked
+     * through h->next, under holds_lock; its end takes them all off. */
+    struct goro_holder *holds;
+    goro_lock_t holds_lock;
+    /* Cleanups its end runs, innermost first, if it ends inside the
+     * frames that pushed them (coro/coro.h: goro_once's fn). Its own. */
+    struct goro_unwind *unwind;
     _Atomic uint32_t ext_word;     /* futex word for GORO_F_EXTERNAL parking */
     long result;                   /* join value */
     _Atomic uintptr_t exit_word;   /* GORO_EXIT_* or the joiner's record */

@@ -2,6 +2,7 @@
  * by coroutines spread over the workers (and by plain threads). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -822,6 +823,513 @@ START_TEST(once_between_threads_after_shutdown)
 }
 END_TEST
 
+/* ---- a lock whose holder has ended ----
+ * A coroutine locks and ends without unlocking; its stack is unmapped at
+ * once (an odd size is not pooled, and GORO_STACK_GUARD=mprotect gives
+ * each stack a mapping of its own). The lock stays locked (as in Go); a
+ * HIGH waiter that lends the holder its class, and anyone's unlock, must
+ * not touch the ended holder's record. In a child: on failure it crashes. */
+static goro_mutex_t ended_mu;
+static goro_rwlock_t ended_rw;
+static atomic_int ended_waiting, ended_got;
+
+static long lock_and_end(void *arg)
+{
+    (void)arg;
+    if (goro_priority_set(GORO_PRIORITY_LOW) != 0 || goro_mutex_lock(&ended_mu) != 0 ||
+        goro_rwlock_wrlock(&ended_rw) != 0)
+        return 1;
+    return 0;                       /* ends holding both */
+}
+
+static long wait_for_ended(void *arg)
+{
+    (void)arg;
+    atomic_store(&ended_waiting, 1);
+    int e = goro_mutex_lock(&ended_mu);
+    int e2 = e ? e : goro_rwlock_wrlock(&ended_rw);
+    atomic_store(&ended_got, 1);
+    if (!e2)
+        e2 = goro_rwlock_wunlock(&ended_rw);
+    if (!e)
+        e = goro_mutex_unlock(&ended_mu);
+    return e ? e : e2;
+}
+
+/* Spawns a holder that ends holding both locks and joins it (its stack
+ * goes then). */
+static int ended_holder(void)
+{
+    goro_t *h;
+    long r = -1;
+    goro_attr_t odd = { .stack_size = 64 * 1024 };
+    if (goro_spawn(&h, &odd, lock_and_end, NULL) != 0 || goro_join(h, &r) != 0 || r != 0)
+        return 1;
+    return 0;
+}
+
+static int ended_holder_child(void *arg)
+{
+    (void)arg;
+    setenv("GORO_STACK_GUARD", "mprotect", 1);    /* a freed odd slab is unmapped */
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0)
+        return 10;
+    goro_mutex_init(&ended_mu);
+    goro_rwlock_init(&ended_rw);
+    /* 1. Anyone unlocks what an ended holder locked (Go's rule). */
+    if (ended_holder() != 0)
+        return 11;
+    printf("trylock %d trywrlock %d\n", goro_mutex_trylock(&ended_mu),
+           goro_rwlock_trywrlock(&ended_rw));
+    if (goro_mutex_unlock(&ended_mu) != 0 || goro_rwlock_wunlock(&ended_rw) != 0)
+        return 12;
+    /* 2. A HIGH waiter lends its class to the ended holder's lock. */
+    if (ended_holder() != 0)
+        return 13;
+    goro_t *w;
+    if (goro_spawn(&w, &(goro_attr_t){ .priority = GORO_PRIORITY_HIGH }, wait_for_ended,
+                   NULL) != 0)
+        return 14;
+    while (!atomic_load(&ended_waiting))
+        t_nap(0.001);
+    t_settle();                     /* it waits for the mutex now */
+    if (atomic_load(&ended_got))
+        return 15;                  /* the lock did not stay locked */
+    if (goro_mutex_unlock(&ended_mu) != 0)
+        return 16;
+    t_settle();
+    if (goro_rwlock_wunlock(&ended_rw) != 0)
+        return 17;
+    long r = -1;
+    if (goro_join(w, &r) != 0 || r != 0)
+        return 18;
+    if (goro_mutex_destroy(&ended_mu) != 0 || goro_rwlock_destroy(&ended_rw) != 0)
+        return 19;
+    puts("ok");
+    return goro_shutdown() == 0 ? 0 : 20;
+}
+
+START_TEST(lock_of_an_ended_holder_stays_locked_and_is_safe)
+{
+    char out[4096];
+    int st = t_run_child(ended_holder_child, NULL, t_timeout(20), out, sizeof out);
+    ck_assert_msg(st != -1, "child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+    ck_assert_msg(strstr(out, "trylock -16 trywrlock -16\n"), "%s", out);
+}
+END_TEST
+
+/* ---- a once whose fn ends its coroutine ----
+ * fn ends the coroutine (goro_exit, or goro_exit_err from deeper down)
+ * while callers wait: the once counts as done (as Go's with a panic), the
+ * waiters return 0 at once, and a later caller - its coroutine likely on
+ * the ended runner's stack - returns 0 without running anything. In a
+ * child: on the old code the waiters hung for ever. */
+static goro_once_t end_once;
+static atomic_int end_started, end_release, end_never;
+static int end_how;                 /* 0: goro_exit, 1: goro_exit_err */
+
+static T_NOINLINE void end_here(void)
+{
+    if (end_how)
+        goro_exit_err(goro_err_new(EIO, "fn failed"));
+    goro_exit(7);
+}
+
+/* Frames between fn and the exit. */
+static T_NOINLINE void end_deep(int depth)
+{
+    void (*volatile next)(void) = end_here;
+    if (depth > 0)
+        end_deep(depth - 1);
+    else
+        next();
+    t_fail("fn went on after goro_exit");
+}
+
+static void end_fn(void)
+{
+    atomic_store(&end_started, 1);
+    while (!atomic_load(&end_release))
+        goro_sleep(GORO_MSEC);
+    end_deep(3);
+}
+
+static void never_fn(void)
+{
+    atomic_fetch_add(&end_never, 1);
+}
+
+static long end_runner(void *arg)
+{
+    (void)arg;
+    goro_once(&end_once, end_fn);
+    return 99;                      /* not reached */
+}
+
+static long end_waiter(void *arg)
+{
+    (void)arg;
+    return goro_once(&end_once, never_fn);
+}
+
+static int once_end_round(int how)
+{
+    end_once = (goro_once_t)GORO_ONCE_INIT;
+    end_how = how;
+    atomic_store(&end_started, 0);
+    atomic_store(&end_release, 0);
+    atomic_store(&end_never, 0);
+    goro_t *run, *w[3], *later;
+    if (goro_spawn(&run, NULL, end_runner, NULL) != 0)
+        return 1;
+    while (!atomic_load(&end_started))
+        t_nap(0.001);
+    for (int i = 0; i < 3; i++)
+        if (goro_spawn(&w[i], NULL, end_waiter, NULL) != 0)
+            return 2;
+    t_settle();                     /* they wait for fn */
+    atomic_store(&end_release, 1);
+    long r = -1, wr[3] = { -1, -1, -1 }, lr = -1;
+    goro_err_t *err = NULL;
+    int j = goro_join_err(run, &r, &err);
+    int code = err ? goro_err_code(err) : 0;
+    goro_err_free(err);
+    int64_t until = goro_now() + 5 * GORO_SEC;
+    int hung = 0;
+    for (int i = 0; i < 3; i++)
+        hung += goro_join_until(w[i], &wr[i], until) != 0;
+    if (hung) {
+        printf("%s: %d of 3 waiters hung\n", how ? "exit_err" : "exit", hung);
+        fflush(stdout);
+        _exit(3);                   /* they cannot be cancelled */
+    }
+    if (goro_spawn(&later, NULL, end_waiter, NULL) != 0 ||
+        goro_join_until(later, &lr, goro_now() + 5 * GORO_SEC) != 0) {
+        printf("a later caller hung\n");
+        fflush(stdout);
+        _exit(4);
+    }
+    int thread = goro_once(&end_once, never_fn);
+    printf("%s: join=%d runner=%ld code=%d waiters=%ld,%ld,%ld later=%ld thread=%d never=%d\n",
+           how ? "exit_err" : "exit", j, r, code, wr[0], wr[1], wr[2], lr, thread,
+           atomic_load(&end_never));
+    return 0;
+}
+
+static int once_end_child(void *arg)
+{
+    (void)arg;
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0)
+        return 10;
+    for (int how = 0; how < 2; how++)
+        if (once_end_round(how) != 0)
+            return 11;
+    return goro_shutdown() == 0 ? 0 : 12;
+}
+
+START_TEST(once_whose_fn_ends_its_coroutine_counts_as_done)
+{
+    char out[4096];
+    int st = t_run_child(once_end_child, NULL, t_timeout(30), out, sizeof out);
+    ck_assert_msg(st != -1, "child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+    ck_assert_msg(strstr(out, "exit: join=0 runner=7 code=0 waiters=0,0,0 later=0 thread=0 "
+                              "never=0\n"), "%s", out);
+    ck_assert_msg(strstr(out, "exit_err: join=0 runner=-5 code=5 waiters=0,0,0 later=0 "
+                              "thread=0 never=0\n"), "%s", out);
+}
+END_TEST
+
+/* ---- rwlock: releasing one side ----
+ * goro_rwlock_unlock by a coroutine that holds neither side, while
+ * another holds the write lock: -EPERM, and the writer keeps it. */
+static goro_rwlock_t side_rw;
+
+static long unlock_not_mine(void *arg)
+{
+    (void)arg;
+    return goro_rwlock_unlock(&side_rw);
+}
+
+static long hand_over_write(void *arg)
+{
+    (void)arg;
+    return goro_rwlock_wunlock(&side_rw);
+}
+
+static long write_and_hold(goro_chan_t *release)
+{
+    long e = goro_rwlock_wrlock(&side_rw);
+    goro_chan_send(release, &e);            /* it holds the write lock now */
+    goro_chan_recv(release, NULL);
+    return e ? e : goro_rwlock_unlock(&side_rw);
+}
+
+static long try_write(void *arg)
+{
+    (void)arg;
+    return goro_rwlock_trywrlock(&side_rw);
+}
+
+START_TEST(rwlock_unlock_by_a_non_holder_is_eperm)
+{
+    goro_rwlock_init(&side_rw);
+    /* As reported: coroutine A writes; B, holding neither side, unlocks;
+     * C tries to write. */
+    goro_chan_t *release = t_chan_new(sizeof(long), 0);
+    goro_t *a, *h;
+    long r = 1;
+    ck_assert_ptr_nonnull(a = go(write_and_hold, release));
+    ck_assert_int_eq(goro_chan_recv(release, &r), 1);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_spawn(&h, NULL, unlock_not_mine, NULL), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, -EPERM);
+    ck_assert_int_eq(goro_spawn(&h, NULL, try_write, NULL), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, -EBUSY);            /* no second writer */
+    ck_assert_int_eq(goro_chan_close(release), 0);
+    ck_assert_int_eq(goro_join(a, &r), 0);
+    ck_assert_int_eq(r, 0);                 /* A's own unlock */
+    ck_assert_int_eq(goro_chan_free(release), 0);
+
+    /* The same with the test's thread as the writer. */
+    ck_assert_int_eq(goro_rwlock_wrlock(&side_rw), 0);
+    ck_assert_int_eq(goro_spawn(&h, NULL, unlock_not_mine, NULL), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, -EPERM);
+    ck_assert_int_eq(goro_rwlock_trywrlock(&side_rw), -EBUSY);   /* still written */
+    ck_assert_int_eq(goro_rwlock_tryrdlock(&side_rw), -EBUSY);
+    ck_assert_int_eq(goro_rwlock_runlock(&side_rw), -EPERM);      /* no reader */
+    /* The writer's own unlock, and a hand-over: anyone may wunlock. */
+    ck_assert_int_eq(goro_rwlock_unlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_wunlock(&side_rw), -EPERM);
+    ck_assert_int_eq(goro_rwlock_wrlock(&side_rw), 0);
+    ck_assert_int_eq(goro_spawn(&h, NULL, hand_over_write, NULL), 0);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_rwlock_runlock(&side_rw), -EPERM);
+    /* Readers: runlock, or unlock by a reader; wunlock is no read release. */
+    ck_assert_int_eq(goro_rwlock_rdlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_rdlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_wunlock(&side_rw), -EPERM);
+    ck_assert_int_eq(goro_rwlock_runlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_unlock(&side_rw), 0);
+    ck_assert_int_eq(goro_rwlock_runlock(&side_rw), -EPERM);
+    ck_assert_int_eq(goro_rwlock_unlock(&side_rw), -EPERM);
+    ck_assert_int_eq(goro_rwlock_runlock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_rwlock_wunlock(NULL), -EINVAL);
+    ck_assert_int_eq(goro_rwlock_destroy(&side_rw), 0);
+}
+END_TEST
+
+/* ---- stress: holders that end, under priorities and cancellation ----
+ * Coroutines of random classes, some on odd stacks (unmapped when they
+ * end: GORO_STACK_GUARD=mprotect), lock random mutexes and the rwlock's
+ * write side, sometimes two in a row (a chain for the loans), hold them
+ * across switches, and now and then end holding one (returning or
+ * goro_exit). A reaper unlocks what the ended left locked (anyone may);
+ * the main thread cancels coroutines at random. Every lock must stay
+ * exclusive and end unlocked; onces whose fn may end its coroutine must
+ * run fn once and free every waiter. */
+enum { SM = 4, SLIVE = 24 };
+static goro_mutex_t s_mu[SM];
+static goro_rwlock_t s_rw;
+static _Atomic uint64_t s_owner[SM + 1];      /* [SM]: the rwlock's writer */
+static atomic_int s_readers, s_stop;
+static atomic_long s_ended_holding, s_reaped, s_locks;
+#define S_ENDED UINT64_MAX
+
+static int s_take(int i)
+{
+    int e = i < SM ? goro_mutex_lock(&s_mu[i]) : goro_rwlock_wrlock(&s_rw);
+    if (e)
+        return e;
+    if (i == SM && atomic_load(&s_readers))
+        t_fail("a writer beside readers");
+    uint64_t was = atomic_exchange(&s_owner[i], goro_id(goro_self()));
+    if (was)
+        t_fail("lock %d taken while %llu held it", i, (unsigned long long)was);
+    atomic_fetch_add(&s_locks, 1);
+    return 0;
+}
+
+static void s_give(int i)
+{
+    atomic_store(&s_owner[i], 0);
+    int e = i < SM ? goro_mutex_unlock(&s_mu[i]) : goro_rwlock_unlock(&s_rw);
+    if (e)
+        t_fail("unlock of lock %d: %d", i, e);
+}
+
+/* Ends the coroutine holding lock i. */
+static void s_end_holding(int i, uint32_t r)
+{
+    atomic_store(&s_owner[i], S_ENDED);
+    atomic_fetch_add(&s_ended_holding, 1);
+    if (r & 1)
+        goro_exit(0);
+}
+
+static long s_worker(void *arg)
+{
+    uint32_t r = (uint32_t)(uintptr_t)arg * 2654435761u + 1;
+    for (int step = 0; step < 16; step++) {
+        uint32_t x = t_rnd(&r);
+        if (x % 8 == 0) {
+            if (goro_rwlock_rdlock(&s_rw) != 0)
+                return 0;
+            atomic_fetch_add(&s_readers, 1);
+            if (atomic_load(&s_owner[SM]) && atomic_load(&s_owner[SM]) != S_ENDED)
+                t_fail("a reader beside a writer");
+            goro_yield();
+            atomic_fetch_sub(&s_readers, 1);
+            if (goro_rwlock_runlock(&s_rw) != 0)
+                t_fail("runlock failed");
+            continue;
+        }
+        int i = (int)(x / 8 % (SM + 1)), j = (int)(x / 64 % SM);
+        if (s_take(i) != 0)
+            return 0;                           /* cancelled while waiting */
+        bool two = i < j && x / 1024 % 3 == 0;  /* in order: a chain, no cycle */
+        if (two && s_take(j) != 0) {
+            s_give(i);
+            return 0;
+        }
+        if (x / 4096 % 2)
+            goro_yield();
+        if (x / 8192 % 12 == 0) {
+            if (two)
+                s_give(j);
+            s_end_holding(i, x);
+            return 0;
+        }
+        if (two)
+            s_give(j);
+        s_give(i);
+    }
+    return 0;
+}
+
+/* Unlocks what ended holders left locked. */
+static long s_reaper(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&s_stop)) {
+        for (int i = 0; i <= SM; i++) {
+            uint64_t ended = S_ENDED;
+            if (!atomic_compare_exchange_strong(&s_owner[i], &ended, 0))
+                continue;
+            int e = i < SM ? goro_mutex_unlock(&s_mu[i]) : goro_rwlock_wunlock(&s_rw);
+            if (e)
+                t_fail("unlock of an ended holder's lock %d: %d", i, e);
+            atomic_fetch_add(&s_reaped, 1);
+        }
+        goro_sleep(100 * GORO_USEC);
+    }
+    return 0;
+}
+
+static goro_once_t s_once;
+static atomic_int s_once_runs;
+
+static void s_once_fn(void)
+{
+    atomic_fetch_add(&s_once_runs, 1);
+    goro_yield();
+    uint32_t x = (uint32_t)goro_id(goro_self());
+    if (x % 3 == 0)
+        goro_exit(0);
+    if (x % 3 == 1)
+        goro_exit_err(goro_err_new(EIO, "once fn failed"));
+}
+
+static long s_once_caller(void *arg)
+{
+    (void)arg;
+    if (goro_once(&s_once, s_once_fn) != 0)
+        t_fail("goro_once failed");
+    return 0;
+}
+
+static int stress_child(void *arg)
+{
+    (void)arg;
+    setenv("GORO_STACK_GUARD", "mprotect", 1);
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0)
+        return 10;
+    for (int i = 0; i < SM; i++)
+        goro_mutex_init(&s_mu[i]);
+    goro_rwlock_init(&s_rw);
+    goro_t *reaper = go(s_reaper, NULL);
+    goro_t *live[SLIVE] = { NULL };
+    uint32_t r = 12345;
+    long n = t_live(20000), cancelled = 0;
+    for (long k = 0; k < n; k++) {
+        int slot = (int)(k % SLIVE);
+        if (live[slot])
+            goro_join(live[slot], NULL);
+        uint32_t x = t_rnd(&r);
+        goro_attr_t a = { .priority = GORO_PRIORITY_LOW + (int)(x % 3),
+                          .stack_size = x / 4 % 4 == 0 ? 64 * 1024 : 0 };
+        if (goro_spawn(&live[slot], &a, s_worker, (void *)(uintptr_t)k) != 0)
+            return 11;
+        goro_t *victim = live[x / 256 % SLIVE];
+        if (x / 16 % 16 == 0 && victim) {
+            goro_cancel(victim);
+            cancelled++;
+        }
+    }
+    for (int i = 0; i < SLIVE; i++)
+        if (live[i])
+            goro_join(live[i], NULL);
+    atomic_store(&s_stop, 1);
+    goro_join(reaper, NULL);
+    for (int i = 0; i <= SM; i++)           /* the last ones the reaper left */
+        if (atomic_load(&s_owner[i]) == S_ENDED &&
+            (i < SM ? goro_mutex_unlock(&s_mu[i]) : goro_rwlock_wunlock(&s_rw)) == 0)
+            atomic_fetch_add(&s_reaped, 1);
+    for (int i = 0; i < SM; i++)
+        if (goro_mutex_destroy(&s_mu[i]) != 0)
+            t_fail("mutex %d still locked", i);
+    if (goro_rwlock_destroy(&s_rw) != 0)
+        t_fail("rwlock still busy");
+    /* Onces whose fn may end its coroutine, with waiters. */
+    long rounds = t_live(2000);
+    for (long k = 0; k < rounds; k++) {
+        s_once = (goro_once_t)GORO_ONCE_INIT;
+        atomic_store(&s_once_runs, 0);
+        goro_t *h[5];
+        for (int i = 0; i < 5; i++)
+            if (goro_spawn(&h[i], &(goro_attr_t){ .priority = GORO_PRIORITY_LOW + i % 3 },
+                           s_once_caller, NULL) != 0)
+                return 12;
+        for (int i = 0; i < 5; i++)
+            goro_join(h[i], NULL);
+        if (atomic_load(&s_once_runs) != 1)
+            t_fail("once fn ran %d times", atomic_load(&s_once_runs));
+    }
+    printf("stress: %ld coroutines, %ld locks, %ld ended holding, %ld reaped, %ld cancels, "
+           "%ld once rounds%s%s\n", n, atomic_load(&s_locks), atomic_load(&s_ended_holding),
+           atomic_load(&s_reaped), cancelled, rounds, t_failed() ? ": " : "",
+           t_failed() ? t_failed() : "");
+    if (t_failed())
+        return 13;
+    return goro_shutdown() == 0 ? 0 : 14;
+}
+
+START_TEST(stress_holders_that_end)
+{
+    static char out[8192];
+    int st = t_run_child(stress_child, NULL, t_timeout(120), out, sizeof out);
+    ck_assert_msg(st != -1, "child hung: %s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+    ck_assert_msg(strstr(out, "stress: "), "%s", out);
+    printf("%s", out);
+}
+END_TEST
+
 Suite *sync_suite(void)
 {
     Suite *s = suite_create("sync");
@@ -842,5 +1350,10 @@ Suite *sync_suite(void)
     tc = t_runtime_tcase(s, "once_recursion", 30);
     tcase_add_test(tc, once_recursion_is_edeadlk);
     tcase_add_test(tc, once_between_threads_after_shutdown);
+    tcase_add_test(tc, once_whose_fn_ends_its_coroutine_counts_as_done);
+    tc = t_runtime_tcase(s, "ended_holders", 180);
+    tcase_add_test(tc, lock_of_an_ended_holder_stays_locked_and_is_safe);
+    tcase_add_test(tc, rwlock_unlock_by_a_non_holder_is_eperm);
+    tcase_add_test(tc, stress_holders_that_end);
     return s;
 }

@@ -8,6 +8,7 @@
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* A spin-wait hint to the CPU. */
@@ -108,6 +109,22 @@ static inline void goro__unlock(goro_lock_t *l)
 #endif
     if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
         goro__unlock_slow(l);
+}
+
+/* Takes l only if it is free now: whether it did. For the one place that
+ * takes a lock while holding one that ranks the same but is taken after
+ * it elsewhere (the end of a coroutine's locks, sched/prio.c): it must
+ * not wait there, or the two orders could wait for each other. */
+static inline bool goro__trylock(goro_lock_t *l)
+{
+    uint32_t expect = 0;
+    if (!atomic_compare_exchange_strong_explicit(&l->word, &expect, 1,
+            memory_order_acquire, memory_order_relaxed))
+        return false;
+#ifdef GORO_DEBUG
+    goro__lock_taken(l);
+#endif
+    return true;
 }
 
 /* An unlock function with the signature goro__park wants. */

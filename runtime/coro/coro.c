@@ -57,10 +57,18 @@ static long widen(long raw, int kind)
     }
 }
 
-/* The last steps of a coroutine, on its own stack: its groups and its
- * own group are settled, its end hook runs, its token ends. */
+/* The last steps of a coroutine, on its own stack: the cleanups of the
+ * calls it ended inside run (coro.h), the locks it holds stay held
+ * without it (sched/prio.c), its groups and its own group are settled,
+ * its end hook runs, its token ends. */
 static void life_end(struct goro *g, long result)
 {
+    struct goro_unwind *u;
+    while ((u = g->unwind)) {
+        g->unwind = u->next;
+        u->fn(u);
+    }
+    goro__holds_end(g);
     goro__group_exit(g, result);
     if (g->end_hook)
         g->end_hook(g, result);

@@ -60,6 +60,33 @@ GORO_HIDDEN long goro__arena_guards(int lift);
  * success. Groups and single-flight hand it on. */
 GORO_HIDDEN goro_err_t *goro__err_take_at_end(struct goro *g, long result);
 
+/* Cleanups a coroutine's end runs (pthread_cleanup_push's kind), for
+ * state that names the coroutine while it is inside some call of its own -
+ * goro_once running fn, which may end the coroutine at any depth (wait/
+ * sync.c). A record lies in the frame that pushes it and is pushed and
+ * popped by its coroutine alone, innermost first. An end that leaves the
+ * frames in place (goro_exit, goro_exit_err in C) runs the records still
+ * pushed, innermost first, in life_end, on the same stack below them. An
+ * end or an exception that unwinds them (C++) passes each frame's cleanup
+ * handler, which pops its record and runs it: such a frame is built with
+ * -fexceptions, or the unwind leaves a record whose frame is gone. */
+struct goro_unwind {
+    struct goro_unwind *next;
+    void (*fn)(struct goro_unwind *u);
+};
+
+static inline void goro__unwind_push(struct goro *g, struct goro_unwind *u)
+{
+    u->next = g->unwind;
+    g->unwind = u;
+}
+
+static inline void goro__unwind_pop(struct goro *g, struct goro_unwind *u)
+{
+    GORO_ASSERT(g->unwind == u);    /* innermost first */
+    g->unwind = u->next;
+}
+
 /* offload.c */
 GORO_HIDDEN void goro__offload_stop(void);
 

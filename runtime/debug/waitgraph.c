@@ -189,6 +189,7 @@ static void resolve_holder(struct goro_wgraph *wg, struct goro_wnode *v)
     }
     if (held != GORO_HELD_CORO) {
         v->held = held;
+        v->holder_id = held == GORO_HELD_ENDED ? id : 0;   /* a lock it left held */
         return;
     }
     v->holder = h;

@@ -8,8 +8,9 @@
  * given back alone: g->loans holds how many NORMAL (low half) and HIGH
  * (high half) loans g has. Its class is the highest of its own and any
  * class it has a loan of. Counts only change by +1 and -1, atomically, by
- * the lender; a give-back never takes a count below zero (a holder that
- * ended while it held a lock is not given back to, see goro__holder).
+ * the lender; a give-back never takes a count below zero. A lock's holder
+ * that ends is taken off the lock first (invariant "holders" below): no
+ * loan goes to, or comes back from, a coroutine that has ended.
  *
  * Chains. A coroutine whose class changes while it waits for a lock is
  * itself lending along that wait (ARMED_LENDS): it is woken with RECLASS,
@@ -78,7 +79,24 @@ void goro__prio_unlend(struct goro *g, int prio)
     pass_on(g, was);
 }
 
-/* ---- a lock's holder, lent the classes of its waiters ---- */
+/* ---- a lock's holder, lent the classes of its waiters ----
+ *
+ * Invariant (holders): a holder record names a coroutine (h->g) only
+ * while that coroutine lives. From goro__holder_set to goro__holder_clear
+ * the record is on g's list of the locks it holds (g->holds), and g's end
+ * (goro__holds_end) takes every record off before g's record and stack
+ * can be freed, each under its lock's own lock, keeping the lock held by
+ * "an ended coroutine". So whoever holds a lock's own lock may use h->g:
+ * lend to it, give back to it, wake it - never a coroutine that has ended,
+ * whose record lived on a stack that may be unmapped or serve another.
+ *
+ * Each change of a list holds the lock's own lock (an object lock) and
+ * then g->holds_lock (the same rank, always taken second). The end finds
+ * the locks through the list, so it would take them the other way round:
+ * it only tries the lock's own lock (goro__trylock), and lets go of
+ * holds_lock and tries again when that fails, so the two orders never wait
+ * for each other. The list is singly linked, newest first: an unlock in
+ * the usual nested order finds its record at the head. */
 
 static int holder_want(const struct goro_holder *h)
 {
@@ -88,40 +106,80 @@ static int holder_want(const struct goro_holder *h)
 /* Lends the holder the highest class among the waiters, giving back what
  * it was lent before. h->lent is the class actually lent plus one (0:
  * none - a zeroed lock lends nothing, nor does a waiter not above the
- * holder's own class). A holder whose id changed has ended (its record
- * may be another coroutine's now): nothing goes to it or back to it. */
-static bool holder_alive(const struct goro_holder *h)
-{
-    return h->g && h->g->id == h->id;
-}
-
+ * holder's own class, nor a lock a thread or an ended coroutine holds). */
 static void holder_relend(struct goro_holder *h)
 {
-    int want = h->g ? holder_want(h) : GORO_PRIO_LOW;
-    int lent = h->lent - 1;
-    if (want == lent || !holder_alive(h))
+    if (!h->g)
+        return;
+    GORO_ASSERT(h->by == GORO_HELD_BY_CORO);
+    int want = holder_want(h), lent = h->lent - 1;
+    if (want == lent)
         return;
     goro__prio_unlend(h->g, lent);
     h->lent = (int8_t)(goro__prio_lend(h->g, want) ? want + 1 : 0);
 }
 
-void goro__holder_set(struct goro_holder *h, struct goro *g)
+static goro_lock_t *holder_lock(struct goro_holder *h)
 {
+    return (goro_lock_t *)((char *)h - h->lk_off);
+}
+
+void goro__holder_set(struct goro_holder *h, goro_lock_t *lk, struct goro *g)
+{
+    GORO_ASSERT(!h->held && (char *)h > (char *)lk && (char *)h - (char *)lk <= 255);
     h->held = true;
-    h->g = g->flags & GORO_F_EXTERNAL ? NULL : g;     /* g is the caller's own */
-    h->id = g->id;
+    h->lk_off = (uint8_t)((char *)h - (char *)lk);
     h->lent = 0;
+    if (g->flags & GORO_F_EXTERNAL) {
+        h->g = NULL;
+        h->thread = (uintptr_t)g;
+        h->by = GORO_HELD_BY_THREAD;
+        return;
+    }
+    /* g is the caller, or a waiter being handed the lock: alive either way. */
+    h->g = g;
+    h->by = GORO_HELD_BY_CORO;
+    goro__lock(&g->holds_lock);
+    h->next = g->holds;
+    g->holds = h;
+    goro__unlock(&g->holds_lock);
     holder_relend(h);
+}
+
+/* Under g->holds_lock: h off g's list. */
+static void holds_unlink(struct goro *g, struct goro_holder *h)
+{
+    struct goro_holder **p = &g->holds;
+    while (*p != h) {
+        GORO_ASSERT(*p);            /* invariant (holders): h is on g's list */
+        p = &(*p)->next;
+    }
+    *p = h->next;
 }
 
 void goro__holder_clear(struct goro_holder *h)
 {
-    if (holder_alive(h))
-        goro__prio_unlend(h->g, h->lent - 1);
+    struct goro *g = h->g;
+    if (g) {
+        goro__prio_unlend(g, h->lent - 1);
+        goro__lock(&g->holds_lock);
+        holds_unlink(g, h);
+        goro__unlock(&g->holds_lock);
+    }
     h->g = NULL;
-    h->id = 0;
+    h->ended_id = 0;
     h->lent = 0;
     h->held = false;
+    h->by = GORO_HELD_BY_NONE;
+}
+
+bool goro__holder_is(const struct goro_holder *h, const struct goro *g)
+{
+    if (!h->held)
+        return false;
+    if (h->by == GORO_HELD_BY_THREAD)
+        return h->thread == (uintptr_t)g;
+    return h->by == GORO_HELD_BY_CORO && h->g == g;
 }
 
 void goro__holder_waiter(struct goro_holder *h, int prio, int delta)
@@ -130,6 +188,39 @@ void goro__holder_waiter(struct goro_holder *h, int prio, int delta)
         return;
     h->waiting[prio > GORO_PRIO_NORMAL] = (uint16_t)(h->waiting[prio > GORO_PRIO_NORMAL] + delta);
     holder_relend(h);
+}
+
+/* g ends: every lock it holds stays held, by "an ended coroutine" - which
+ * names nobody to lend to - until somebody unlocks it (any coroutine or
+ * thread may). The waiters' loans go back now, while g still runs. */
+void goro__holds_end(struct goro *g)
+{
+    for (int step = 0;; step++) {
+        goro__lock(&g->holds_lock);
+        struct goro_holder *h = g->holds;
+        if (!h) {
+            goro__unlock(&g->holds_lock);
+            return;
+        }
+        /* h is on the list: nobody has unlocked it yet, so its lock is
+         * still there to try. */
+        goro_lock_t *lk = holder_lock(h);
+        if (!goro__trylock(lk)) {
+            goro__unlock(&g->holds_lock);
+            spin_or_yield(step, 64);    /* its holder may be waiting for holds_lock */
+            continue;
+        }
+        GORO_ASSERT(h->g == g && h->held);
+        goro__prio_unlend(g, h->lent - 1);
+        g->holds = h->next;
+        h->g = NULL;
+        h->ended_id = g->id;
+        h->by = GORO_HELD_BY_ENDED;
+        h->lent = 0;
+        goro__unlock(&g->holds_lock);
+        goro__unlock(lk);
+        step = -1;
+    }
 }
 
 /* ---- the API ---- */

@@ -24,18 +24,32 @@ GORO_HIDDEN void goro__prio_unlend(struct goro *g, int prio);
  * GORO_PRIORITY_INHERIT). */
 GORO_HIDDEN int goro__prio_check(int priority, int *prio);
 /* The holder of a lock, lent the highest class of its waiters; every call
- * under the lock's own lock. set: g took it (goro__waiter_self(): a
- * thread's stand-in is not recorded); clear: released; waiter: one of
- * class prio starts (+1) or stops (-1) waiting. */
+ * under the lock's own lock, lk (the record lies in the same object, at
+ * most 255 bytes above it). set: g took it (goro__waiter_self()); clear:
+ * released; waiter: one of class prio starts (+1) or stops (-1) waiting.
+ * The record names a coroutine only while it lives: the coroutine's end
+ * takes it off every record it holds (goro__holds_end; the lock stays
+ * held, as in Go, until somebody unlocks it). */
+enum { GORO_HELD_BY_NONE, GORO_HELD_BY_CORO, GORO_HELD_BY_THREAD, GORO_HELD_BY_ENDED };
 struct goro_holder {
-    struct goro *g;                /* the coroutine holding it (NULL: a thread) */
-    uint64_t id;                   /* g's when it took the lock */
+    struct goro *g;                /* the coroutine holding it, while it lives */
+    union {
+        struct goro_holder *next;  /* with g: the next lock g holds (g->holds) */
+        uintptr_t thread;          /* a thread's: its stand-in (compared, never read) */
+        uint64_t ended_id;         /* an ended coroutine's: its id (reports) */
+    };
     uint16_t waiting[2];           /* waiters lending: [0] NORMAL, [1] HIGH */
     int8_t lent;                   /* the class g is lent now, plus one (0: none) */
     bool held;
+    uint8_t by;                    /* GORO_HELD_BY_*: who holds it */
+    uint8_t lk_off;                /* the lock's own lock lies this far below */
 };
-GORO_HIDDEN void goro__holder_set(struct goro_holder *h, struct goro *g);
+GORO_HIDDEN void goro__holder_set(struct goro_holder *h, goro_lock_t *lk, struct goro *g);
 GORO_HIDDEN void goro__holder_clear(struct goro_holder *h);
+/* Whether g (goro__waiter_self()) holds it. */
+GORO_HIDDEN bool goro__holder_is(const struct goro_holder *h, const struct goro *g);
+/* For coro/, at g's end, on its own stack: off every lock it holds. */
+GORO_HIDDEN void goro__holds_end(struct goro *g);
 GORO_HIDDEN void goro__holder_waiter(struct goro_holder *h, int prio, int delta);
 
 /* sched.c */

@@ -135,12 +135,13 @@ static int wait_lending(struct goro_waitq *q, goro_lock_t *lk, struct goro_holde
     }
 }
 
-/* Under the lock: w, taken off the queue, is handed what it waited for. */
-static void hand_over(struct goro_holder *h, struct goro_waiter *w, bool holds)
+/* Under the lock lk: w, taken off the queue, is handed what it waited
+ * for (holds: it holds h from here). */
+static void hand_over(goro_lock_t *lk, struct goro_holder *h, struct goro_waiter *w, bool holds)
 {
     goro__holder_waiter(h, w->prio, -1);
     if (holds)
-        goro__holder_set(h, w->g);
+        goro__holder_set(h, lk, w->g);
 }
 
 /* Unlinks every waiter of q into a list through g->next, to wake after
@@ -178,7 +179,7 @@ static int mutex_lock(goro_mutex_t *mu, int64_t deadline, bool firm)
     goro__lock(&m->lk);
     for (;;) {
         if (!m->holder.held) {
-            goro__holder_set(&m->holder, goro__waiter_self());
+            goro__holder_set(&m->holder, &m->lk, goro__waiter_self());
             goro__unlock(&m->lk);
             return 0;
         }
@@ -204,7 +205,7 @@ int goro_mutex_trylock(goro_mutex_t *mu)
     goro__lock(&m->lk);
     int r = m->holder.held ? -EBUSY : 0;
     if (!r)
-        goro__holder_set(&m->holder, goro__waiter_self());
+        goro__holder_set(&m->holder, &m->lk, goro__waiter_self());
     goro__unlock(&m->lk);
     return r;
 }
@@ -222,7 +223,7 @@ int goro_mutex_unlock(goro_mutex_t *mu)
     goro__holder_clear(&m->holder);
     struct goro_waiter *w = goro__waitq_pop(&m->q);
     if (w)
-        hand_over(&m->holder, w, true);     /* it stays locked, now by w */
+        hand_over(&m->lk, &m->holder, w, true);     /* it stays locked, now by w */
     goro__unlock(&m->lk);
     if (w)
         goro__ready(w->g);          /* claimed by the pop */
@@ -265,7 +266,7 @@ static struct goro *grant_locked(struct rwlock_impl *r)
             continue;
         if (!w->kind)
             r->readers++;
-        hand_over(&r->holder, w, w->kind);     /* a writer holds it from here */
+        hand_over(&r->lk, &r->holder, w, w->kind);     /* a writer holds it from here */
         w->g->next = wake;
         wake = w->g;
     }
@@ -285,7 +286,7 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
                                : (!r->holder.held && !r->q.head);
         if (free_now) {
             if (writer)
-                goro__holder_set(&r->holder, goro__waiter_self());
+                goro__holder_set(&r->holder, &r->lk, goro__waiter_self());
             else
                 r->readers++;
             goro__unlock(&r->lk);
@@ -324,25 +325,37 @@ int goro_rwlock_wrlock_until(goro_rwlock_t *rw, int64_t deadline)
     return rw_lock(rw, true, true, deadline);
 }
 
-int goro_rwlock_unlock(goro_rwlock_t *rw)
+/* Which side an unlock releases: the write side (anybody may, as in Go:
+ * a hand-over, or a writer that ended), one read, or the caller's own. */
+enum rw_side { RW_READ, RW_WRITE, RW_MINE };
+
+static int rw_unlock(goro_rwlock_t *rw, enum rw_side side)
 {
     if (!rw)
         return -EINVAL;
     struct rwlock_impl *r = (struct rwlock_impl *)rw;
     goro__lock(&r->lk);
-    if (r->holder.held)
-        goro__holder_clear(&r->holder);
-    else if (r->readers > 0)
-        r->readers--;
-    else {
+    /* A writer excludes readers: a caller that is not the writer can only
+     * release a read (and there is none while it is written). */
+    if (side == RW_MINE)
+        side = goro__holder_is(&r->holder, goro__waiter_self()) ? RW_WRITE : RW_READ;
+    if (side == RW_WRITE ? !r->holder.held : r->readers == 0) {
         goro__unlock(&r->lk);
         return -EPERM;
     }
+    if (side == RW_WRITE)
+        goro__holder_clear(&r->holder);
+    else
+        r->readers--;
     struct goro *wake = grant_locked(r);
     goro__unlock(&r->lk);
     ready_all(wake);
     return 0;
 }
+
+int goro_rwlock_runlock(goro_rwlock_t *rw) { return rw_unlock(rw, RW_READ); }
+int goro_rwlock_wunlock(goro_rwlock_t *rw) { return rw_unlock(rw, RW_WRITE); }
+int goro_rwlock_unlock(goro_rwlock_t *rw) { return rw_unlock(rw, RW_MINE); }
 
 int goro_rwlock_destroy(goro_rwlock_t *rw)
 {
@@ -551,7 +564,61 @@ int goro_waitgroup_destroy(goro_waitgroup_t *wg)
     return r;
 }
 
-/* ---- once ---- */
+/* ---- once ----
+ *
+ * fn may not return: its coroutine may end inside it (goro_exit,
+ * goro_exit_err, at any depth) or a C++ exception may pass through it.
+ * The once is done all the same (as Go's Once after a panic) and its
+ * waiters go on: a record in the runner's frame (struct once_run) finishes
+ * it whichever way fn is left - the return, the coroutine's end (coro.h:
+ * life_end runs it) or an unwind (its cleanup handler: this file is built
+ * with -fexceptions). So the state never keeps naming a runner that has
+ * gone, and a later caller whose record is the same never takes itself
+ * for fn's (-EDEADLK). */
+
+struct once_run {
+    struct goro_unwind u;
+    struct once_impl *o;           /* NULL once finished */
+    struct goro *g;                /* the coroutine it is pushed on; NULL: a thread */
+};
+
+/* Done: every waiter goes on, and later callers return at once. */
+static void once_finish(struct once_run *run)
+{
+    struct once_impl *o = run->o;
+    if (!o)
+        return;
+    run->o = NULL;
+    goro__lock(&o->lk);
+    atomic_store_explicit(&o->state, ONCE_DONE, memory_order_release);
+    struct goro *list = take_all(&o->q);
+    goro__unlock(&o->lk);
+    ready_all(list);
+}
+
+/* The coroutine ended inside fn: its end popped the record. */
+static void once_ended(struct goro_unwind *u)
+{
+    once_finish((struct once_run *)u);
+}
+
+/* fn returned, or an unwind leaves run's frame. */
+static void once_left(struct once_run *run)
+{
+    if (run->o && run->g)
+        goro__unwind_pop(run->g, &run->u);
+    once_finish(run);
+}
+
+static void once_run(struct once_impl *o, void (*fn)(void))
+{
+    struct once_run run __attribute__((cleanup(once_left))) = {
+        .u.fn = once_ended, .o = o, .g = goro__current(),
+    };
+    if (run.g)
+        goro__unwind_push(run.g, &run.u);
+    fn();
+}
 
 int goro_once(goro_once_t *once, void (*fn)(void))
 {
@@ -575,29 +642,37 @@ int goro_once(goro_once_t *once, void (*fn)(void))
         return -EDEADLK;
     }
     if (st != ONCE_NEW) {
-        /* Firm: returning before fn has run would break the promise. */
+        /* Firm: returning before fn has run would break the promise. The
+         * runner's end, however it comes, wakes us (once_run). */
         return wait_on(&o->q, &o->lk, GORO_W_ONCE, once, 0, GORO_FOREVER, true);
     }
     atomic_store_explicit(&o->state, (uintptr_t)self, memory_order_relaxed);
     goro__unlock(&o->lk);
-    fn();
-    goro__lock(&o->lk);
-    atomic_store_explicit(&o->state, ONCE_DONE, memory_order_release);
-    struct goro *list = take_all(&o->q);
-    goro__unlock(&o->lk);
-    ready_all(list);
+    once_run(o, fn);
     return 0;
 }
 
 /* ---- for the wait graph (waitq.h) ---- */
 
-static enum goro_held held_by(const struct goro_holder *h, struct goro **g, uint64_t *id)
+/* A snapshot (copied without the lock): h->g, while set, is a coroutine
+ * that lived when the copy was taken; its id is read through copy too. */
+static enum goro_held held_by(const struct goro_holder *h, goro_copy_fn *copy, struct goro **g,
+                              uint64_t *id)
 {
     if (!h->held)
         return GORO_HELD_NONE;
-    *g = h->g;
-    *id = h->id;
-    return h->g ? GORO_HELD_CORO : GORO_HELD_THREAD;
+    switch (h->by) {
+    case GORO_HELD_BY_CORO:
+        *g = h->g;
+        if (!h->g || !copy(id, &h->g->id, sizeof *id))
+            *id = 0;
+        return GORO_HELD_CORO;
+    case GORO_HELD_BY_ENDED:
+        *id = h->ended_id;
+        return GORO_HELD_ENDED;
+    default:
+        return GORO_HELD_THREAD;
+    }
 }
 
 enum goro_held goro__wait_holder(int why, const void *obj, goro_copy_fn *copy,
@@ -608,11 +683,11 @@ enum goro_held goro__wait_holder(int why, const void *obj, goro_copy_fn *copy,
     switch (why) {
     case GORO_W_MUTEX: {
         struct mutex_impl m;
-        return copy(&m, obj, sizeof m) ? held_by(&m.holder, g, id) : GORO_HELD_NONE;
+        return copy(&m, obj, sizeof m) ? held_by(&m.holder, copy, g, id) : GORO_HELD_NONE;
     }
     case GORO_W_RWLOCK: {
         struct rwlock_impl r;     /* readers are counted, not known: nobody */
-        return copy(&r, obj, sizeof r) ? held_by(&r.holder, g, id) : GORO_HELD_NONE;
+        return copy(&r, obj, sizeof r) ? held_by(&r.holder, copy, g, id) : GORO_HELD_NONE;
     }
     case GORO_W_ONCE: {
         struct once_impl o;

@@ -154,7 +154,8 @@ typedef bool goro_copy_fn(void *dst, const void *src, size_t len);
 /* A wait of kind why on obj: a mutex's or a written rwlock's holder, a
  * once's runner (sync.c), a flight's runner (flight.c). GORO_HELD_CORO:
  * *g is the holder's record, *id its id when it took the object (0: not
- * known); NONE: nobody in particular can end it (or it is not held). */
+ * known); ENDED: a lock left held by a coroutine that has ended, *id its
+ * id; NONE: nobody in particular can end it (or it is not held). */
 GORO_HIDDEN enum goro_held goro__wait_holder(int why, const void *obj, goro_copy_fn *copy,
                                              struct goro **g, uint64_t *id);
 GORO_HIDDEN enum goro_held goro__flight_holder(const void *obj, goro_copy_fn *copy,

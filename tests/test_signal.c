@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -726,6 +727,82 @@ START_TEST(preemption_works_when_main_blocks_everything)
 }
 END_TEST
 
+/* A handler of the program's, preempted: the coroutine it interrupted is
+ * suspended inside it, with the handler's signal blocked, and the next
+ * coroutine on that worker must not run - or start children - with it
+ * blocked. One worker: a spinner takes a SIGUSR1 aimed at its thread, its
+ * handler spins until a checker, queued behind, has run. */
+static atomic_long spinner_tid;
+static atomic_int handler_entered, checker_ran, checker_saw_blocked;
+
+static GORO_PREEMPTIBLE void spinning_handler(int sig)
+{
+    (void)sig;
+    atomic_store(&handler_entered, 1);
+    while (!atomic_load_explicit(&checker_ran, memory_order_relaxed))
+        ;
+}
+
+static GORO_PREEMPTIBLE void spin_until_checked(void)
+{
+    atomic_store(&spinner_tid, t_tid());
+    while (!atomic_load_explicit(&checker_ran, memory_order_relaxed))
+        ;
+}
+
+static void check_worker_mask(void)
+{
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    atomic_store(&checker_saw_blocked, sigismember(&now, SIGUSR1) == 1);
+    atomic_store(&checker_ran, 1);
+}
+
+static int preempted_handler_child(void *arg)
+{
+    (void)arg;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = spinning_handler;      /* SIGUSR1 blocked while it runs */
+    sigaction(SIGUSR1, &sa, NULL);
+    if (goro_start(&(goro_config_t){ .workers = 1 }) != 0)
+        return 10;
+    goro_t *a = go(spin_until_checked);
+    double end = t_now() + t_timeout(5);
+    while (!atomic_load(&spinner_tid) && t_now() < end)
+        t_nap(0.001);
+    goro_t *b = go(check_worker_mask);
+    syscall(SYS_tgkill, getpid(), (pid_t)atomic_load(&spinner_tid), SIGUSR1);
+    while (!atomic_load(&checker_ran) && t_now() < end)
+        t_nap(0.001);
+    if (!atomic_load(&checker_ran))
+        return printf("the checker never ran (handler entered: %d)\n",
+                      atomic_load(&handler_entered)), 11;
+    goro_join(a, NULL);
+    goro_join(b, NULL);
+    if (!atomic_load(&handler_entered))
+        return printf("the checker ran before the handler\n"), 12;
+    if (atomic_load(&checker_saw_blocked))
+        return printf("the next coroutine on the worker ran with SIGUSR1 blocked: a "
+                      "preempted handler's mask\n"), 13;
+    printf("the worker kept its mask while a handler was preempted\n");
+    return goro_shutdown() == 0 ? 0 : 14;
+}
+
+START_TEST(preempted_handler_leaves_the_worker_mask)
+{
+    if (!t_async_preemption()) {
+        t_skip("preempted_handler_leaves_the_worker_mask",
+               "asynchronous preemption is off (TSan, valgrind or GORO_PREEMPT=0)");
+        return;
+    }
+    char out[1024];
+    int st = t_run_child(preempted_handler_child, NULL, t_timeout(30), out, sizeof out);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s",
+                  st, out);
+}
+END_TEST
+
 static void parked_forever(goro_chan_t *ch)
 {
     goro_chan_recv(ch, NULL);
@@ -1197,6 +1274,7 @@ Suite *signal_suite(void)
     tc = t_tcase(s, "preemption and dump", 60);
     tcase_add_test(tc, preemption_works_when_main_blocks_everything);
     tcase_add_test(tc, sigquit_dump_still_works);
+    tcase_add_test(tc, preempted_handler_leaves_the_worker_mask);
     tc = t_tcase(s, "children", 90);
     tcase_add_test(tc, children_get_the_program_mask);
     tcase_add_test(tc, notify_in_every_worker_count);

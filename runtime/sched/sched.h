@@ -199,6 +199,8 @@ GORO_HIDDEN int goro__thread_create(pthread_t *thread, size_t stack_size,
 /* Takes the calling thread's mask as the program's: at each start, from
  * the starting thread, before any runtime thread is made. */
 GORO_HIDDEN void goro__thread_mask_capture(void);
+/* The mask runtime threads run with (async-signal-safe). */
+GORO_HIDDEN void goro__thread_mask(sigset_t *mask);
 /* The stack of the workers, spares and sysmon: they run only the
  * scheduler (coroutines have their own stacks). */
 #define GORO_THREAD_STACK (256 * 1024)

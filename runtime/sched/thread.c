@@ -61,6 +61,11 @@ static void runtime_thread_mask(sigset_t *mask)
         sigdelset(mask, own[i]);
 }
 
+void goro__thread_mask(sigset_t *mask)
+{
+    runtime_thread_mask(mask);
+}
+
 /* ---- the runtime's threads ---- */
 
 struct thread_start {

@@ -16,7 +16,8 @@
  *   - a process that dies with a trace under way - the deadlock abort
  *     (GORO_TRACE), a SIGSEGV and an abort() in a coroutine (a trace from
  *     goro_trace_start) - leaves a valid file that has the run up to its
- *     death and says how it ended.
+ *     death and says how it ended; a stop racing an abort: the file is
+ *     written once, by one of them.
  *
  * Coroutines never call ck_assert (see helpers.h). */
 #define _GNU_SOURCE
@@ -832,6 +833,69 @@ START_TEST(abort_keeps_the_trace)
 }
 END_TEST
 
+/* ---- a stop racing a fatal end: one of them writes ---- */
+
+static atomic_int abort_spin, stop_spin;      /* loop rounds before each */
+
+static void late_abort(void)
+{
+    for (int i = 0; i < atomic_load(&abort_spin); i++)
+        __asm__ volatile("" ::: "memory");
+    abort();
+}
+
+/* The stop on the main thread, an abort on a worker, each after a spin;
+ * prints what the stop returned. */
+static int race_child(void *arg)
+{
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0 ||
+        goro_trace_start((const char *)arg, NULL) != 0)
+        return 10;
+    goro_t *g;
+    if (goro_go(&g, &(goro_attr_t){ .name = "before" }, sleeper) != 0 || goro_join(g, NULL) != 0 ||
+        goro_go(&g, NULL, late_abort) != 0)
+        return 11;
+    for (int i = 0; i < atomic_load(&stop_spin); i++)
+        __asm__ volatile("" ::: "memory");
+    printf("stop=%d\n", goro_trace_stop());
+    goro_join(g, NULL);             /* never returns */
+    return 12;
+}
+
+START_TEST(stop_racing_an_abort_writes_once)
+{
+    char *path = temp_path("race");
+    static char out[1 << 16];
+    int by_stop = 0, by_abort = 0;
+    char cancelled[32];
+    snprintf(cancelled, sizeof cancelled, "stop=%d\n", -ECANCELED);
+    uint32_t rnd = 7;
+    for (int round = 0; round < t_scale(20); round++) {
+        atomic_store(&abort_spin, (int)(t_rnd(&rnd) % 100000));
+        atomic_store(&stop_spin, (int)(t_rnd(&rnd) % 400000));
+        unlink(path);
+        int st = t_run_child(race_child, path, t_timeout(30), out, sizeof out);
+        ck_assert_msg(st != -1 && !WIFEXITED(st), "status %#x: %.4000s", st, out);
+        struct trace t = { 0 };
+        load_checked(path, &t);
+        const char *ended = jstr(jget(&t.root, "otherData"), "ended");
+        if (strcmp(ended, "stopped") == 0) {
+            ck_assert_msg(strstr(out, "stop=0\n"), "%.4000s", out);
+            by_stop++;
+        } else {
+            ck_assert_msg(strcmp(ended, "signal SIGABRT") == 0, "ended: %s", ended);
+            ck_assert_msg(strstr(out, cancelled) || !strstr(out, "stop="), "%.4000s", out);
+            by_abort++;
+        }
+        ck_assert_msg(track_of(&t, "before") >= 0, "the first coroutine is missing");
+        trace_free(&t);
+    }
+    unlink(path);
+    fprintf(stderr, "stop_racing_an_abort_writes_once: written by the stop %d times, "
+            "by the abort %d times\n", by_stop, by_abort);
+}
+END_TEST
+
 /* ---- tools/goro-trace-svg ---- */
 
 START_TEST(svg_tool_draws_the_known_run)
@@ -882,5 +946,6 @@ Suite *trace_suite(void)
     tcase_add_test(tc, deadlock_abort_keeps_the_trace);
     tcase_add_test(tc, segv_keeps_the_trace);
     tcase_add_test(tc, abort_keeps_the_trace);
+    tcase_add_test(tc, stop_racing_an_abort_writes_once);
     return s;
 }

@@ -1452,6 +1452,51 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
     goro__handle_or_errno(goro__e, goro__h);                                  \
 })
 
+/* ========================================================================
+ * Structured concurrency, second layer (docs/structured.md): weighted
+ * semaphores, futures, cancellation causes, done channels, coroutine-local
+ * storage. Kept together so that it can move as one block.
+ * ======================================================================== */
+
+/* ---- Weighted semaphore: n units at a time, all or nothing, FIFO ----
+ *
+ *   goro_wsem_t mem;
+ *   goro_wsem_init(&mem, 64 << 20);              // 64 MB of buffers
+ *   if (goro_wsem_acquire_until(&mem, len, deadline) == 0) {
+ *       ...                                       // use len bytes
+ *       goro_wsem_release(&mem, len);
+ *   }
+ *
+ * Go's semaphore.Weighted. A request takes its n units at once or waits
+ * holding none, so two callers that each need several units cannot
+ * deadlock by holding part of them. Waiters are served in arrival order:
+ * a large request at the head of the queue holds back smaller later ones
+ * even when they would fit (otherwise it could starve). A waiter that
+ * gives up (deadline, cancel) holds nothing and lets those behind it in.
+ * The object is the caller's (no allocation); destroy it when no caller
+ * waits. */
+typedef struct goro_wsem { uintptr_t opaque[5]; } goro_wsem_t;
+#define GORO_WSEM_INIT(size) { { 0, (uintptr_t)(size) } }
+
+/* size >= 0 units, all free. 0 or -EINVAL. */
+int goro_wsem_init(goro_wsem_t *sem, long size);
+/* Takes n units (may switch). 0; -EINVAL (NULL, n < 0, or n > size: it
+ * could never be had); -ETIMEDOUT, -ECANCELED holding nothing. n == 0
+ * returns at once when nobody waits, else queues like any request. */
+int goro_wsem_acquire(goro_wsem_t *sem, long n);
+int goro_wsem_acquire_until(goro_wsem_t *sem, long n, int64_t deadline);
+/* 0, or -EAGAIN when n units are not free now or others wait (FIFO). */
+int goro_wsem_try_acquire(goro_wsem_t *sem, long n);
+/* Gives n units back and hands them to the waiters at the head while they
+ * fit. 0, or -EINVAL (n < 0, or more than is held: nothing changes). */
+int goro_wsem_release(goro_wsem_t *sem, long n);
+/* Units held now (a snapshot), or -EINVAL. */
+long goro_wsem_held(goro_wsem_t *sem);
+/* Callers waiting now (a snapshot, for tests and monitoring), or -EINVAL. */
+int goro_wsem_waiting(goro_wsem_t *sem);
+/* 0, -EINVAL, or -EBUSY while a caller waits. */
+int goro_wsem_destroy(goro_wsem_t *sem);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

@@ -541,6 +541,29 @@ int goro_cancel(goro_t *h)
     return r;
 }
 
+int goro_cancel_cause(goro_t *h, goro_err_t *cause)
+{
+    if (!h || !cause) {
+        goro_err_free(cause);
+        return -EINVAL;
+    }
+    bool outside = !goro__m();
+    if (handle_gate_enter(outside)) {
+        goro_err_free(cause);
+        return 0;
+    }
+    int r = -EINVAL;
+    if (atomic_load_explicit(&h->state, memory_order_relaxed) != GORO_S_FREE &&
+        !(h->flags & (GORO_F_EXTERNAL | GORO_F_G0))) {
+        goro__cancel_with_cause(h, cause);
+        cause = NULL;
+        r = 0;
+    }
+    handle_gate_leave(outside);
+    goro_err_free(cause);
+    return r;
+}
+
 int goro_cancelled(void)
 {
     struct goro *self = goro__current();

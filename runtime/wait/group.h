@@ -9,6 +9,11 @@
 /* goro_cancel and a token's cancel: h's flag and current wait, then every
  * group h made, down the tree. */
 GORO_HIDDEN void goro__cancel_tree(struct goro *h);
+/* The same with why: code (ETIMEDOUT for a deadline above) and a cause
+ * the groups copy (NULL: none). */
+GORO_HIDDEN void goro__cancel_tree_cause(struct goro *h, int code, const goro_err_t *cause);
+/* goro_cancel_cause: h keeps cause (taken), or frees it if it has one. */
+GORO_HIDDEN void goro__cancel_with_cause(struct goro *h, goro_err_t *cause);
 /* A spawn into grp. With a limit it takes a slot first (may wait; 0,
  * -ECANCELED, -EINVAL), then gives it back if the spawn failed, or links
  * the new member (admitted). Without one, the made coroutine is admitted

@@ -1593,6 +1593,25 @@ int goro_group_cancel_cause(goro_group_t *g, goro_err_t *cause);
  * to keep it. */
 const goro_err_t *goro_cause(void);
 
+/* ---- Groups: TryGo, SetLimit ----
+ *
+ * goro_group_try_go(g, fn, args...) is goro_group_go that never waits for
+ * a slot: -EAGAIN when `limit` members run (nothing spawned); the other
+ * results as goro_group_go. Without a limit it is goro_group_go.
+ * goro_group_set_limit(g, n) changes the limit (0: none): raising it lets
+ * waiting spawners in at once; lowering it admits no one until fewer than
+ * n run (running members are not stopped). Moving between no limit and a
+ * limit is refused with -EBUSY while members run. 0, -EINVAL, -EBUSY.
+ * A group is not reused after its wait (-EINVAL): make a new one. */
+#define GORO__GROUP_TRY ((uintptr_t)2)
+static inline goro_group_t *goro__group_try_arg(goro_group_t *g)
+{
+    return (goro_group_t *)((uintptr_t)goro__group_arg(g) | GORO__GROUP_TRY);
+}
+#define goro_group_try_go(g, ...) \
+    goro_go(NULL, &(goro_attr_t){ .group = goro__group_try_arg(g) }, __VA_ARGS__)
+int goro_group_set_limit(goro_group_t *g, int limit);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

@@ -481,6 +481,51 @@ START_TEST(cause_through_three_levels)
 }
 END_TEST
 
+/* ---- groups: TryGo, SetLimit ---- */
+
+static void blocks_on(goro_chan_t *ch)
+{
+    goro_chan_recv(ch, NULL);
+}
+
+static int spawn_waiting(goro_group_t *g, goro_chan_t *ch)
+{
+    return goro_group_go(g, blocks_on, ch);
+}
+
+START_TEST(group_try_go_and_set_limit)
+{
+    goro_group_t *g;
+    goro_chan_t *release = t_chan_new(0, 0);
+    ck_assert_int_eq(goro_group_new(&g, &(goro_group_attr_t){ .limit = 1 }), 0);
+    ck_assert_int_eq(goro_group_try_go(g, blocks_on, release), 0);
+    ck_assert_int_eq(goro_group_try_go(g, blocks_on, release), -EAGAIN);
+    ck_assert_int_eq(goro_group_running(g), 1);
+    /* A spawner waits for a slot; raising the limit lets it in. */
+    goro_t *sp = go(spawn_waiting, g, release);
+    t_settle();
+    ck_assert_int_eq(goro_group_running(g), 1);
+    ck_assert_int_eq(goro_group_set_limit(g, 0), -EBUSY);   /* limit -> none, members run */
+    ck_assert_int_eq(goro_group_set_limit(g, -1), -EINVAL);
+    ck_assert_int_eq(goro_group_set_limit(g, 3), 0);
+    long r;
+    ck_assert_int_eq(goro_join(sp, &r), 0);
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(goro_group_running(g), 2);
+    ck_assert_int_eq(goro_group_try_go(g, blocks_on, release), 0);
+    ck_assert_int_eq(goro_group_try_go(g, blocks_on, release), -EAGAIN);
+    ck_assert_int_eq(goro_group_set_limit(g, 1), 0);          /* lowered: none stopped */
+    ck_assert_int_eq(goro_group_running(g), 3);
+    ck_assert_int_eq(goro_chan_close(release), 0);
+    ck_assert_int_eq(goro_group_wait(g, NULL, NULL), 0);
+    ck_assert_int_eq(goro_group_try_go(g, blocks_on, release), -EINVAL);   /* no reuse */
+    ck_assert_int_eq(goro_group_set_limit(g, 0), 0);
+    ck_assert_int_eq(goro_group_try_go(NULL, blocks_on, release), -EINVAL);
+    ck_assert_int_eq(goro_group_free(g), 0);
+    ck_assert_int_eq(goro_chan_free(release), 0);
+}
+END_TEST
+
 Suite *structured_suite(void)
 {
     Suite *s = suite_create("structured");
@@ -496,5 +541,6 @@ Suite *structured_suite(void)
     tc = t_runtime_tcase(s, "cause", 60);
     tcase_add_test(tc, cause_deadline_reaches_nested_groups_as_etimedout);
     tcase_add_test(tc, cause_through_three_levels);
+    tcase_add_test(tc, group_try_go_and_set_limit);
     return s;
 }

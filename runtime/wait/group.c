@@ -354,12 +354,14 @@ static int refusal(const struct goro_group *grp)
     return grp->waited ? -EINVAL : grp->cancel_code ? -ECANCELED : 0;
 }
 
+/* Read without the lock: goro_group_set_limit moves a limit between 0
+ * and n only while no member runs (and spawns into it must not race it). */
 bool goro__group_limited(const struct goro_group *grp)
 {
-    return grp->limit != 0;         /* set when made, never changed */
+    return __atomic_load_n(&grp->limit, __ATOMIC_RELAXED) != 0;
 }
 
-int goro__group_admit(struct goro_group *grp)
+int goro__group_admit(struct goro_group *grp, bool wait)
 {
     goro__lock(&grp->lock);
     for (;;) {
@@ -372,6 +374,10 @@ int goro__group_admit(struct goro_group *grp)
             grp->running++;
             goro__unlock(&grp->lock);
             return 0;
+        }
+        if (!wait) {
+            goro__unlock(&grp->lock);
+            return -EAGAIN;
         }
         struct goro_waiter w = { .g = goro__waiter_self() };
         err = goro__waitq_wait(&grp->admit, &w, &grp->lock, GORO_W_GROUP, grp,
@@ -612,6 +618,31 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
     else
         goro_err_free(e);
     return code;
+}
+
+int goro_group_set_limit(goro_group_t *grp, int limit)
+{
+    if (!grp || limit < 0)
+        return -EINVAL;
+    struct goro *wake = NULL;
+    goro__lock(&grp->lock);
+    if ((limit == 0) != (grp->limit == 0) && grp->running) {
+        goro__unlock(&grp->lock);
+        return -EBUSY;              /* a spawn may be deciding how to take a slot */
+    }
+    __atomic_store_n(&grp->limit, limit, __ATOMIC_RELAXED);
+    /* A raised limit lets waiting spawners in now; a lowered one lets
+     * the running members finish and admits none until below it. */
+    for (int free = limit - grp->running; free > 0; free--) {
+        struct goro_waiter *w = goro__waitq_pop(&grp->admit);
+        if (!w)
+            break;
+        w->g->next = wake;
+        wake = w->g;
+    }
+    goro__unlock(&grp->lock);
+    goro__ready_list(wake);
+    return 0;
 }
 
 int goro_group_running(const goro_group_t *grp)

@@ -20,7 +20,7 @@ GORO_HIDDEN void goro__cancel_with_cause(struct goro *h, goro_err_t *cause);
  * and linked in one pass (0, or the same refusals: the spawner then
  * discards it). */
 GORO_HIDDEN bool goro__group_limited(const struct goro_group *grp);
-GORO_HIDDEN int goro__group_admit(struct goro_group *grp);
+GORO_HIDDEN int goro__group_admit(struct goro_group *grp, bool wait);
 GORO_HIDDEN void goro__group_admit_undo(struct goro_group *grp);
 GORO_HIDDEN int goro__group_link(struct goro_group *grp, struct goro *g, bool admitted);
 /* A coroutine's end, on its own stack: orphans the groups it made and

@@ -236,6 +236,14 @@ int t_run_child(int (*fn)(void *), void *arg, double timeout_s,
  * which the runtime does not own, instead (a fixture's ck_assert there
  * fails the test too). */
 void t_virtual(void (*body)(void *), void *arg);
+/* In such a body: t_fail with the message and leave the body (a failed
+ * body's child exits without waiting for the coroutines it left). */
+#define T_VCHECK(cond, ...) do {                                            \
+        if (!(cond)) {                                                      \
+            t_fail(__VA_ARGS__);                                            \
+            return;                                                         \
+        }                                                                   \
+    } while (0)
 void t_virtual_seeded(void (*body)(void *), void *arg, uint64_t seed, bool on_thread);
 
 /* GORO_TEST_STALL_INJECT=1: a process of its own stops the test process

@@ -24,7 +24,7 @@ Suite *select_suite(void);      /* test_select.c */
 Suite *sync_suite(void);        /* test_sync.c */
 Suite *sched_suite(void);       /* test_sched.c: stress, lost wake-ups, fairness, idle CPU */
 Suite *offload_suite(void);     /* test_offload.c: blocking work on the pool */
-Suite *io_suite(void);          /* test_io.c: sockets, pipes, files; errors; leaks */
+Suite *io_suite(void);          /* test_io*.c: sockets, pipes, files; errors; leaks */
 Suite *fdreuse_suite(void);     /* test_fdreuse.c: goro_close racing reuse of its number */
 Suite *time_suite(void);        /* test_time.c: clock, sleep, deadlines of every wait */
 Suite *timer_suite(void);       /* test_timer.c: the timer heaps, tickers */

@@ -29,7 +29,7 @@ Suite *fdreuse_suite(void);     /* test_fdreuse.c: goro_close racing reuse of it
 Suite *time_suite(void);        /* test_time.c: clock, sleep, deadlines of every wait */
 Suite *timer_suite(void);       /* test_timer.c: the timer heaps, tickers */
 Suite *cancel_suite(void);      /* test_cancel.c: goro_cancel of every wait */
-Suite *preempt_suite(void);     /* test_preempt.c: preemption, register state, signals */
+Suite *preempt_suite(void);     /* test_preempt*.c: preemption, register state, signals */
 Suite *handoff_suite(void);     /* test_handoff.c: blocked workers handed over, under stress */
 Suite *signal_suite(void);      /* test_signal.c: runtime threads' masks, goro_signal_notify */
 Suite *dump_suite(void);        /* test_dump.c: goro_dump's workers, crash report symbols */

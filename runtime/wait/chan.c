@@ -2,10 +2,18 @@
  * Channels and select, with Go's semantics.
  *
  * A channel is a lock, a ring buffer of cap elements and two waiter
- * queues. Invariants (under ch->lock):
+ * queues. Invariants (under ch->lock; chan_check_locked asserts them):
+ *   - count <= cap, and the ring is consistent: the next value to
+ *     receive is at recvx, the next free slot at sendx = recvx + count
+ *     (mod cap); both 0 when unbuffered;
  *   - if count > 0 then recvq is empty (a receiver would have taken it);
  *   - if count < cap then sendq is empty (a sender would have buffered);
- *   - unbuffered (cap == 0): at most one of recvq, sendq is non-empty.
+ *   - unbuffered (cap == 0): at most one of recvq, sendq is non-empty -
+ *     except while one select waits both to send and to receive on it
+ *     (as in Go): then both queues start with that select's waiters.
+ * These hold for waiters whose wait has ended too (a deadline, a cancel):
+ * such a waiter stays queued until it removes itself, but the values and
+ * waiters that would contradict it pop the queue first, which drops it.
  * A partner that finds a waiter completes the exchange itself, copying
  * straight to or from the waiter's stack, marks it successful and makes it
  * runnable: the woken side never has to retry. Close wakes everybody with
@@ -92,6 +100,29 @@ static unsigned char *slot(struct goro_chan *ch, size_t i)
     return ch->buf + i * ch->elem_size;
 }
 
+/* Under ch->lock: the invariants at the top. Free in release builds. */
+static inline void chan_check_locked(struct goro_chan *ch)
+{
+#ifdef GORO_DEBUG
+    GORO_ASSERT(goro__lock_mine(&ch->lock));
+    /* chan: never more buffered than it holds */
+    GORO_ASSERT(ch->count <= ch->cap);
+    /* chan: the ring's ends agree with its count */
+    GORO_ASSERT(ch->cap ? ch->recvx < ch->cap && (ch->recvx + ch->count) % ch->cap == ch->sendx
+                        : ch->recvx == 0 && ch->sendx == 0);
+    /* chan: a buffered value never waits beside a parked receiver */
+    GORO_ASSERT(ch->count == 0 || !ch->recvq.head);
+    /* chan: a sender parks only beside a full buffer */
+    GORO_ASSERT(ch->count == ch->cap || !ch->sendq.head);
+    /* chan: unbuffered, senders and receivers never wait for each other,
+     * but for one select on both sides */
+    GORO_ASSERT(ch->cap || !ch->recvq.head || !ch->sendq.head ||
+                ch->recvq.head->g == ch->sendq.head->g);
+#else
+    (void)ch;
+#endif
+}
+
 /* The non-waiting part of a send, under ch->lock. Returns 0 if done (and
  * *wake is a receiver to make runnable, or NULL), -EPIPE if closed, -EAGAIN
  * if the sender would have to wait. */
@@ -102,15 +133,18 @@ static int try_send_locked(struct goro_chan *ch, const void *elem, struct goro *
         return -EPIPE;
     struct goro_waiter *w = goro__waitq_pop(&ch->recvq);
     if (w) {
+        GORO_ASSERT(ch->count == 0);  /* chan: a receiver waits only on an empty buffer */
         copy_elem(ch, w->elem, elem);
         w->success = true;
         *wake = w->g;
+        chan_check_locked(ch);
         return 0;
     }
     if (ch->count < ch->cap) {
         copy_elem(ch, slot(ch, ch->sendx), elem);
         ch->sendx = (ch->sendx + 1) % ch->cap;
         ch->count++;
+        chan_check_locked(ch);
         return 0;
     }
     return -EAGAIN;
@@ -123,6 +157,9 @@ static int try_recv_locked(struct goro_chan *ch, void *elem, struct goro **wake)
     *wake = NULL;
     struct goro_waiter *w = goro__waitq_pop(&ch->sendq);
     if (w) {
+        /* chan: a sender waits only beside a full buffer, whose head it
+         * may take the place of */
+        GORO_ASSERT(ch->count == ch->cap);
         if (ch->cap == 0) {
             copy_elem(ch, elem, w->elem);
         } else {
@@ -134,6 +171,7 @@ static int try_recv_locked(struct goro_chan *ch, void *elem, struct goro **wake)
         }
         w->success = true;
         *wake = w->g;
+        chan_check_locked(ch);
         return 1;
     }
     if (ch->count > 0) {
@@ -141,6 +179,7 @@ static int try_recv_locked(struct goro_chan *ch, void *elem, struct goro **wake)
         zero_elem(ch, slot(ch, ch->recvx));
         ch->recvx = (ch->recvx + 1) % ch->cap;
         ch->count--;
+        chan_check_locked(ch);
         return 1;
     }
     if (ch->closed) {
@@ -176,6 +215,11 @@ static int chan_op(struct goro_chan *ch, void *elem, bool send, bool block, int6
         goro__preempt_check();
         return r;
     }
+    chan_check_locked(ch);
+    /* chan: a sender parks only beside a full buffer, a receiver only
+     * beside an empty one (try_*_locked said -EAGAIN) */
+    GORO_ASSERT(send ? ch->count == ch->cap : ch->count == 0);
+    GORO_ASSERT(!ch->closed);       /* chan: nobody waits on a closed channel */
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = elem };
     int err = chan_wait(ch, send ? &ch->sendq : &ch->recvq, &w,
                         send ? GORO_W_CHAN_SEND : GORO_W_CHAN_RECV, deadline);
@@ -238,6 +282,9 @@ int goro_chan_close(goro_chan_t *ch)
     /* Collect everybody, then wake them after unlocking. */
     struct goro *wake = goro__waitq_take_all(&ch->recvq, false, ch->elem_size, NULL);
     wake = goro__waitq_take_all(&ch->sendq, false, 0, wake);
+    /* chan: a closed channel has nobody waiting on it */
+    GORO_ASSERT(!ch->recvq.head && !ch->sendq.head);
+    chan_check_locked(ch);
     goro__unlock(&ch->lock);
     goro__ready_list(wake);
     return 0;
@@ -614,10 +661,20 @@ static int select_wait(goro_case_t *cases, int n, struct select_work *w, int64_t
         if (q)
             goro__waitq_push(q, &w->waiters[i]);
     }
+    /* The channels' invariants hold with the select's waiters queued (the
+     * one exception: an unbuffered channel it sends and receives on). */
+    for (int i = 0; i < n; i++)
+        if (!is_fd_case(&cases[i]) && cases[i].ch)
+            chan_check_locked(cases[i].ch);
     struct goro_park how = { .why = GORO_W_SELECT, .obj = w->waiters, .unlock = select_unlock,
                              .arg = &w->locks, .deadline = deadline, .real = on_fd };
     int outcome = goro__park(&how);
     int fired = self->wake_tag;
+    /* select: the first claim completes it - one case, whose waiter its
+     * partner took off the queue (waitq.h) */
+    GORO_ASSERT(outcome != GORO_WAKE_DONE ||
+                (fired >= 0 && fired < n && !w->waiters[fired].queued &&
+                 w->waiters[fired].obj));
 
     /* Leave the other queues. A partner that completed a case took our
      * waiters off its object already, and that object is not ours to
@@ -630,6 +687,9 @@ static int select_wait(goro_case_t *cases, int n, struct select_work *w, int64_t
         struct goro_waitq *q = case_queue(&cases[i], &w->fds[i]);
         if (q && w->waiters[i].obj != done)
             goro__waitq_remove(q, &w->waiters[i]);
+        /* select: none of its waiters outlives its wait on a queue (those
+         * on the partner's object went with the claim: drop_group) */
+        GORO_ASSERT(!w->waiters[i].queued);
     }
     select_unlock(&rest);
     if (outcome != GORO_WAKE_DONE)

@@ -17,6 +17,15 @@ enum goro_pd_state {
     PD_REGISTERED,                 /* its event is in a base */
 };
 
+/* A record's transitions, under its lock (netpoll.c asserts them):
+ *   UNKNOWN -> NONBLOCK | UNPOLLABLE   a life begins (new_life_locked)
+ *   NONBLOCK -> REGISTERED             the first wait (register_locked)
+ *   NONBLOCK -> UNPOLLABLE             epoll refuses the file (goro__fd_arm)
+ *   any but CLOSING -> CLOSING         goro_close / release (retire)
+ *   CLOSING -> UNKNOWN                 the life ends (new_life_locked)
+ * Waiters queue on rq / wq only while it is REGISTERED, and CLOSING takes
+ * them all: a record that is not REGISTERED has none. */
+
 /* One per descriptor number, kept while the process lives. A number is
  * reused: what the record learned about one open file (state, the ready
  * flags, is_socket) is set afresh whenever the number starts a new life

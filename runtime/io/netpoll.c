@@ -650,7 +650,7 @@ int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t dead
     return ok ? fired : -EBADF;
 }
 
-/* ---- for select (chan.c) ---- */
+/* ---- for a select's descriptor cases (select_fd.c) ---- */
 
 int goro__fd_arm(struct goro_pollfd *pd, uint32_t gen)
 {
@@ -687,17 +687,11 @@ int goro__fd_check_locked(struct goro_pollfd *pd, uint32_t gen, int events)
     return pd->state == PD_UNPOLLABLE ? events : 0;
 }
 
-void goro__fd_edge_again(struct goro_pollfd *pd, uint32_t gen, int dir)
+struct goro *goro__fd_edge_again_locked(struct goro_pollfd *pd, int dir)
 {
-    struct goro *g = NULL;
-    goro__lock(&pd->lock);
-    if (atomic_load_explicit(&pd->gen, memory_order_relaxed) == gen &&
-        pd->state == PD_REGISTERED)
-        g = edge_locked(dir == GORO_READABLE ? &pd->rq : &pd->wq,
-                        dir == GORO_READABLE ? &pd->rready : &pd->wready);
-    goro__unlock(&pd->lock);
-    if (g)
-        goro__ready(g);
+    GORO_ASSERT(pd->state == PD_REGISTERED);    /* record: edges only while registered */
+    return edge_locked(dir == GORO_READABLE ? &pd->rq : &pd->wq,
+                       dir == GORO_READABLE ? &pd->rready : &pd->wready);
 }
 
 void goro__fd_pass(struct goro_pollfd *pd, int dir)

@@ -1,7 +1,7 @@
 /* wait/: waiting on objects - waiter records and their queues (this
  * header, waitq.c), channels and select (chan.c), the sync primitives
  * (sync.c). May call: sched/ (park, ready, claim), base/, and for a
- * select's descriptor cases io/netpoll.h (named there).
+ * select's descriptor cases io/'s goro__select_fds (io/poller.h).
  *
  * Waiter records and FIFO queues of them, shared by channels, select and
  * the sync primitives. A waiter lives on the stack of the coroutine (or

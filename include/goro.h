@@ -645,12 +645,14 @@ int goro_offload(long (*fn)(void *), void *arg, long *result);
 /* ------------------------------------------------------------------------
  * Signals (Go's signal.Notify; docs/api.md, "Signals")
  *
- * The runtime's threads block the notifiable signals - SIGHUP, SIGINT,
- * SIGQUIT (not with GORO_DUMP_ON_SIGQUIT=1), SIGTERM, SIGUSR1, SIGUSR2,
- * SIGALRM, SIGCHLD, SIGWINCH, SIGTSTP, SIGCONT, SIGIO and SIGRTMIN..SIGRTMAX
- * - for their whole life, so such a signal sent to the process never lands
- * on one of them: it goes to a thread of the program's, or stays pending
- * when all of those block it too (sigwait and signalfd then work).
+ * The runtime's threads block no signal of their own: they keep the mask
+ * of the thread that started the runtime, and so do the children that
+ * coroutines start (system, popen, posix_spawn, fork+exec). A signal sent
+ * to the process may land on any of them, where its disposition takes it
+ * (an unnotified SIGTERM ends the process). To wait for signals yourself
+ * (sigwait, signalfd), block them in main before the runtime starts. The
+ * notifiable signals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
+ * SIGALRM, SIGCHLD, SIGWINCH, SIGTSTP, SIGCONT, SIGIO, SIGRTMIN..SIGRTMAX.
  * ------------------------------------------------------------------------ */
 
 /* Relays the signals sigs[0..nsigs-1] to ch, a channel of int (element

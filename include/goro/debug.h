@@ -155,7 +155,9 @@ int goro_leaks(FILE *out);
  * format that ui.perfetto.dev and chrome://tracing open (a track per
  * worker and per coroutine, arrows for wake-ups); tools/goro-trace-svg
  * draws it without a browser. GORO_TRACE=file.json in the environment
- * traces from the first goro_start to goro_shutdown (or exit). */
+ * traces from the first goro_start to goro_shutdown (or exit). A process
+ * that dies of a crash or an abort (a fatal signal, the deadlock abort)
+ * writes the trace under way up to its death. */
 typedef struct goro_trace_attr {
     /* Ring per recording thread, in bytes (32 per event), rounded down to
      * a power of two; 0: GORO_TRACE_BUFFER from the environment, else
@@ -173,7 +175,7 @@ int goro_trace_start(const char *path, const goro_trace_attr_t *attr);
  * millions of events; call it where that is acceptable). Returns 0;
  * -EINVAL if no trace is under way; a write error (the file is then
  * incomplete); -ENOMEM (the file is complete JSON but lacks coroutine
- * tracks). */
+ * tracks); -ECANCELED (the process is dying and writes the file itself). */
 int goro_trace_stop(void);
 
 #pragma GCC visibility pop

@@ -159,7 +159,7 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
     /* A group member: nobody joins it (the group does). With a limit it
      * takes a slot first, which may wait for one; without, it is admitted
      * once made, in the same pass that links it (wait/group.c). The group
-     * of goro_group_go(NULL, ...) is GORO__GROUP_NULL (goro.h). */
+     * of goro_group_go(NULL, ...) is GORO__GROUP_NULL (goro/structured.h). */
     struct goro_group *grp = attr ? attr->group : NULL;
     if (grp && (h || !fn || grp == GORO__GROUP_NULL))
         return -EINVAL;

@@ -26,6 +26,11 @@
  *   3. A waiter for a slot or for the end is woken only after the lock is
  *      released, and the waker touches the group no more: the woken waiter
  *      may free it at once.
+ *   4. running is never negative nor, in a group with a limit, above the
+ *      limit (a spawn waits for a slot first) - unless goro_group_set_limit
+ *      lowered it: then the members running go on and no spawn is admitted
+ *      until running is below it; every listed member holds a slot, so at
+ *      running == 0 the list of members is empty.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -165,6 +170,8 @@ static void cancel_members(struct goro_group *grp, int code, const goro_err_t *c
         grp->cause = cause ? goro_err_copy(cause) : NULL;
     }
     *wake = goro__waitq_take_all(&grp->admit, false, 0, *wake);
+    /* group: once cancelled, no spawner waits for a slot (2) */
+    GORO_ASSERT(grp->cancel_code && !grp->admit.head);
     for (struct goro *m = grp->members; m; m = m->group_next)
         goro__cancel_tree_cause(m, grp->cancel_code, grp->cause);
 }
@@ -379,6 +386,9 @@ int goro__group_admit(struct goro_group *grp, bool wait)
             goro__unlock(&grp->lock);
             return -EAGAIN;
         }
+        /* group: a spawner waits for a slot only when all are taken (4);
+         * more may run than the limit after goro_group_set_limit lowered it */
+        GORO_ASSERT(grp->running >= grp->limit);
         struct goro_waiter w = { .g = goro__waiter_self() };
         err = goro__waitq_wait(&grp->admit, &w, &grp->lock, GORO_W_GROUP, grp,
                                GORO_FOREVER, false);
@@ -393,6 +403,8 @@ int goro__group_admit(struct goro_group *grp, bool wait)
 static void slot_free(struct goro_group *grp, struct goro **wake)
 {
     grp->running--;
+    /* group: never negative; at 0 no member is left (invariants 1, 4) */
+    GORO_ASSERT(grp->running >= 0 && (grp->running > 0 || !grp->members));
     struct goro_waiter *w = goro__waitq_pop(&grp->admit);
     if (w) {
         w->g->next = *wake;
@@ -421,6 +433,11 @@ int goro__group_link(struct goro_group *grp, struct goro *g, bool admitted)
     }
     if (!admitted)
         grp->running++;             /* invariant 1: before it can run */
+    /* group: a member holds a slot (4); the limit was checked when it took
+     * the slot, and may have been lowered since (goro_group_set_limit) */
+    GORO_ASSERT(grp->running > 0);
+    /* group: a cancelled group admits nobody new (2) */
+    GORO_ASSERT(admitted || !grp->cancel_code);
     g->group = grp;
     LIST_PUSH(grp->members, g, group_prev, group_next);
     grp->spawned++;
@@ -605,6 +622,8 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
             group_lend(grp, goro__prio_of(self));
         goro__lock(&grp->lock);
     }
+    /* group: its wait returns only when no member is left (1) */
+    GORO_ASSERT(grp->running == 0 && !grp->members && !grp->done.head);
     grp->waited = true;
     goro_err_t *e = outcome(grp);
     long r = grp->won ? grp->result : 0;

@@ -26,7 +26,7 @@ CONTRACTS = {
                         "goro__slab_cache_spill",
                         "goro__cxx_eh_save", "goro__cxx_eh_restore"},
     # wait/group.h: the tree of groups, for coro/ (spawn, end, cancel).
-    ("coro", "wait"): {"goro__cancel_tree", "goro__group_limited", "goro__group_admit",
+    ("coro", "wait"): {"goro__cancel_tree", "goro__cancel_with_cause", "goro__group_limited", "goro__group_admit",
                        "goro__group_admit_undo",
                        "goro__group_link", "goro__group_exit"},
     # io/poller.h: a select's descriptor cases, for wait/chan.c.

@@ -264,6 +264,15 @@ int goro_group_go(goro_group_t *g, F &&f, A &&...args)
     return goro__cxx::spawn(nullptr, &attr, std::forward<F>(f), std::forward<A>(args)...);
 }
 
+#undef goro_group_try_go
+template <class F, class... A>
+int goro_group_try_go(goro_group_t *g, F &&f, A &&...args)
+{
+    goro_attr_t attr{};
+    attr.group = goro__group_try_arg(g);
+    return goro__cxx::spawn(nullptr, &attr, std::forward<F>(f), std::forward<A>(args)...);
+}
+
 inline int goro_join_until(goro_t *h, long *result, std::exception_ptr *error,
                            int64_t deadline)
 {
@@ -301,9 +310,11 @@ inline long goro_join_rethrow(goro_t *h)
 #undef go
 #undef goro_go
 #undef goro_group_go
+#undef goro_group_try_go
 #define go(...) ((goro_t *)0)
 #define goro_go(...) (-1)
 #define goro_group_go(...) (-1)
+#define goro_group_try_go(...) (-1)
 #endif /* C++17 */
 
 #endif /* GORO_CXX_H */

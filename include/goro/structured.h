@@ -291,6 +291,165 @@ int goro_flight_waiting(goro_flight_t *fl, const char *key);
  * or a caller is inside goro_flight_do (fl is left as it was). */
 int goro_flight_free(goro_flight_t *fl);
 
+/* ========================================================================
+ * Structured concurrency, second layer (docs/structured.md): weighted
+ * semaphores, futures, cancellation causes, TryGo and SetLimit.
+ * ======================================================================== */
+
+/* ---- Weighted semaphore: n units at a time, all or nothing, FIFO ----
+ *
+ *   goro_wsem_t mem;
+ *   goro_wsem_init(&mem, 64 << 20);              // 64 MB of buffers
+ *   if (goro_wsem_acquire_until(&mem, len, deadline) == 0) {
+ *       ...                                       // use len bytes
+ *       goro_wsem_release(&mem, len);
+ *   }
+ *
+ * Go's semaphore.Weighted. A request takes its n units at once or waits
+ * holding none, so two callers that each need several units cannot
+ * deadlock by holding part of them. Waiters are served in arrival order:
+ * a large request at the head of the queue holds back smaller later ones
+ * even when they would fit (otherwise it could starve). A waiter that
+ * gives up (deadline, cancel) holds nothing and lets those behind it in.
+ * The object is the caller's (no allocation); destroy it when no caller
+ * waits. */
+typedef struct goro_wsem { uintptr_t opaque[5]; } goro_wsem_t;
+#define GORO_WSEM_INIT(size) { { 0, (uintptr_t)(size) } }
+
+/* size >= 0 units, all free. 0 or -EINVAL. */
+int goro_wsem_init(goro_wsem_t *sem, long size);
+/* Takes n units (may switch). 0; -EINVAL (NULL, n < 0, or n > size: it
+ * could never be had); -ETIMEDOUT, -ECANCELED holding nothing. n == 0
+ * returns at once when nobody waits, else queues like any request. */
+int goro_wsem_acquire(goro_wsem_t *sem, long n);
+int goro_wsem_acquire_until(goro_wsem_t *sem, long n, int64_t deadline);
+/* 0, or -EAGAIN when n units are not free now or others wait (FIFO). */
+int goro_wsem_try_acquire(goro_wsem_t *sem, long n);
+/* Gives n units back and hands them to the waiters at the head while they
+ * fit. 0, or -EINVAL (n < 0, or more than is held: nothing changes). */
+int goro_wsem_release(goro_wsem_t *sem, long n);
+/* Units held now (a snapshot), or -EINVAL. */
+long goro_wsem_held(goro_wsem_t *sem);
+/* Callers waiting now (a snapshot, for tests and monitoring), or -EINVAL. */
+int goro_wsem_waiting(goro_wsem_t *sem);
+/* 0, -EINVAL, or -EBUSY while a caller waits. */
+int goro_wsem_destroy(goro_wsem_t *sem);
+
+/* ---- Futures: one value (or an error object) for many waiters ----
+ *
+ *   goro_future_t *f;
+ *   goro_future_new(&f, sizeof(struct page));     // the value's size, fixed
+ *   go(fetch_into, f);                            // goro_future_set(f, &page)
+ *   struct page p;                                //   or goro_future_fail(f, err)
+ *   goro_err_t *err;
+ *   if (goro_future_get_until(f, &p, &err, deadline) == 0) ...
+ *   goro_future_free(f);
+ *
+ * Set once, with a value of the size given at creation (copied in) or
+ * with an error object; read by any number of waiters, each of which gets
+ * its own copy of the value (and of the error). goro_future_done(f) is a
+ * channel that is closed when f is set: put it in a goro_select as a
+ * GORO_RECV case to wait for f beside other things, then read f with
+ * goro_future_get (it no longer waits).
+ *
+ * Lifetime: goro_future_new() -> goro_future_set() or _fail() (once, from
+ * any coroutine or thread) and goro_future_get()s (before or after the
+ * set) -> goro_future_free() by its owner once no get waits. The done
+ * channel is the future's: freed with it, not by the caller. */
+typedef struct goro_future goro_future_t;
+
+/* A pending future for a value of size bytes (0: an event with no value).
+ * 0, -EINVAL (NULL f, size over 1 GiB), -ENOMEM. */
+int goro_future_new(goro_future_t **f, size_t size);
+/* Sets the value (copies size bytes from value) and wakes every waiter.
+ * 0, -EINVAL (NULL f, or NULL value with size > 0), -EALREADY (set
+ * already: nothing changes). */
+int goro_future_set(goro_future_t *f, const void *value);
+/* Sets an error instead: takes err in every case (freed on -EINVAL,
+ * -EALREADY). */
+int goro_future_fail(goro_future_t *f, goro_err_t *err);
+/* Waits until f is set (may switch). 0: the value was copied to value
+ * (may be NULL); -code of f's error, with *err (may be NULL) a copy owned
+ * by the caller; or, with *err NULL, -ETIMEDOUT / -ECANCELED when this
+ * waiter gave up (f is unchanged), -EINVAL. */
+int goro_future_get(goro_future_t *f, void *value, goro_err_t **err);
+int goro_future_get_until(goro_future_t *f, void *value, goro_err_t **err,
+                          int64_t deadline);
+/* 1 once set, 0 before, -EINVAL. */
+int goro_future_ready(goro_future_t *f);
+/* A channel (element size 0) closed once f is set; NULL: NULL f or no
+ * memory. Made on the first call; every call returns the same one. */
+goro_chan_t *goro_future_done(goro_future_t *f);
+/* 0 (NULL: nothing), or -EBUSY while a get waits (f is left as it was). */
+int goro_future_free(goro_future_t *f);
+/* All-of: waits until every one of fs[0..n) is set; 0 if all hold values,
+ * else -code of the first failed one in the order given; -ETIMEDOUT /
+ * -ECANCELED if the wait gave up first; -EINVAL, -ENOMEM. */
+int goro_future_all_until(goro_future_t *const *fs, int n, int64_t deadline);
+/* Any-of: waits until one of fs[0..n) is set and returns its index (of
+ * several set, one at random); -ETIMEDOUT, -ECANCELED, -EINVAL, -ENOMEM. */
+int goro_future_any_until(goro_future_t *const *fs, int n, int64_t deadline);
+
+/* Single-flight's future form (Go's DoChan): *f, owned by the caller, is
+ * set when key's computation ends - started now, or the one already in
+ * flight - with a goro_flight_result_t, or a copy of its error. shared:
+ * the outcome went to more than one caller. Never waits. 0, -EINVAL,
+ * -ENOMEM. The caller frees *f (goro_future_free) whenever it likes, set
+ * or not: the computation keeps what it needs. */
+typedef struct goro_flight_result {
+    long value;
+    int shared;
+} goro_flight_result_t;
+int goro_flight_start(goro_flight_t *fl, const char *key,
+                      long (*fn)(const char *key, void *arg), void *arg,
+                      goro_future_t **f);
+
+/* ---- Cancellation with a cause (Go's context.Cause) ----
+ *
+ * goro_cancel_cause(h, err) is goro_cancel(h) that also says why. The
+ * cause reaches every coroutine the cancel reaches: h itself, and the
+ * members of the groups below it, however deep; each reads it with
+ * goro_cause(). A group cancelled by its deadline gives ETIMEDOUT, and so
+ * do the groups below it (their waits return -ETIMEDOUT, "a deadline above
+ * it passed"); the first failure of a FIRST_ERROR group is its members'
+ * cause. The waits themselves still end with -ECANCELED: the cause says
+ * why. The first cause wins; later ones are freed. */
+
+/* Cancels h as goro_cancel does, with cause (taken in every case: kept by
+ * h until it ends, or freed). 0 or -EINVAL (NULL h or cause). */
+int goro_cancel_cause(goro_t *h, goro_err_t *cause);
+/* The same through a token: 0, -ESRCH (ended), -EINVAL. */
+int goro_cancel_token_cause(goro_token_t tok, goro_err_t *cause);
+/* goro_group_cancel with a cause for its members (taken; the group keeps
+ * a copy unless it was cancelled already). 0 or -EINVAL. */
+int goro_group_cancel_cause(goro_group_t *g, goro_err_t *cause);
+/* Why the calling coroutine was cancelled: the cause given to it, else its
+ * group's (a copy of the cause from above, the first failure, or a
+ * message-less ETIMEDOUT for a deadline), else a message-less ECANCELED
+ * for a plain cancel; NULL when it was not cancelled (or outside a
+ * coroutine). Borrowed: valid until the coroutine ends; goro_err_copy it
+ * to keep it. */
+const goro_err_t *goro_cause(void);
+
+/* ---- Groups: TryGo, SetLimit ----
+ *
+ * goro_group_try_go(g, fn, args...) is goro_group_go that never waits for
+ * a slot: -EAGAIN when `limit` members run (nothing spawned); the other
+ * results as goro_group_go. Without a limit it is goro_group_go.
+ * goro_group_set_limit(g, n) changes the limit (0: none): raising it lets
+ * waiting spawners in at once; lowering it admits no one until fewer than
+ * n run (running members are not stopped). Moving between no limit and a
+ * limit is refused with -EBUSY while members run. 0, -EINVAL, -EBUSY.
+ * A group is not reused after its wait (-EINVAL): make a new one. */
+#define GORO__GROUP_TRY ((uintptr_t)2)
+static inline goro_group_t *goro__group_try_arg(goro_group_t *g)
+{
+    return (goro_group_t *)((uintptr_t)goro__group_arg(g) | GORO__GROUP_TRY);
+}
+#define goro_group_try_go(g, ...) \
+    goro_go(NULL, &(goro_attr_t){ .group = goro__group_try_arg(g) }, __VA_ARGS__)
+int goro_group_set_limit(goro_group_t *g, int limit);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

@@ -160,11 +160,13 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
      * takes a slot first, which may wait for one; without, it is admitted
      * once made, in the same pass that links it (wait/group.c). The group
      * of goro_group_go(NULL, ...) is GORO__GROUP_NULL (goro/structured.h). */
-    struct goro_group *grp = attr ? attr->group : NULL;
+    uintptr_t tagged = (uintptr_t)(attr ? attr->group : NULL);
+    bool no_wait = tagged & GORO__GROUP_TRY;    /* goro_group_try_go */
+    struct goro_group *grp = (struct goro_group *)(tagged & ~(uintptr_t)GORO__GROUP_TRY);
     if (grp && (h || !fn || grp == GORO__GROUP_NULL))
         return -EINVAL;
     bool slot_first = grp && goro__group_limited(grp);
-    int err = slot_first ? goro__group_admit(grp) : 0;
+    int err = slot_first ? goro__group_admit(grp, !no_wait) : 0;
     if (err)
         return err;
     /* After the admission, which may have moved us to another M. */
@@ -547,6 +549,29 @@ int goro_cancel(goro_t *h)
         r = 0;
     }
     handle_gate_leave(outside);
+    return r;
+}
+
+int goro_cancel_cause(goro_t *h, goro_err_t *cause)
+{
+    if (!h || !cause) {
+        goro_err_free(cause);
+        return -EINVAL;
+    }
+    bool outside = !goro__m();
+    if (handle_gate_enter(outside)) {
+        goro_err_free(cause);
+        return 0;
+    }
+    int r = -EINVAL;
+    if (atomic_load_explicit(&h->state, memory_order_relaxed) != GORO_S_FREE &&
+        !(h->flags & (GORO_F_EXTERNAL | GORO_F_G0))) {
+        goro__cancel_with_cause(h, cause);
+        cause = NULL;
+        r = 0;
+    }
+    handle_gate_leave(outside);
+    goro_err_free(cause);
     return r;
 }
 

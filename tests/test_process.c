@@ -363,8 +363,9 @@ static int emfile_child(void *arg)
                                          { GORO_STDIO_PIPE } } };
     goro_process_t *p;
     int st;
-    /* the runtime's own descriptors first (the wait starts it) */
-    if (goro_process_spawn(&p, argv, NULL) || goro_process_wait(p, &st) ||
+    /* the runtime's own descriptors first (a wait that parks starts it) */
+    static const char *const nap[] = { "/bin/sleep", "0.05", NULL };
+    if (goro_start(NULL) || goro_process_spawn(&p, nap, NULL) || goro_process_wait(p, &st) ||
         goro_process_free(p))
         return 8;
     int top = 0;

@@ -23,7 +23,8 @@ extern "C" {
  *
  *   goro_process_t *p;
  *   const char *argv[] = { "sort", "-u", NULL };
- *   goro_process_attr_t a = { .stdio = { [0] = { GORO_STDIO_PIPE },
+ *   goro_process_attr_t a = { .path_search = 1,
+ *                             .stdio = { [0] = { GORO_STDIO_PIPE },
  *                                        [1] = { GORO_STDIO_PIPE } } };
  *   int r = goro_process_spawn(&p, argv, &a);
  *   ... goro_write_all(goro_process_fd(p, 0), ...);
@@ -39,11 +40,14 @@ extern "C" {
  * (a program that ignores SIGPIPE does not pass that on; other ignored
  * signals stay ignored, handled ones are reset by exec). It inherits only
  * descriptors 0, 1 and 2 as chosen below and descriptors the program
- * opened without close-on-exec (goro's own are close-on-exec).
+ * opened without close-on-exec (goro's own are close-on-exec). The
+ * calling thread waits while the child execs (the vfork half of
+ * posix_spawn, typically well under a millisecond), which is how an exec
+ * error comes back from spawn itself.
  *
- * The wait parks on a pidfd (Linux 5.3); where there is none (or with
- * GORO_PROC_NO_PIDFD=1 in the environment) it polls waitid(WNOHANG) at
- * 1 ms growing to 20 ms. The process is reaped only by goro: a program
+ * The wait parks on a pidfd (Linux 5.3); where there is none (an older
+ * kernel, no descriptor left for it at spawn, or GORO_PROC_NO_PIDFD=1 in
+ * the environment) it polls waitid(WNOHANG) at 1 ms growing to 20 ms. The process is reaped only by goro: a program
  * that reaps it itself (waitpid(-1), SIGCHLD set to SIG_IGN) makes the
  * wait return -ECHILD.
  *
@@ -103,7 +107,8 @@ int goro_process_close_fd(goro_process_t *p, int i);
 
 /* Waits for the process to end (may switch) and reaps it; *status (may
  * be NULL) gets its wait(2) status. Once reaped, every later wait
- * returns 0 and the same status at once. Returns 0, -ETIMEDOUT (past
+ * returns 0 and the same status at once (a process that has ended is
+ * reaped even by a cancelled coroutine: no park is needed). Returns 0, -ETIMEDOUT (past
  * deadline, goro_now() clock), -ECANCELED (the process runs on and can be
  * waited for again), -EINVAL (NULL p), -EBUSY (another coroutine or
  * thread waits for p), -ECHILD (someone else reaped it). */

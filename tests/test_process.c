@@ -166,6 +166,13 @@ START_TEST(process_killed_at_deadline)
 {
     run_co(killed_at_deadline);
     run_co(free_running);
+    /* from a thread the reap is done when free returns */
+    static const char *const argv[] = { "/bin/sleep", "100", NULL };
+    goro_process_t *p;
+    ck_assert_int_eq(goro_process_spawn(&p, argv, NULL), 0);
+    pid_t pid = goro_process_pid(p);
+    ck_assert_int_eq(goro_process_free(p), 0);
+    ck_assert(!pid_exists(pid));
 }
 END_TEST
 
@@ -459,9 +466,41 @@ static void cancel_a_wait(void)
     ck_assert_int_eq(goro_process_free(p), 0);
 }
 
+static long second_waiter(long pp)
+{
+    goro_process_t *p = (goro_process_t *)pp;
+    int r = goro_process_wait(p, NULL);
+    if (r != -EBUSY)
+        t_fail("second wait: %d", r);
+    if ((r = goro_process_free(p)) != -EBUSY)
+        t_fail("free while waited for: %d", r);
+    return 0;
+}
+
+/* One wait at a time: a second one, and a free, find it busy. */
+static void busy_wait(void)
+{
+    static const char *const argv[] = { "/bin/sleep", "100", NULL };
+    goro_process_t *p;
+    ck_assert_int_eq(goro_process_spawn(&p, argv, NULL), 0);
+    t_fail_reset();
+    atomic_store(&waiting, 0);
+    goro_t *h = go(waiter, (long)p);
+    while (!atomic_load(&waiting))
+        t_nap(0.001);
+    t_nap(0.02);
+    goro_t *b = go(second_waiter, (long)p);
+    ck_assert_int_eq(goro_join(b, NULL), 0);
+    goro_cancel(h);
+    ck_assert_int_eq(goro_join(h, NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(goro_process_free(p), 0);    /* from a thread: killed, reaped */
+}
+
 START_TEST(process_cancel_wait)
 {
     cancel_a_wait();
+    busy_wait();
 }
 END_TEST
 

@@ -131,9 +131,10 @@ int goro_process_wait_kill_until(goro_process_t *p, int *status, int64_t deadlin
 int goro_process_kill(goro_process_t *p, int sig);
 
 /* Frees p: closes the pipes still open and, if the process has not been
- * reaped, kills it (SIGKILL) and reaps it in the background (a detached
- * coroutine, or in place if none can start), so that it never stays a
- * zombie. Does not wait for a process that ends on its own: wait first
+ * reaped, kills it (SIGKILL) and reaps it, so that it never stays a
+ * zombie: from a coroutine in the background (a detached coroutine, or in
+ * place if none can start), from a thread in place (blocking it for the
+ * moment a killed process takes to go). Does not wait for a process that ends on its own: wait first
  * for that. Not while another coroutine waits for p. Returns 0, or
  * -EINVAL (NULL p), -EBUSY (p is being waited for; nothing done). */
 int goro_process_free(goro_process_t *p);

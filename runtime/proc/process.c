@@ -427,8 +427,12 @@ int goro_process_free(goro_process_t *p)
         return 0;
     }
     goro_process_kill(p, SIGKILL);
+    /* A coroutine must not block its worker: it leaves the reap to one of
+     * its own. A thread may block for the moment a killed process takes
+     * to go, and so starts no runtime that the program never asked for. */
     goro_t *h;
-    if (goro_spawn(&h, &(goro_attr_t){ .name = "process reaper" }, reaper, p) == 0) {
+    if (goro_self() &&
+        goro_spawn(&h, &(goro_attr_t){ .name = "process reaper" }, reaper, p) == 0) {
         goro_detach(h);
         return 0;
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "debug/debug.h"
 #include "base/lock.h"
 
 #ifdef GORO_DEBUG

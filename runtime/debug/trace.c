@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "coro/coro.h"
+#include "sched/sched.h"
 #include "base/env.h"
 #include "debug/debug.h"
 #include "ticks.h"                  /* arch/<arch>/: goro__ticks */

@@ -1,4 +1,9 @@
-/* Descriptor records of the poller (runtime/io/netpoll.c), for io.c. */
+/* Descriptor records of the poller (runtime/io/netpoll.c), for io.c, and
+ * for a select's descriptor cases (wait/chan.c) the calls below named so.
+ *
+ * contract select-fd for wait: goro__fd_begin goro__fd_arm
+ *     goro__fd_check_locked goro__fd_edge_again
+ */
 #ifndef GORO_NETPOLL_H
 #define GORO_NETPOLL_H
 

@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
 #include "pipe/pipe.h"
 
 #define DEFAULT_WINDOW 1024
@@ -630,8 +629,8 @@ int goro_pipeline_new(goro_pipeline_t **out, const goro_pipeline_attr_t *attr)
         a.policy < GORO_PIPELINE_FAIL_FAST || a.policy > GORO_PIPELINE_SKIP_FAILED ||
         a.deadline < 0)
         return -EINVAL;
-    int err = goro__ensure_started();
-    if (err)
+    int err = goro_start(NULL);     /* as go() would: the workers are counted */
+    if (err && err != -EALREADY)
         return err;
     struct goro_pipeline *p = calloc(1, sizeof *p);
     if (!p)

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 
 /* ---- which signals ---- */
 

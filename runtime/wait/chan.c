@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 #include "io/netpoll.h"
 #include "wait/waitq.h"
 

@@ -13,7 +13,7 @@
  * layer: coro - a coroutine's life: spawn, entry, exit, join, detach,
  *     cancellation; stacks, tokens, the offload pool, C++ support
  * may call: sched, base
- * uses: groups, start, reports, backtrace
+ * uses: groups, start, reports, fatal
  * contract life for sched: goro__release goro__slab_put
  *     goro__slab_trim_idle goro__slab_trim_tick goro__slab_trim_pending
  *     goro__slab_cache_spill

@@ -14,7 +14,7 @@
  *
  * layer: io - descriptors, the poller and signals: all of libevent
  * may call: wait, sched, base
- * uses: start, reports, backtrace
+ * uses: start, reports, fatal
  * contract poller for sched: goro__netpoll goro__netpoll_break
  *     goro__netpoll_init goro__netpoll_fini goro__netpoll_forget_all
  * contract signals for debug: goro__signal_subscribers

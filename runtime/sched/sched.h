@@ -15,7 +15,7 @@
  *     hand-off, the runtime's threads, park and ready, the switch,
  *     preemption, the monitor thread, timers
  * may call: base
- * uses: poller, life, cxx, reports, monitor, backtrace
+ * uses: poller, life, cxx, reports, monitor, fatal
  * contract inspect for debug: goro__m goro__current goro__forked
  *     goro__forked_error goro__task_file goro__m_task_file
  *     goro__m_thread_state goro__outside_waits goro__sched_activity

@@ -9,7 +9,7 @@
  * layer: wait - waiting on objects: waiter queues, channels and select,
  *     the sync primitives, groups, single-flight, tickers
  * may call: coro, sched, base
- * uses: select-fd, start, backtrace
+ * uses: select-fd, start, fatal
  * contract waitgraph for debug: goro__wait_holder goro__select_chans
  *
  * Waiter records and FIFO queues of them, shared by channels, select and

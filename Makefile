@@ -96,7 +96,7 @@ TEST_SQLITE := $(if $(SYSROOT),,1)
 # its time in; the aarch64 sysroot has none either.
 TEST_ZLIB := $(if $(SYSROOT),,1)
 TEST_CFLAGS := $(if $(TEST_SQLITE),-DGORO_TEST_SQLITE) $(if $(TEST_ZLIB),-DGORO_TEST_ZLIB)
-TEST_LIBS := $(if $(TEST_SQLITE),-lsqlite3) $(if $(TEST_ZLIB),-lz) -Wl,--wrap=close
+TEST_LIBS := $(if $(TEST_SQLITE),-lsqlite3) $(if $(TEST_ZLIB),-lz) -Wl,--wrap=close -Wl,--wrap=poll
 TEST_BIN := $(BUILD)/tests/goro_tests
 
 SAMPLE_BIN := $(BUILD)/samples/hello $(BUILD)/samples/fetch $(BUILD)/samples/pipeline

@@ -24,12 +24,12 @@ Suite *select_suite(void);      /* test_select.c */
 Suite *sync_suite(void);        /* test_sync.c */
 Suite *sched_suite(void);       /* test_sched.c: stress, lost wake-ups, fairness, idle CPU */
 Suite *offload_suite(void);     /* test_offload.c: blocking work on the pool */
-Suite *io_suite(void);          /* test_io.c: sockets, pipes, files; errors; leaks */
+Suite *io_suite(void);          /* test_io*.c: sockets, pipes, files; errors; leaks */
 Suite *fdreuse_suite(void);     /* test_fdreuse.c: goro_close racing reuse of its number */
 Suite *time_suite(void);        /* test_time.c: clock, sleep, deadlines of every wait */
 Suite *timer_suite(void);       /* test_timer.c: the timer heaps, tickers */
 Suite *cancel_suite(void);      /* test_cancel.c: goro_cancel of every wait */
-Suite *preempt_suite(void);     /* test_preempt.c: preemption, register state, signals */
+Suite *preempt_suite(void);     /* test_preempt*.c: preemption, register state, signals */
 Suite *handoff_suite(void);     /* test_handoff.c: blocked workers handed over, under stress */
 Suite *signal_suite(void);      /* test_signal.c: runtime threads' masks, goro_signal_notify */
 Suite *dump_suite(void);        /* test_dump.c: goro_dump's workers, crash report symbols */

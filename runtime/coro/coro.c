@@ -124,6 +124,8 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void),
     struct goro *g = goro__slab_get(at->p, size, &err);
     if (!g)
         return err;
+    /* coro: a spawn takes a free record (FREE -> RUNNABLE) */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_FREE);
     g->id = goro__next_id(at->p);
     g->prio = (int8_t)prio;
     if (prio != GORO_PRIO_NORMAL)
@@ -257,9 +259,13 @@ void goro__release(struct goro *g)
     /* After DEAD is stored a joiner may free g at any moment: touch g no
      * more. A joiner found here is claimed while the word reads WAKING, so
      * one that gave up meanwhile waits for DEAD before it goes on. */
+    /* coro: only a running coroutine ends (RUNNING -> DEAD) */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_RUNNING);
     atomic_store_explicit(&g->state, GORO_S_DEAD, memory_order_relaxed);
     uintptr_t old = atomic_exchange_explicit(&g->exit_word, GORO_EXIT_WAKING,
                                              memory_order_acq_rel);
+    /* coro: its end is decided once (exit_word: never WAKING or DEAD yet) */
+    GORO_ASSERT(old != GORO_EXIT_WAKING && old != GORO_EXIT_DEAD);
     if (old == GORO_EXIT_DETACHED) {
         handle_free(g, NULL, NULL);
     } else if (old == GORO_EXIT_RUNNING) {
@@ -432,6 +438,9 @@ static int join_gated(goro_t *h, long *result, struct goro__cxx_escaped **escape
         if (w != GORO_EXIT_DEAD)
             return -EINVAL;         /* lost a race with another joiner */
     }
+    /* coro: a join hands over only a DEAD coroutine's record, once */
+    GORO_ASSERT(atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_DEAD &&
+                atomic_load_explicit(&h->exit_word, memory_order_relaxed) == GORO_EXIT_DEAD);
     if (result)
         *result = h->result;
     handle_free(h, escaped, err);

@@ -116,6 +116,7 @@ static void grow(struct goro_flight *fl)
 
 static void insert(struct goro_flight *fl, struct flight_call *c)
 {
+    GORO_ASSERT(!c->keyed && !c->finished);     /* flight: a call is keyed once (1) */
     struct flight_call **b = bucket(fl, c->hash);
     c->next = *b;
     *b = c;
@@ -128,6 +129,7 @@ static void unkey(struct goro_flight *fl, struct flight_call *c)
 {
     if (!c->keyed)
         return;
+    GORO_ASSERT(fl->keyed > 0);
     struct flight_call **p = bucket(fl, c->hash);
     while (*p != c)
         p = &(*p)->next;
@@ -209,9 +211,12 @@ static void finish(struct flight_call *c, long result, goro_err_t *e)
         w->next = claimed;         /* off the queue and claimed: ours to chain */
         claimed = w;
     }
+    /* flight: a finished call has no waiter queued (2) */
+    GORO_ASSERT(!c->waiters.head && !c->keyed);
     bool starter_to_come = c->starting;
     if (starter_to_come)
         c->err = e;
+    GORO_ASSERT(fl->running > 0);   /* flight: counts never negative (4) */
     fl->running--;
     goro__unlock(&fl->lock);
     /* Each claimed waiter stays parked, its record in place, until it is
@@ -283,6 +288,9 @@ static void start(struct flight_call *c)
 static int await(struct goro_flight *fl, struct flight_call *c, struct flight_outcome *out,
                  int64_t deadline)
 {
+    /* flight: a caller never queues on a finished call (2); the set
+     * counts it (4) */
+    GORO_ASSERT(!c->finished && fl->users > 0);
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = out };
     return goro__waitq_wait(&c->waiters, &w, &fl->lock, GORO_W_FLIGHT, c, deadline, false);
 }
@@ -293,6 +301,7 @@ static int starter_await(struct goro_flight *fl, struct flight_call *c,
                          struct flight_outcome *out, int64_t deadline)
 {
     goro__lock(&fl->lock);
+    GORO_ASSERT(c->starting);       /* flight: the starter comes for its call once (3) */
     c->starting = false;
     if (!c->finished)
         return await(fl, c, out, deadline);
@@ -306,6 +315,7 @@ static int starter_await(struct goro_flight *fl, struct flight_call *c,
 static void user_leave(struct goro_flight *fl)
 {
     goro__lock(&fl->lock);
+    GORO_ASSERT(fl->users > 0);     /* flight: counts never negative (4) */
     fl->users--;
     goro__unlock(&fl->lock);
 }

@@ -26,6 +26,9 @@
  *   3. A waiter for a slot or for the end is woken only after the lock is
  *      released, and the waker touches the group no more: the woken waiter
  *      may free it at once.
+ *   4. running is never negative nor, in a group with a limit, above the
+ *      limit (a spawn waits for a slot first); every listed member holds a
+ *      slot, so at running == 0 the list of members is empty.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -153,6 +156,8 @@ static void cancel_members(struct goro_group *grp, int code, struct goro **wake)
     if (!grp->cancel_code)
         grp->cancel_code = code;
     *wake = goro__waitq_take_all(&grp->admit, false, 0, *wake);
+    /* group: once cancelled, no spawner waits for a slot (2) */
+    GORO_ASSERT(grp->cancel_code && !grp->admit.head);
     for (struct goro *m = grp->members; m; m = m->group_next)
         goro__cancel_tree(m);
 }
@@ -309,6 +314,8 @@ int goro__group_admit(struct goro_group *grp)
             goro__unlock(&grp->lock);
             return 0;
         }
+        /* group: a spawner waits for a slot only when all are taken (4) */
+        GORO_ASSERT(grp->running == grp->limit);
         struct goro_waiter w = { .g = goro__waiter_self() };
         err = goro__waitq_wait(&grp->admit, &w, &grp->lock, GORO_W_GROUP, grp,
                                GORO_FOREVER, false);
@@ -323,6 +330,8 @@ int goro__group_admit(struct goro_group *grp)
 static void slot_free(struct goro_group *grp, struct goro **wake)
 {
     grp->running--;
+    /* group: never negative; at 0 no member is left (invariants 1, 4) */
+    GORO_ASSERT(grp->running >= 0 && (grp->running > 0 || !grp->members));
     struct goro_waiter *w = goro__waitq_pop(&grp->admit);
     if (w) {
         w->g->next = *wake;
@@ -351,6 +360,10 @@ int goro__group_link(struct goro_group *grp, struct goro *g, bool admitted)
     }
     if (!admitted)
         grp->running++;             /* invariant 1: before it can run */
+    /* group: a member holds a slot, never one beyond the limit (4) */
+    GORO_ASSERT(grp->running > 0 && (!grp->limit || grp->running <= grp->limit));
+    /* group: a cancelled group admits nobody new (2) */
+    GORO_ASSERT(admitted || !grp->cancel_code);
     g->group = grp;
     LIST_PUSH(grp->members, g, group_prev, group_next);
     grp->spawned++;
@@ -517,6 +530,8 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
             group_lend(grp, goro__prio_of(self));
         goro__lock(&grp->lock);
     }
+    /* group: its wait returns only when no member is left (1) */
+    GORO_ASSERT(grp->running == 0 && !grp->members && !grp->done.head);
     grp->waited = true;
     goro_err_t *e = outcome(grp);
     long r = grp->won ? grp->result : 0;

@@ -3,8 +3,8 @@
  * (sync.c), groups (group.c), single-flight (flight.c) and tickers
  * (ticker.c). Calls sched/ (park, ready, claim), coro/ (a cancel's claim,
  * the error objects, goro_exit's unwinding) and base/; upward, a select's
- * descriptor cases (io/netpoll.h) and the first use that starts the
- * runtime. debug/ reads who holds what through "waitgraph".
+ * descriptor cases (io/poller.h: goro__select_fds) and the first use that
+ * starts the runtime. debug/ reads who holds what through "waitgraph".
  *
  * layer: wait - waiting on objects: waiter queues, channels and select,
  *     the sync primitives, groups, single-flight, tickers
@@ -58,8 +58,15 @@ struct goro_waiter {
     bool success;                  /* completed by a partner, not by close */
 };
 
+/* Queue invariants, under the owner's lock: head and tail are both set
+ * or both NULL; a waiter is on at most one queue at a time, and w->q
+ * names it while it is (queued); a select's waiter is its own case's
+ * (group[tag]) - one waiter per case. */
 static inline void goro__waitq_push(struct goro_waitq *q, struct goro_waiter *w)
 {
+    GORO_ASSERT(!w->queued);        /* waitq: a waiter is on one queue at most */
+    GORO_ASSERT(!q->head == !q->tail);
+    GORO_ASSERT(!w->group || (w->tag >= 0 && w->tag < w->ngroup && &w->group[w->tag] == w));
     w->next = NULL;
     w->prev = q->tail;
     if (q->tail)
@@ -75,6 +82,8 @@ static inline void goro__waitq_remove(struct goro_waitq *q, struct goro_waiter *
 {
     if (!w->queued)
         return;
+    GORO_ASSERT(w->q == q);         /* waitq: a waiter leaves only the queue it is on */
+    GORO_ASSERT(w->prev ? w->prev->next == w : q->head == w);
     if (w->prev)
         w->prev->next = w->next;
     else
@@ -107,6 +116,8 @@ static inline struct goro_waiter *goro__waitq_pop(struct goro_waitq *q)
     while ((w = q->head)) {
         goro__waitq_remove(q, w);
         if (goro__claim(w->g, GORO_WAKE_DONE)) {
+            /* select: the claim completes one case, the claimed waiter's own */
+            GORO_ASSERT(!w->group || &w->group[w->tag] == w);
             w->g->wake_tag = w->tag;
             if (w->group)
                 goro__waitq_drop_group(w);

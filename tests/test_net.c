@@ -203,7 +203,7 @@ static long options_and_bad_input(void)
           "backlog");
     CHECK(goro_dial("tcp", "127.0.0.1:1", GORO_FOREVER, NULL) == -EINVAL, "dial NULL fd");
     CHECK(goro_listen_addr(-1, NULL, 0) == -EBADF, "addr of -1");
-    CHECK(goro__net_dial_addrs(NULL, NULL, 0, 0, GORO_FOREVER, &fd) == -EINVAL, "no addrs");
+    CHECK(goro__net_dial_addrs(NULL, NULL, 0, NULL, 0, GORO_FOREVER, &fd) == -EINVAL, "no addrs");
 
     /* Options reach the socket; the bound port comes back; a taken port
      * is -EADDRINUSE without SO_REUSEPORT on both. */
@@ -224,6 +224,16 @@ static long options_and_bad_input(void)
           "second reuseport listener");
     goro_close(b);
     CHECK(goro_listen("tcp", addr, NULL, &b) == -EADDRINUSE, "taken port");
+    /* From a chosen source address; a malformed one is -EINVAL. */
+    CHECK(goro_dial_opts("tcp", addr, &(goro_dial_opts_t){ .local = "127.0.0.2:0" },
+                         GORO_FOREVER, &fd) == 0, "dial from 127.0.0.2");
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    getsockname(fd, (struct sockaddr *)&me, &ml);
+    CHECK(me.sin_addr.s_addr == htonl(0x7f000002), "not from 127.0.0.2");
+    goro_close(fd);
+    CHECK(goro_dial_opts("tcp", addr, &(goro_dial_opts_t){ .local = "localhost:0" },
+                         GORO_FOREVER, &fd) == -EINVAL, "a local name");
     goro_close(a);
     if (have_ipv6()) {
         CHECK(goro_listen("tcp6", "[::]:0", &(goro_listen_opts_t){ .v6only = 1 }, &a) == 0, "v6only");
@@ -374,13 +384,13 @@ static long happy_eyeballs(void)
 
     /* One at a time: the black hole eats the whole deadline. */
     int64_t t0 = goro_now();
-    err = goro__net_dial_addrs(addrs, lens, 2, -1, t0 + 50 * GORO_MSEC, &fd);
+    err = goro__net_dial_addrs(addrs, lens, 2, NULL, -1, t0 + 50 * GORO_MSEC, &fd);
     CHECK(err == -ETIMEDOUT, "one at a time: %d", err);
 
     /* With a 20 ms attempt delay the second address wins after it; the
      * first attempt is closed. */
     t0 = goro_now();
-    err = goro__net_dial_addrs(addrs, lens, 2, 20 * GORO_MSEC, t0 + 10 * GORO_SEC, &fd);
+    err = goro__net_dial_addrs(addrs, lens, 2, NULL, 20 * GORO_MSEC, t0 + 10 * GORO_SEC, &fd);
     int64_t took = goro_now() - t0;
     CHECK(err == 0, "happy eyeballs: %d", err);
     CHECK(took >= 20 * GORO_MSEC, "second attempt before the delay: %.1f ms", t_ms(took));
@@ -397,11 +407,11 @@ static long happy_eyeballs(void)
     lens[0] = sockname(gone, &addrs[0]);
     goro_close(gone);
     t0 = goro_now();
-    err = goro__net_dial_addrs(addrs, lens, 2, 100 * GORO_SEC, t0 + 10 * GORO_SEC, &fd);
+    err = goro__net_dial_addrs(addrs, lens, 2, NULL, 100 * GORO_SEC, t0 + 10 * GORO_SEC, &fd);
     CHECK(err == 0, "after a refusal: %d", err);
     goro_close(fd);
     /* Only refusals: the last one's error. */
-    err = goro__net_dial_addrs(addrs, lens, 1, 0, GORO_FOREVER, &fd);
+    err = goro__net_dial_addrs(addrs, lens, 1, NULL, 0, GORO_FOREVER, &fd);
     CHECK(err == -ECONNREFUSED, "refused: %d", err);
     goro_close(filler);
     goro_close(hole);

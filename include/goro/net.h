@@ -104,6 +104,11 @@ typedef struct goro_dial_opts {
      * address is tried this long after the previous attempt started unless
      * that one has finished; 0: 250 ms; negative: attempt one at a time. */
     int64_t attempt_delay;
+    /* The local address to connect from, numeric ("127.0.0.2:0"), or
+     * NULL for the system's choice. Port 0 leaves the port to connect
+     * time (IP_BIND_ADDRESS_NO_PORT), so one source address serves 64k
+     * connections per server. Addresses of the other family are skipped. */
+    const char *local;
 } goro_dial_opts_t;
 
 /* Connects to address on network and puts the connected descriptor in
@@ -115,8 +120,8 @@ typedef struct goro_dial_opts {
  * clock, GORO_FOREVER for none) and goro_cancel cover the whole dial,
  * resolution included: a lookup that is abandoned finishes on the pool
  * and frees its own result. May switch. Returns 0 or a negative errno:
- * -EINVAL (NULL arguments, unknown network, malformed address),
- * -ETIMEDOUT, -ECANCELED, the resolution codes above, or the error of the
+ * -EINVAL (NULL arguments, unknown network, malformed address or local
+ * address), -ETIMEDOUT, -ECANCELED, the resolution codes above, or the error of the
  * last attempt that failed (-ECONNREFUSED, -ENETUNREACH, -EMFILE, ...). */
 int goro_dial(const char *network, const char *address, int64_t deadline, int *fd);
 int goro_dial_opts(const char *network, const char *address, const goro_dial_opts_t *opts,

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #define DEFAULT_DELAY (250 * GORO_MSEC)
 
 struct dial {
+    const struct net_local *local;
     int pending[NET_DIAL_MAX];
     int npending;
     int last_err;                /* the last attempt's failure */
@@ -28,9 +30,21 @@ struct dial {
  * once (*fd is the winner), or a negative errno. */
 static int attempt(struct dial *d, const struct sockaddr_storage *sa, socklen_t len, int *fd)
 {
+    const struct net_local *l = d->local;
+    if (l && l->addr.ss_family != sa->ss_family)
+        return -EAFNOSUPPORT;
     int s = goro_socket(sa->ss_family, SOCK_STREAM, 0);
     if (s < 0)
         return s;
+    if (l) {
+        int one = 1;
+        setsockopt(s, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+        if (bind(s, (const struct sockaddr *)&l->addr, l->len) != 0) {
+            int err = -errno;
+            goro_close(s);
+            return err;
+        }
+    }
     if (connect(s, (const struct sockaddr *)sa, len) == 0) {
         *fd = s;
         return 0;
@@ -62,9 +76,10 @@ static int finish(struct dial *d, int i, int *fd)
 }
 
 int goro__net_dial_addrs(const struct sockaddr_storage *addrs, const socklen_t *lens, int n,
-                         int64_t delay, int64_t deadline, int *fd)
+                         const struct net_local *local, int64_t delay, int64_t deadline,
+                         int *fd)
 {
-    struct dial d = { .npending = 0, .last_err = -ECONNREFUSED };
+    struct dial d = { .local = local, .npending = 0, .last_err = -ECONNREFUSED };
     goro_case_t cases[NET_DIAL_MAX];
     int next = 0, r = -EINVAL;
 
@@ -158,6 +173,24 @@ static int dial_unix(const char *address, int64_t deadline, int *fd)
     return 0;
 }
 
+/* The numeric local address of opts, if any. */
+static int local_addr(const char *text, struct net_local *l)
+{
+    char host[NET_HOST_MAX], port[NET_PORT_MAX];
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV };
+    struct addrinfo *res;
+    int err = goro__net_split(text, host, port);
+    if (err)
+        return err;
+    if (getaddrinfo(host[0] ? host : NULL, port, &hints, &res) != 0)
+        return -EINVAL;
+    memcpy(&l->addr, res->ai_addr, res->ai_addrlen);
+    l->len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
 int goro_dial_opts(const char *network, const char *address, const goro_dial_opts_t *opts,
                    int64_t deadline, int *fd)
 {
@@ -173,6 +206,9 @@ int goro_dial_opts(const char *network, const char *address, const goro_dial_opt
     if ((err = goro__net_split(address, host, port)) != 0)
         return err;
     int64_t delay = opts && opts->attempt_delay ? opts->attempt_delay : DEFAULT_DELAY;
+    struct net_local local;
+    if (opts && opts->local && (err = local_addr(opts->local, &local)) != 0)
+        return err;
 
     struct addrinfo *res = NULL;
     if ((err = goro__net_resolve(host, port, family, false, deadline, &res)) != 0)
@@ -184,7 +220,8 @@ int goro_dial_opts(const char *network, const char *address, const goro_dial_opt
         freeaddrinfo(res);
     if (n == 0)
         return -ENOENT;
-    return goro__net_dial_addrs(addrs, lens, n, delay, deadline, fd);
+    return goro__net_dial_addrs(addrs, lens, n, opts && opts->local ? &local : NULL, delay,
+                                deadline, fd);
 }
 
 int goro_dial(const char *network, const char *address, int64_t deadline, int *fd)

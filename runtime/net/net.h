@@ -46,10 +46,16 @@ extern goro__net_gai_fn *goro__net_getaddrinfo;
 
 /* dial.c. Happy Eyeballs over addrs[0..n-1], tried in the order given, a
  * new attempt every delay (negative: one at a time) until one connects:
- * *fd gets the winner. Returns 0, -ETIMEDOUT, -ECANCELED, -EINVAL, or
- * the last attempt's error. */
+ * *fd gets the winner. local (NULL: none) is bound first; addresses of
+ * another family fail with -EAFNOSUPPORT. Returns 0, -ETIMEDOUT,
+ * -ECANCELED, -EINVAL, or the last attempt's error. */
 #define NET_DIAL_MAX 64
+struct net_local {
+    struct sockaddr_storage addr;
+    socklen_t len;
+};
 int goro__net_dial_addrs(const struct sockaddr_storage *addrs, const socklen_t *lens, int n,
-                         int64_t delay, int64_t deadline, int *fd);
+                         const struct net_local *local, int64_t delay, int64_t deadline,
+                         int *fd);
 
 #endif /* GORO_NET_NET_H */

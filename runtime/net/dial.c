@@ -50,7 +50,7 @@ static int attempt(struct dial *d, const struct sockaddr_storage *sa, socklen_t 
         return 0;
     }
     int err = -errno;
-    if (err == -EINPROGRESS || err == -EAGAIN) {
+    if (err == -EINPROGRESS) {      /* (-EAGAIN from TCP: no local port left) */
         d->pending[d->npending++] = s;
         return 1;
     }

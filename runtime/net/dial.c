@@ -134,8 +134,8 @@ out:
 
 /* RFC 8305 section 4: alternate the families, starting with the one the
  * resolver put first (its RFC 6724 sort knows which is preferred here). */
-static int interleave(const struct addrinfo *res, struct sockaddr_storage *addrs,
-                      socklen_t *lens)
+int goro__net_interleave(const struct addrinfo *res, struct sockaddr_storage *addrs,
+                         socklen_t *lens)
 {
     const struct addrinfo *next[2] = { res, res };   /* the first family, the other */
     int first = res->ai_family, n = 0;
@@ -215,7 +215,7 @@ int goro_dial_opts(const char *network, const char *address, const goro_dial_opt
         return err;
     struct sockaddr_storage addrs[NET_DIAL_MAX];
     socklen_t lens[NET_DIAL_MAX];
-    int n = res ? interleave(res, addrs, lens) : 0;
+    int n = res ? goro__net_interleave(res, addrs, lens) : 0;
     if (res)
         freeaddrinfo(res);
     if (n == 0)

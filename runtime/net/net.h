@@ -54,6 +54,10 @@ struct net_local {
     struct sockaddr_storage addr;
     socklen_t len;
 };
+/* res's addresses into addrs/lens (at most NET_DIAL_MAX) in RFC 8305's
+ * order: the families alternate, starting with res's first. Returns n. */
+int goro__net_interleave(const struct addrinfo *res, struct sockaddr_storage *addrs,
+                         socklen_t *lens);
 int goro__net_dial_addrs(const struct sockaddr_storage *addrs, const socklen_t *lens, int n,
                          const struct net_local *local, int64_t delay, int64_t deadline,
                          int *fd);

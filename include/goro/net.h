@@ -1,7 +1,23 @@
-/* goro/net.h - listening and dialling by name (docs/net.md). Included by
- * goro.h; every call here is built on goro's public I/O calls, and every
- * descriptor it returns is a goro descriptor (non-blocking, close-on-exec,
- * closed with goro_close).
+/* goro/net.h - listening and dialling by name (docs/net.md). Built on
+ * goro.h's I/O calls; goro.h includes it; it may be included alone. */
+#include "../goro.h"    /* first: goro.h includes the goro/ headers in their order */
+#ifndef GORO_NET_H
+#define GORO_NET_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#pragma GCC visibility push(default)
+
+/* ------------------------------------------------------------------------
+ * Listening and dialling (docs/net.md)
+ *
+ * Every descriptor these calls return is a goro descriptor (non-blocking,
+ * close-on-exec, closed with goro_close).
  *
  * Networks: "tcp" (IPv4 or IPv6, whichever the address gives), "tcp4",
  * "tcp6", "unix" (stream sockets on a path, or "@name" for Linux's
@@ -20,19 +36,7 @@
  *   EAI_SERVICE, EAI_SOCKTYPE, EAI_BADFLAGS -EINVAL   (say, an unknown port name)
  *   EAI_OVERFLOW                            -ENAMETOOLONG
  *   EAI_SYSTEM                              -errno    (e.g. -EMFILE)
- */
-#include "../goro.h"    /* first: goro.h includes the goro/ headers in their order */
-#ifndef GORO_NET_H
-#define GORO_NET_H
-
-#include <stdint.h>
-#include <sys/socket.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-#pragma GCC visibility push(default)
+ * ------------------------------------------------------------------------ */
 
 /* What goro_listen does with an existing file at a unix socket's path. */
 enum goro_unix_remove {

@@ -41,6 +41,8 @@ PAGES = [
     ('goro_net', 'listen and dial by name: Happy Eyeballs, accept back-off',
      ['Listening and dialling'], None),
     ('goro_signal', 'signals delivered to a descriptor', ['Signals'], None),
+    ('goro_process', 'child processes: spawn, pipes, parked wait, kill, deadlines',
+     ['Child processes'], None),
     ('goro_debug', 'dumps, traces, stall and deadlock watches, leak reports',
      ['Debugging'], None),
 ]

@@ -54,14 +54,12 @@ static void accept_loop(int listener)
     for (;;) {
         if (conns_reserve() < 0)          /* --max-conns; cancelled at shutdown */
             return;
-        int fd = goro_accept(listener, NULL, NULL);
-        if (fd < 0) {
+        int fd = goro_accept_backoff(listener, NULL, NULL, &accept_opts, GORO_FOREVER);
+        if (fd < 0) {                     /* cancelled at shutdown, or closed */
             conns_unreserve();
-            if (accept_failed(fd) < 0)
-                return;
-            continue;
+            return;
         }
-        accept_succeeded();
+        stats_accepted();
         if (goro_go(NULL, &serve_attr, serve, fd) != 0) {
             goro_close(fd);               /* no memory for a stack: drop it */
             conns_unreserve();

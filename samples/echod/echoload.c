@@ -7,6 +7,7 @@
  * forks one or more of these load processes and tells each, through a
  * pipe, when to start counting, when to stop and when to close; each
  * reports counts and latencies back through another pipe. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
@@ -41,6 +42,7 @@ struct client {
 static struct {
     const struct load_options *opt;
     struct sockaddr_in target;
+    char target_text[INET_ADDRSTRLEN + 8];   /* the same, for goro_dial */
     _Atomic int phase;
     _Atomic long connected;
     _Atomic long failures[F_KINDS];
@@ -115,28 +117,21 @@ static int dial(const struct client *c)
 {
     const struct load_options *opt = load.opt;
     struct sockaddr_in source = load_source(c->id);
-    int one = 1;
+    char local[INET_ADDRSTRLEN + 4];
+    int fd = -1, one = 1;
 
+    /* Port chosen at connect, per (source, server) pair: 64k per source. */
+    inet_ntop(AF_INET, &source.sin_addr, local, INET_ADDRSTRLEN);
+    strcat(local, ":0");
     goro_sem_acquire(&load.dialing);
-    int fd = goro_socket(AF_INET, SOCK_STREAM, 0);
-    int err = fd < 0 ? fd : 0;
-    if (!err) {
-        /* Port chosen at connect, per (source, server) pair: 64k per source. */
-        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (bind(fd, (struct sockaddr *)&source, sizeof source) != 0)
-            err = -errno;
-    }
-    if (!err)
-        err = goro_connect_until(fd, (struct sockaddr *)&load.target, sizeof load.target,
-                                 goro_now() + (int64_t)(opt->timeout * GORO_SEC));
+    int err = goro_dial_opts("tcp4", load.target_text, &(goro_dial_opts_t){ .local = local },
+                             goro_now() + (int64_t)(opt->timeout * GORO_SEC), &fd);
     goro_sem_release(&load.dialing);
     if (err) {
-        if (fd >= 0)
-            goro_close(fd);
         load_failed(F_CONNECT, -err);
         return err;
     }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     load_connected();
     return fd;
 }
@@ -406,6 +401,8 @@ static int setup(const struct load_options *opt, int proc, long count, int repor
     load.report_fd = report_fd;
     load.target = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr = opt->host,
                                         .sin_port = htons((uint16_t)opt->port) };
+    inet_ntop(AF_INET, &opt->host, load.target_text, INET_ADDRSTRLEN);
+    snprintf(load.target_text + strlen(load.target_text), 8, ":%d", opt->port);
     /* The lean engine's connections are not coroutines: one worker serves
      * the pipes. */
     int workers = opt->engine == ENGINE_EPOLL ? 1 : opt->workers;

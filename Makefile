@@ -109,6 +109,8 @@ DEPS_STAMP := build/.deps-ok
 
 # The echo server sample (ECHOD_BIN, ECHOLOAD_BIN): before `all`, which names them.
 include samples/echod/echod.mk
+# libgoro-tls (TLS_* variables, test-tls, install-tls).
+include tls/tls.mk
 
 # V=1 shows full command lines.
 ifeq ($(V),1)
@@ -383,6 +385,7 @@ check-layers:
 test: $(TEST_BIN) $(CXX_TEST_BINS) check-layers
 	$(RUNNER) $(TEST_BIN)
 	$(MAKE) --no-print-directory test-cxx
+	$(MAKE) --no-print-directory test-tls
 	$(MAKE) --no-print-directory test-echod
 	$(MAKE) --no-print-directory test-fetch
 	$(MAKE) --no-print-directory test-pipeline
@@ -453,10 +456,11 @@ install: lib $(BUILD)/goro.pc $(BUILD)/cmake $(MAN_STAMP)
 	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/docs/
 	install -m 644 $(DOC_IMGS) $(DESTDIR)$(DOCDIR)/docs/img/
 	$(MAKE) --no-print-directory install-gdb
+	$(MAKE) --no-print-directory install-tls
 	@tools/post-install.sh '$(PREFIX)' '$(LIBDIR)' '$(DESTDIR)'
 
 # Everything install put down, and the directories that were goro's alone.
-uninstall: $(MAN_STAMP)
+uninstall: $(MAN_STAMP) uninstall-tls
 	rm -f $(DESTDIR)$(INCLUDEDIR)/goro.h $(DESTDIR)$(LIBDIR)/libgoro.a \
 	  $(DESTDIR)$(LIBDIR)/libgoro.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	  $(DESTDIR)$(LIBDIR)/libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc \

@@ -108,9 +108,9 @@ PIPELINE_BIN := $(BUILD)/samples/pipeline
 DEPS_STAMP := build/.deps-ok
 
 # The echo server sample (ECHOD_BIN, ECHOLOAD_BIN): before `all`, which names them.
-include samples/echod/echod.mk
-# libgoro-tls (TLS_* variables, test-tls, install-tls).
+# libgoro-tls (TLS_* variables, test-tls, install-tls); echod links it.
 include tls/tls.mk
+include samples/echod/echod.mk
 
 # V=1 shows full command lines.
 ifeq ($(V),1)

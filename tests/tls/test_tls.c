@@ -172,13 +172,20 @@ static long echo_one(int lfd, goro_tls_config_t *cfg, struct served *s)
     return r;
 }
 
+static long echo_detached(int lfd, goro_tls_config_t *cfg)
+{
+    struct served s = { 0 };
+    long r = echo_one(lfd, cfg, &s);
+    if (r < 0)
+        tfail("server: %ld %s", r, s.err);
+    return r;
+}
+
 static long echo_many(int lfd, goro_tls_config_t *cfg, int n)
 {
-    for (int i = 0; i < n; i++) {
-        struct served *s = calloc(1, sizeof *s);
-        goro_go(NULL, NULL, echo_one, lfd, cfg, s);
-        /* freed by nobody: the coroutine owns s until the end of the test */
-    }
+    for (int i = 0; i < n; i++)
+        if (goro_go(NULL, NULL, echo_detached, lfd, cfg) != 0)
+            tfail("spawn");
     return 0;
 }
 

@@ -518,6 +518,11 @@ test-install: $(DEPS_STAMP)
 	  printf '  %-17s %s\n' $$p "$$(cat $$p.out)"; done
 	@ldd $(INSTALL_TEST)/c-shared | grep -q '$(INSTALL_STAGE)/lib/$(SONAME)' || \
 	  { echo "c-shared does not load the staged libgoro:"; ldd $(INSTALL_TEST)/c-shared; exit 1; }
+	@! ldd $(INSTALL_TEST)/c-shared | grep -q libssl || \
+	  { echo "c-shared, without TLS, loads OpenSSL:"; ldd $(INSTALL_TEST)/c-shared; exit 1; }
+	cd $(INSTALL_TEST) && $(CC) -o tls-shared $(CURDIR)/tests/install/tls.c \
+	  $$($(STAGE_PC) --cflags --libs goro-tls) $$($(STAGE_PC) --variable=rpath goro) && \
+	  env -u LD_LIBRARY_PATH ./tls-shared
 	env -u LD_LIBRARY_PATH cmake -S tests/install -B $(INSTALL_TEST)/cmake \
 	  -DCMAKE_PREFIX_PATH=$(INSTALL_STAGE) -DCMAKE_BUILD_TYPE=Release > $(INSTALL_TEST)/cmake.out
 	cmake --build $(INSTALL_TEST)/cmake -j2 > $(INSTALL_TEST)/cmake-build.out 2>&1 || \

@@ -216,6 +216,12 @@ static int build(goro_tls_config_t *cfg, const goro_tls_options_t *o, char *err,
      * new address (goro_tls_write goes on from where it stopped), and
      * returns as soon as one record went out. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* One recv for as much as has come instead of two a record (header,
+     * then body). Safe with the parking of conn.c: it parks only after
+     * OpenSSL said WANT_READ, which it says only when what it holds is
+     * less than a record, so no complete record waits in its buffer while
+     * the coroutine waits for the socket. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     if ((r = load_identity(ctx, o, err, errlen)) < 0)
         return r;
     int mode = verify_mode(o);

@@ -30,6 +30,7 @@ struct outcome {
     int ssl_err;        /* SSL_get_error */
     size_t done;        /* bytes read or written */
     unsigned long first;/* the first queued error (0: none) */
+    int code;           /* a failure's negative errno */
 };
 
 static void append(struct goro_tls_conn *c, const char *s)
@@ -79,40 +80,6 @@ static void call(struct goro_tls_conn *c, enum op op, void *buf, size_t len, str
     }
 }
 
-/* The section: see the top of the file. */
-static int step(struct goro_tls_conn *c, enum op op, void *buf, size_t len, int64_t deadline,
-                struct outcome *o)
-{
-    int r = goro_mutex_lock_until(&c->mu, deadline);
-    if (r < 0)
-        return r;
-    goro_preempt_disable();
-    ERR_clear_error();
-    c->sys_err = 0;
-    call(c, op, buf, len, o);
-    o->ssl_err = o->ret > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, o->ret);
-    o->first = 0;
-    if (o->ssl_err == SSL_ERROR_SSL || o->ssl_err == SSL_ERROR_SYSCALL) {
-        c->err[0] = '\0';
-        o->first = drain(c);
-        long v = SSL_get_verify_result(c->ssl);
-        if (v != X509_V_OK)
-            append(c, X509_verify_cert_error_string(v));
-    }
-    ERR_clear_error();
-    if (!c->finished && SSL_is_init_finished(c->ssl)) {
-        const unsigned char *p;
-        unsigned n;
-        SSL_get0_alpn_selected(c->ssl, &p, &n);
-        memcpy(c->alpn, p, n);
-        c->alpn[n] = '\0';
-        c->finished = true;
-    }
-    goro_preempt_enable();
-    goro_mutex_unlock(&c->mu);
-    return 0;
-}
-
 static int failure(struct goro_tls_conn *c, const struct outcome *o)
 {
     if (o->ssl_err == SSL_ERROR_SYSCALL) {
@@ -134,6 +101,43 @@ static int failure(struct goro_tls_conn *c, const struct outcome *o)
     if (c->err[0] == '\0')
         append(c, "TLS failure");
     return -EPROTO;
+}
+
+/* The section: see the top of the file. */
+static int step(struct goro_tls_conn *c, enum op op, void *buf, size_t len, int64_t deadline,
+                struct outcome *o)
+{
+    int r = goro_mutex_lock_until(&c->mu, deadline);
+    if (r < 0)
+        return r;
+    goro_preempt_disable();
+    ERR_clear_error();
+    c->sys_err = 0;
+    call(c, op, buf, len, o);
+    o->ssl_err = o->ret > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, o->ret);
+    o->first = 0;
+    o->code = -EPROTO;          /* an SSL_ERROR_* not handled below */
+    if (o->ssl_err == SSL_ERROR_SSL || o->ssl_err == SSL_ERROR_SYSCALL) {
+        c->err[0] = '\0';
+        o->first = drain(c);
+        long v = SSL_get_verify_result(c->ssl);
+        if (v != X509_V_OK)
+            append(c, X509_verify_cert_error_string(v));
+        /* Here, under the lock: c->err is written by one side at a time. */
+        o->code = failure(c, o);
+    }
+    ERR_clear_error();
+    if (!c->finished && SSL_is_init_finished(c->ssl)) {
+        const unsigned char *p;
+        unsigned n;
+        SSL_get0_alpn_selected(c->ssl, &p, &n);
+        memcpy(c->alpn, p, n);
+        c->alpn[n] = '\0';
+        c->finished = true;
+    }
+    goro_preempt_enable();
+    goro_mutex_unlock(&c->mu);
+    return 0;
 }
 
 /* Runs op until it succeeds or fails, parking in between. Returns the
@@ -159,7 +163,7 @@ static ssize_t run(struct goro_tls_conn *c, enum op op, void *buf, size_t len, i
             events = GORO_WRITABLE;
             break;
         default:
-            return failure(c, &o);
+            return o.code;
         }
         if ((r = goro_wait_fd(c->fd, events, deadline)) < 0)
             return r;

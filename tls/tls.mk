@@ -31,10 +31,13 @@ $(TLS_STATIC_LIB): $(TLS_OBJS)
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && $(CROSS)ar rcs $@ $^
 
+# RUNPATH $ORIGIN: libgoro.so.0 is found beside it. A program's own
+# RUNPATH (goro.pc's rpath) covers only its direct needs, and a program
+# that calls only goro_tls_* has -lgoro dropped by --as-needed.
 $(TLS_SHARED_REAL): $(TLS_OBJS) $(SHARED_LIB)
 	$(call say,LINK,$@)
-	$(Q)$(CC) -shared -Wl,-soname,$(TLS_SONAME) -Wl,--no-undefined $(ALL_LDFLAGS) -o $@ \
-	  $(TLS_OBJS) -L$(BUILD) -lgoro $(SSL_LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,$(TLS_SONAME) -Wl,--no-undefined -Wl,-rpath,'$$ORIGIN' \
+	  $(ALL_LDFLAGS) -o $@ $(TLS_OBJS) -L$(BUILD) -lgoro $(SSL_LIBS)
 
 $(TLS_SHARED_LIB): $(TLS_SHARED_REAL)
 	$(Q)ln -sf libgoro-tls.so.$(VERSION) $(BUILD)/$(TLS_SONAME)

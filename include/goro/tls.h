@@ -130,9 +130,9 @@ void goro_tls_config_free(goro_tls_config_t *cfg);
  * Ownership: fd stays the caller's. The connection uses it (and makes it
  * non-blocking, as goro I/O does) until goro_tls_free; the caller closes
  * it (goro_close) after that. At most one coroutine reads and at most one
- * writes at a time; a read and a write may run at once in two coroutines
- * (OpenSSL's state is shared between them, so they take turns inside
- * OpenSSL; each parks on its own readiness). */
+ * writes at a time; once the handshake is done, a read and a write may
+ * run at once in two coroutines (OpenSSL's state is shared between them,
+ * so they take turns inside OpenSSL; each parks on its own readiness). */
 int goro_tls_client(int fd, goro_tls_config_t *cfg, const char *server_name,
                     goro_tls_conn_t **conn);
 int goro_tls_server(int fd, goro_tls_config_t *cfg, goro_tls_conn_t **conn);
@@ -159,7 +159,8 @@ ssize_t goro_tls_write(goro_tls_conn_t *conn, const void *buf, size_t len);
 ssize_t goro_tls_write_until(goro_tls_conn_t *conn, const void *buf, size_t len,
                              size_t *written, int64_t deadline);
 
-/* Sends close_notify (the TLS end of stream) and returns once it is out;
+/* Sends close_notify (the TLS end of stream; runs the handshake first if
+ * needed, with its errors) and returns once it is out;
  * does not wait for the peer's (read until 0 for that). Reading stays
  * possible. Returns 0 (also the second time), or a negative errno as
  * write. Does not close fd. */

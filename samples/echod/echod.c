@@ -34,7 +34,10 @@ static void serve(int fd)
     size_t size = sizeof small;
     ssize_t n;
 
-    if (conn_open(&conn, fd) == 0) {
+    int opened = conn_open(&conn, fd);
+    if (opened == 0 && tls_on()) {
+        tls_echo(fd);
+    } else if (opened == 0) {
         while ((n = goro_read_until(fd, buf, size, idle_deadline())) > 0) {
             if (goro_write_all(fd, buf, (size_t)n) < 0)
                 break;
@@ -82,6 +85,7 @@ int main(int argc, char **argv)
     }
     signals_subscribe();                  /* before "listening": a stop may follow at once */
     conns_init(opt.max_conns);
+    tls_setup(&opt);
 
     int listener = listen_tcp(opt.bind, opt.port);
     fprintf(stderr, "echod: %d workers, %zu KiB stacks, descriptor limit %ld\n",

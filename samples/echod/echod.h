@@ -20,6 +20,7 @@ struct echod_options {
     int64_t grace;              /* ns in-flight echoes get at shutdown */
     int64_t status_interval;    /* ns between status lines; 0: only on SIGUSR1 */
     bool verbose;
+    const char *tls_cert, *tls_key;   /* --tls CERT KEY; NULL: plain TCP */
 };
 
 /* Fills opt from the command line; prints usage and exits on --help or a
@@ -28,6 +29,15 @@ void options_parse(int argc, char **argv, struct echod_options *opt);
 
 /* The deadline of a read that may wait for the idle timeout. */
 int64_t idle_deadline(void);
+
+/* ---- tls.c: --tls ---- */
+
+/* Builds the TLS configuration when --tls was given (exits on a bad
+ * certificate or key); tls_on() says whether it was. */
+void tls_setup(const struct echod_options *opt);
+bool tls_on(void);
+/* The echo loop over TLS on fd, an open connection (closed by the caller). */
+void tls_echo(int fd);
 
 /* ---- listener.c ---- */
 

@@ -137,15 +137,18 @@ static int dial(const struct client *c)
 }
 
 /* One message there and back: 0, -errno, or 1 when the echo differs. */
-static int round_trip(int fd, const unsigned char *out, unsigned char *in, size_t size)
+static int round_trip(int fd, struct goro_tls_conn *tls, const unsigned char *out,
+                      unsigned char *in, size_t size)
 {
     int64_t deadline = goro_now() + (int64_t)(load.opt->timeout * GORO_SEC);
     for (size_t off = 0; off < size; off += LOAD_PIECE) {
         size_t n = size - off < LOAD_PIECE ? size - off : LOAD_PIECE;
-        ssize_t w = goro_write_all_until(fd, out + off, n, NULL, deadline);
+        ssize_t w = tls ? load_tls_write_all(tls, out + off, n, deadline)
+                        : goro_write_all_until(fd, out + off, n, NULL, deadline);
         if (w < 0)
             return (int)w;
-        ssize_t r = goro_read_full_until(fd, in + off, n, NULL, deadline);
+        ssize_t r = tls ? load_tls_read_full(tls, in + off, n, deadline)
+                        : goro_read_full_until(fd, in + off, n, NULL, deadline);
         if (r < 0 || (size_t)r < n)
             return r < 0 ? (int)r : -ECONNRESET;   /* an early end */
         if (load.opt->verify && memcmp(in + off, out + off, n) != 0)
@@ -165,13 +168,14 @@ void load_note_round(int64_t ns)
 }
 
 /* The closed loop, until told to stop (true) or something fails (false). */
-static bool echo_loop(int fd, struct client *c, unsigned char *out, unsigned char *in)
+static bool echo_loop(int fd, struct goro_tls_conn *tls, struct client *c, unsigned char *out,
+                      unsigned char *in)
 {
     size_t size = load.opt->size;
     while (load_phase_now() != STOPPED) {
         load_fill(out, size, c->id, c->rounds);
         int64_t t0 = goro_now();
-        int r = round_trip(fd, out, in, size);
+        int r = round_trip(fd, tls, out, in, size);
         if (r == 1) {
             load_failed(F_VERIFY, 0);
             return false;
@@ -196,13 +200,24 @@ static void client(struct client *c)
         fd = dial(c);
     else
         load_failed(F_CONNECT, ENOMEM);
+    struct goro_tls_conn *tls = NULL;
+    int err;
+    if (fd >= 0 && load.opt->tls &&
+        (err = load_tls_open(fd, &tls, goro_now() + (int64_t)(load.opt->timeout * GORO_SEC)))) {
+        load_failed(F_CONNECT, -err);
+        goro_close(fd);
+        fd = -1;
+    }
     goro_waitgroup_done(&load.dialed);
-    if (fd >= 0 && !echo_loop(fd, c, buf, buf + load.opt->size)) {
+    if (fd >= 0 && !echo_loop(fd, tls, c, buf, buf + load.opt->size)) {
+        load_tls_close(tls);
+        tls = NULL;
         goro_close(fd);                    /* broken: do not hold it */
         fd = -1;
     }
     goro_waitgroup_done(&load.stopped);
     goro_chan_recv(load.released, NULL);   /* hold the connection until then */
+    load_tls_close(tls);
     if (fd >= 0)
         goro_close(fd);
     free(buf);
@@ -406,7 +421,9 @@ static int setup(const struct load_options *opt, int proc, long count, int repor
     /* The lean engine's connections are not coroutines: one worker serves
      * the pipes. */
     int workers = opt->engine == ENGINE_EPOLL ? 1 : opt->workers;
-    goro_config_t config = { .workers = workers, .stack_size = 32 * 1024 };
+    /* An OpenSSL handshake needs more than the echo loop's 32 KiB. */
+    goro_config_t config = { .workers = workers,
+                             .stack_size = opt->tls ? 128 * 1024 : 32 * 1024 };
     int err = goro_start(&config);
     if (!err)
         err = goro_chan_new(&load.released, 0, 0);
@@ -414,6 +431,7 @@ static int setup(const struct load_options *opt, int proc, long count, int repor
         fprintf(stderr, "echoload: cannot start: %s\n", strerror(-err));
         return -1;
     }
+    load_tls_setup(opt);
     goro_sem_init(&load.dialing, DIALING_MAX);
     goro_waitgroup_add(&load.dialed, count);
     goro_waitgroup_add(&load.stopped, count);

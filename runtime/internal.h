@@ -178,7 +178,7 @@ struct goro {
     _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
     int wake_tag;                  /* the tag of the waiter that was claimed */
     _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
-    _Atomic uint8_t committing;    /* its park's commit is still running (sched.c) */
+    _Atomic uint8_t committing;    /* its park's commit is still running (park.c) */
     _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
     _Atomic int nopreempt;         /* depth of no-preempt sections */
     int saved_errno;
@@ -541,7 +541,7 @@ struct goro_sched {
      * used. */
     _Alignas(64) struct goro_classq classq;
     /* Bumped when a LOW coroutine is lent a class: queued LOW coroutines
-     * are looked at again (sched.c, pick_local). */
+     * are looked at again (sched.c, goro__pick_local). */
     _Atomic uint32_t low_rescan;
     bool prio_inherit;             /* GORO_PRIORITY_INHERIT=0 turns lending off */
 };

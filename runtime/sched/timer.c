@@ -33,8 +33,8 @@
  *    timer put back after it fired as for one started: while it fired it
  *    was in no heap, and the owner may have gone to sleep meanwhile
  *    without an alarm for it.
- * 4. A WAKE timer is started before its wait is armed (sched.c,
- *    park_commit): a frame must not be claimable before its timer exists.
+ * 4. A WAKE timer is started before its wait is armed (park.c,
+ *    goro__park_commit): a frame must not be claimable before its timer exists.
  *    A timer that fires in between finds `wake` IDLE - a coroutine resets
  *    it to IDLE only after it has stopped its timer, so IDLE here means
  *    "being parked" - and moves it to TIMEDOUT (one CAS loop takes ARMED
@@ -320,7 +320,7 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
         if (!won)
             continue;               /* its waker, or its park, makes it runnable */
         /* Threads the runtime does not own time their waits on their
-         * futex (sched.c, park_external): a timer is a coroutine's. */
+         * futex (outside.c, goro__park_external): a timer is a coroutine's. */
         GORO_ASSERT(!(g->flags & GORO_F_EXTERNAL));
         GORO_TRACE(GORO_TEV_TIMER, g->id, 0, 0, 0, 0);
         atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);

@@ -84,6 +84,7 @@ void goro__p_leave(void)
 /* Under goro__sched.lock: p goes to M `to` (which sleeps on its handed word). */
 void goro__give_p_locked(struct goro_p *p, struct goro_m *to)
 {
+    GORO_ASSERT(!p->idle);          /* invariant 7: an idle P is taken off first */
     p->m = to;
     to->p = p;
     atomic_store_explicit(&to->lost_p_at, 0, memory_order_relaxed);
@@ -250,6 +251,8 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
         atomic_store_explicit(&p->owner, m, memory_order_release);
         return false;
     }
+    /* invariant 8: the retake is ours, m is outside: p is ours to give */
+    GORO_ASSERT(atomic_load_explicit(&p->owner, memory_order_relaxed) == GORO_P_RETAKING);
     goro__lock(&goro__sched.lock);
     struct goro_m *to = goro__waitp_take_locked();
     if (!to && (to = goro__sched.spares))

@@ -92,6 +92,7 @@ void goro__note_absorb(struct goro_m *m)
 struct goro_p *goro__pidle_get(void)
 {
     struct goro_p *p = goro__sched.pidle;
+    GORO_ASSERT(!p || p->idle);     /* invariant 7: the list holds idle Ps only */
     if (p) {
         goro__sched.pidle = p->idle_next;
         p->idle = false;
@@ -102,6 +103,7 @@ struct goro_p *goro__pidle_get(void)
 
 void goro__pidle_put(struct goro_p *p)
 {
+    GORO_ASSERT(!p->idle);          /* invariant 7: a P is on the list once */
     p->idle = true;
     p->idle_next = goro__sched.pidle;
     goro__sched.pidle = p;
@@ -151,6 +153,9 @@ static void spinner_start(void)
  * M's p field alone proves nothing: sysmon may have handed that P on. */
 void goro__spinner_start_if_idle(struct goro_p *held)
 {
+    /* invariant 5: held is the caller's own (the shortcut below skips the
+     * wake-up only because the producer runs on the one P) */
+    GORO_ASSERT(!held || goro__p_owner_settled(held) == goro__m());
     if (goro__sched.nprocs == 1 && held)
         return;                     /* the only P is ours, and we are awake */
     goro__full_barrier();
@@ -161,7 +166,9 @@ void goro__spinner_start_if_idle(struct goro_p *held)
 void goro__stop_spinning(struct goro_m *m)
 {
     m->spinning = false;
-    if (atomic_fetch_sub(&goro__sched.nmspinning, 1) == 1 && atomic_load(&goro__sched.npidle) > 0)
+    int was = atomic_fetch_sub(&goro__sched.nmspinning, 1);
+    GORO_ASSERT(was > 0);           /* invariant 6: every spinner was counted */
+    if (was == 1 && atomic_load(&goro__sched.npidle) > 0)
         spinner_start();                    /* chain: the next spinner takes over */
 }
 
@@ -171,7 +178,9 @@ void goro__spinning_drop(struct goro_m *m)
 {
     if (m->spinning) {
         m->spinning = false;
-        atomic_fetch_sub(&goro__sched.nmspinning, 1);
+        int was = atomic_fetch_sub(&goro__sched.nmspinning, 1);
+        GORO_ASSERT(was > 0);       /* invariant 6: every spinner was counted */
+        (void)was;
     }
 }
 

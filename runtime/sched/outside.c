@@ -137,6 +137,8 @@ int goro__park_external(const struct goro_park *how)
     ext->wait = (uint8_t)how->why;
     ext->wait_obj = how->obj;
     ext->wait_timed = how->deadline >= 0;
+    /* park entry: a thread waits in one call at a time */
+    GORO_ASSERT(atomic_load_explicit(&ext->wake, memory_order_relaxed) == GORO_WAKE_IDLE);
     goro__outside_begin(ext, how->deadline);
     atomic_store(&ext->wake, how->firm ? GORO_WAKE_ARMED_FIRM : GORO_WAKE_ARMED);
     if (how->unlock)
@@ -163,6 +165,7 @@ int goro__park_external(const struct goro_park *how)
     }
     goro__outside_end();
     int outcome = (int)atomic_load(&ext->wake);
+    GORO_ASSERT(outcome >= GORO_WAKE_DONE);   /* the claim protocol: ended by a claim */
     atomic_store(&ext->wake, GORO_WAKE_IDLE);
     ext->wait = GORO_W_NONE;
     ext->wait_obj = NULL;

@@ -25,6 +25,10 @@
  * p, or goes to the global queue. */
 static void ready_on(struct goro_p *p, struct goro *g)
 {
+    /* invariant 1: PARKED -> RUNNABLE by a wake-up, FREE -> RUNNABLE by a
+     * spawn; nothing else makes a coroutine runnable here */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_PARKED ||
+                atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_FREE);
     atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
     goro__queue_ready(p, g, true, NULL);
     goro__spinner_start_if_idle(p);
@@ -68,6 +72,8 @@ void goro__ready_list(struct goro *list)
             continue;
         }
         GORO_TRACE(GORO_TEV_READY, g->id, running_id(m), 0, 0, 0);
+        /* invariant 1: a claimed wait's coroutine, parked */
+        GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_PARKED);
         atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
         goro__queue_ready(p, g, false, &global);
     }
@@ -119,6 +125,9 @@ bool goro__claim(struct goro *g, uint32_t outcome)
      * (cancelled, loans) and finds the wait not yet armed must be seen by
      * that check (goro__park_commit). */
     uint32_t w = atomic_load(&g->wake);
+    /* the claim protocol: a claim moves an ARMED state to one outcome */
+    GORO_ASSERT(outcome >= GORO_WAKE_DONE && outcome <= GORO_WAKE_RECLASS &&
+                w <= GORO_WAKE_RECLASS);
     while ((claimable[w] >> outcome) & 1) {
         if (atomic_compare_exchange_weak_explicit(&g->wake, &w, outcome,
                 memory_order_acq_rel, memory_order_acquire))
@@ -189,6 +198,8 @@ void goro__park_commit(struct goro_m *m, struct goro *g)
      * below comes before the release store that clears it; after that store
      * g is touched only if this M claimed it (ready_now). */
     atomic_store_explicit(&g->committing, 1, memory_order_relaxed);
+    /* the claim protocol: the wait is armed with one of the ARMED states */
+    GORO_ASSERT(m->post_armed >= GORO_WAKE_ARMED && m->post_armed <= GORO_WAKE_ARMED_FIRM_LENDS);
 #ifdef GORO_DEBUG
     if (goro__debug_park_arming)
         goro__debug_park_arming(g);
@@ -199,6 +210,9 @@ void goro__park_commit(struct goro_m *m, struct goro *g)
         if (!atomic_compare_exchange_strong(&g->wake, &idle, m->post_armed))
             ready_now = true;       /* TIMEDOUT: the timer was first */
     } else {
+        /* the claim protocol: nothing claims an IDLE wait but its own
+         * timer, and this one has none */
+        GORO_ASSERT(atomic_load_explicit(&g->wake, memory_order_relaxed) == GORO_WAKE_IDLE);
         atomic_store(&g->wake, m->post_armed);
     }
 #ifdef GORO_DEBUG
@@ -238,6 +252,11 @@ int goro__park(const struct goro_park *how)
      * the global queue holding it (a thread waiting for that lock could be
      * the one that would run it). If the P is gone, park anyway, through
      * g0, which then finds itself without a P. */
+    /* park entry: a running coroutine, out of any wait (the last one reset
+     * wake to IDLE once its timer was gone; invariant 1: it is on no queue) */
+    GORO_ASSERT(atomic_load_explicit(&self->state, memory_order_relaxed) == GORO_S_RUNNING &&
+                atomic_load_explicit(&self->wake, memory_order_relaxed) == GORO_WAKE_IDLE &&
+                !atomic_load_explicit(&self->committing, memory_order_relaxed));
     bool own = goro__rt_enter(m, false) != NULL;
     /* The deadline timer lives in this frame, which stays put while parked.
      * A firm wait has none: only its partner may end it. */
@@ -284,6 +303,7 @@ int goro__park(const struct goro_park *how)
     self->wait = GORO_W_NONE;
     self->wait_obj = NULL;
     int outcome = (int)atomic_load_explicit(&self->wake, memory_order_acquire);
+    GORO_ASSERT(outcome >= GORO_WAKE_DONE);   /* the claim protocol: resumed by a claim */
     atomic_store_explicit(&self->wake, GORO_WAKE_IDLE, memory_order_relaxed);
     return outcome;
 }

@@ -56,7 +56,10 @@ static bool runq_put_slow(struct goro_p *p, struct goro *g, uint32_t h, uint32_t
 /* Owner only. next: put g in runnext and demote its previous occupant. */
 void goro__runq_put(struct goro_p *p, struct goro *g, bool next)
 {
-    GORO_ASSERT(goro__p_owner_settled(p) == goro__m());   /* a retake under way backs off */
+    /* invariant 4: only the owning P pushes (a retake under way backs off) */
+    GORO_ASSERT(goro__p_owner_settled(p) == goro__m());
+    /* invariant 1: only a RUNNABLE coroutine is queued, by whoever made it so */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_RUNNABLE);
     if (next) {
         struct goro *old;
         if (goro__sched.nprocs == 1) {        /* no thieves: see goro__runq_get */
@@ -71,6 +74,9 @@ void goro__runq_put(struct goro_p *p, struct goro *g, bool next)
     for (;;) {
         uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_acquire);
         uint32_t t = atomic_load_explicit(&p->runq_tail, memory_order_relaxed);
+        /* invariant 4: takers only move head up to tail, so the ring the
+         * owner sees never holds more than it has room for */
+        GORO_ASSERT(t - h <= GORO_RUNQ_SIZE);
         if (t - h < GORO_RUNQ_SIZE) {
             atomic_store_explicit(&p->runq[t % GORO_RUNQ_SIZE], g, memory_order_relaxed);
             atomic_store_explicit(&p->runq_tail, t + 1, memory_order_release);
@@ -167,6 +173,11 @@ static void gq_grow_locked(int need)
 
 void goro__globrunq_put_batch(struct goro *const *gs, int n)
 {
+#ifdef GORO_DEBUG
+    for (int i = 0; i < n; i++)     /* invariant 1: queued once made RUNNABLE */
+        GORO_ASSERT(atomic_load_explicit(&gs[i]->state, memory_order_relaxed) ==
+                    GORO_S_RUNNABLE);
+#endif
     goro__lock(&goro__sched.lock);
     gq_grow_locked(n);
     uint32_t size = (uint32_t)atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed);
@@ -251,6 +262,11 @@ static void pq_count_add(struct goro_classq *cq, int i, int d)
  * goro__queue_ready stay as small as they were for NORMAL coroutines. */
 void goro__pq_put(struct goro_p *p, struct goro *g, int prio)
 {
+    /* invariant 9: NORMAL goes to the ring; and a pick reads the lists only
+     * once classes_used is set, so it must be set before anything is here */
+    GORO_ASSERT(prio != GORO_PRIO_NORMAL && goro__classes_in_use());
+    /* invariant 1 */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_RUNNABLE);
     struct goro_classq *cq = classq_of(p);
     int i = pq_index(prio);
     goro__lock(&cq->lock);
@@ -410,6 +426,9 @@ bool goro__any_runq_nonempty(void)
 
 void goro__pinned_push(struct goro_m *m, struct goro *g)
 {
+    /* invariant 1, and only m's own thread adds */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_RUNNABLE &&
+                m == goro__m());
     g->next = NULL;
     goro__lock(&m->pin_lock);
     if (m->pinned_tail)

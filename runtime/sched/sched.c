@@ -410,6 +410,9 @@ top:
     while (goro__slab_trim_idle() &&
            atomic_load_explicit(&m->note, memory_order_relaxed) != NOTE_NOTIFIED)
         ;
+    /* invariant 5: a sleeper is no spinner, so a producer that finds no
+     * spinner wakes one */
+    GORO_ASSERT(!m->spinning);
     GORO_TRACE(GORO_TEV_IDLE, 0, 0, 0, 0, 0);
     bool woken = goro__note_sleep(m);
     GORO_TRACE(GORO_TEV_BUSY, 0, 0, 0, 0, 0);
@@ -431,6 +434,8 @@ top:
      * us in nmspinning: m->spinning is written by m alone, never by the
      * waker, so it cannot be lost in a race with the recheck above. */
     m->spinning = !atomic_load(&goro__sched.stopping);
+    /* invariant 7: the waker took p off the idle list for us */
+    GORO_ASSERT(!p->idle || !m->spinning);
     atomic_store_explicit(&p->running, 1, memory_order_relaxed);
     goto top;
 }

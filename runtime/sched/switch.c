@@ -52,6 +52,8 @@ static void post_switch(struct goro_m *m)
         goro__queue_ready(m->p, prev, false, NULL);
         break;
     case GORO_POST_PARK:
+        /* invariant 2: its waiter record is let go (park_commit) only now */
+        GORO_ASSERT(atomic_load_explicit(&prev->state, memory_order_relaxed) == GORO_S_PARKED);
         goro__park_commit(m, prev);
         break;
     case GORO_POST_EXIT:
@@ -100,9 +102,11 @@ static inline __attribute__((always_inline)) void start_slice(struct goro_m *m, 
                 (atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_PARKED &&
                  atomic_load_explicit(&g->wake, memory_order_relaxed) == GORO_WAKE_DONE));
 #ifdef GORO_DEBUG
+    /* invariant 2: never resumed before its leaving switch saved it */
     GORO_ASSERT(atomic_exchange_explicit(&g->saved, 0, memory_order_acq_rel) == 1);
 #endif
-    /* (sysmon may be trying a retake, which it abandons: m is inside) */
+    /* invariant 8: m runs on its P only while it owns it (sysmon may be
+     * trying a retake, which it abandons: m is inside) */
     GORO_ASSERT(goro__p_owner_settled(m->p) == m);
     m->curg = g;
     g->m = m;
@@ -157,6 +161,9 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
      * one the resumer passed (it knows which M it runs on). */
     struct goro_m *now = goro__ctx_switch(&self->sp, to->sp, m);
     goro__san_arrive(self);
+    /* invariant 3: the M the resumer passed is the thread we run on now,
+     * and it runs us */
+    GORO_ASSERT(now == goro__m() && now->curg == self);
     post_switch(now);
     *now->errno_ptr = self->saved_errno;
     goro__cxx_eh_restore(self);     /* C++: into the thread it resumes on */

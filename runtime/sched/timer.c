@@ -62,6 +62,21 @@ static void slot_set(struct goro_timers *ts, uint32_t i, struct goro_timer_slot 
     atomic_store_explicit(&s.t->idx, (int32_t)i, memory_order_relaxed);
 }
 
+#ifdef GORO_DEBUG
+/* The heap's order at slot i: its parent is due no later, its children no
+ * earlier. A sift ends with it true where it stopped. */
+static bool heap_ordered_at(const struct goro_timers *ts, uint32_t i)
+{
+    int64_t when = ts->heap[i].when;
+    if (i > 0 && ts->heap[(i - 1) / ARITY].when > when)
+        return false;
+    for (uint32_t k = i * ARITY + 1; k <= i * ARITY + ARITY && k < ts->n; k++)
+        if (ts->heap[k].when < when)
+            return false;
+    return true;
+}
+#endif
+
 static void sift_up(struct goro_timers *ts, uint32_t i)
 {
     struct goro_timer_slot s = ts->heap[i];
@@ -73,6 +88,7 @@ static void sift_up(struct goro_timers *ts, uint32_t i)
         i = parent;
     }
     slot_set(ts, i, s);
+    GORO_ASSERT(heap_ordered_at(ts, i));    /* the heap's order */
 }
 
 static void sift_down(struct goro_timers *ts, uint32_t i)
@@ -92,6 +108,7 @@ static void sift_down(struct goro_timers *ts, uint32_t i)
         i = best;
     }
     slot_set(ts, i, s);
+    GORO_ASSERT(heap_ordered_at(ts, i));    /* the heap's order */
 }
 
 /* Takes slot i out; the last slot fills the hole. */

@@ -18,6 +18,7 @@
  * goes next is the seed's choice. */
 GORO_NOINLINE void goro__seeded_turn(struct goro_p *p)
 {
+    GORO_ASSERT(goro__sched.nprocs == 1);   /* invariant 10: no thief to race */
     struct goro *next = atomic_load_explicit(&p->runnext, memory_order_relaxed);
     uint32_t h = atomic_load_explicit(&p->runq_head, memory_order_relaxed);
     uint32_t n = atomic_load_explicit(&p->runq_tail, memory_order_relaxed) - h;
@@ -43,6 +44,9 @@ GORO_NOINLINE void goro__seeded_turn(struct goro_p *p)
  * True if a timer of p is due now (the caller runs it). */
 bool goro__clock_jump(struct goro_p *p)
 {
+    /* invariant 10: one P, whose owner alone moves the clock */
+    GORO_ASSERT(goro__sched.nprocs == 1 && p == goro__m()->p &&
+                atomic_load_explicit(&goro__sched.virtual_clock, memory_order_relaxed));
     if (atomic_load_explicit(&goro__sched.real_waits, memory_order_acquire) > 0)
         return false;               /* the world may answer: real time passes */
     int64_t next = goro__timers_first(p);

@@ -1127,12 +1127,14 @@ void goro_preempt_enable(void);
 /* ------------------------------------------------------------------------
  * Signals (Go's signal.Notify; docs/api.md, "Signals")
  *
- * The runtime's threads block the notifiable signals - SIGHUP, SIGINT,
- * SIGQUIT (not with GORO_DUMP_ON_SIGQUIT=1), SIGTERM, SIGUSR1, SIGUSR2,
- * SIGALRM, SIGCHLD, SIGWINCH, SIGTSTP, SIGCONT, SIGIO and SIGRTMIN..SIGRTMAX
- * - for their whole life, so such a signal sent to the process never lands
- * on one of them: it goes to a thread of the program's, or stays pending
- * when all of those block it too (sigwait and signalfd then work).
+ * The runtime's threads block no signal of their own: they keep the mask
+ * of the thread that started the runtime, and so do the children that
+ * coroutines start (system, popen, posix_spawn, fork+exec). A signal sent
+ * to the process may land on any of them, where its disposition takes it
+ * (an unnotified SIGTERM ends the process). To wait for signals yourself
+ * (sigwait, signalfd), block them in main before the runtime starts. The
+ * notifiable signals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
+ * SIGALRM, SIGCHLD, SIGWINCH, SIGTSTP, SIGCONT, SIGIO, SIGRTMIN..SIGRTMAX.
  * ------------------------------------------------------------------------ */
 
 /* Relays the signals sigs[0..nsigs-1] to ch, a channel of int (element
@@ -1298,7 +1300,9 @@ int goro_leaks(FILE *out);
  * format that ui.perfetto.dev and chrome://tracing open (a track per
  * worker and per coroutine, arrows for wake-ups); tools/goro-trace-svg
  * draws it without a browser. GORO_TRACE=file.json in the environment
- * traces from the first goro_start to goro_shutdown (or exit). */
+ * traces from the first goro_start to goro_shutdown (or exit). A process
+ * that dies of a crash or an abort (a fatal signal, the deadlock abort)
+ * writes the trace under way up to its death. */
 typedef struct goro_trace_attr {
     /* Ring per recording thread, in bytes (32 per event), rounded down to
      * a power of two; 0: GORO_TRACE_BUFFER from the environment, else
@@ -1316,7 +1320,7 @@ int goro_trace_start(const char *path, const goro_trace_attr_t *attr);
  * millions of events; call it where that is acceptable). Returns 0;
  * -EINVAL if no trace is under way; a write error (the file is then
  * incomplete); -ENOMEM (the file is complete JSON but lacks coroutine
- * tracks). */
+ * tracks); -ECANCELED (the process is dying and writes the file itself). */
 int goro_trace_stop(void);
 
 /* ------------------------------------------------------------------------

@@ -103,6 +103,7 @@ static int start_locked(const goro_config_t *cfg)
     goro__stall_start();
     goro__deadlock_start();
     goro__trace_env_start();
+    goro__thread_mask_capture();    /* the program's mask, for every runtime thread */
     int err = goro__fork_install();
     if (!err)
         err = goro__sched_start(workers);

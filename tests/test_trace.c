@@ -12,7 +12,12 @@
  *     stop with no trace, buffer sizes out of range;
  *   - GORO_TRACE=file traces a program from its start to its shutdown,
  *     and names the cause when the file cannot be made;
- *   - tools/goro-trace-svg draws the known run.
+ *   - tools/goro-trace-svg draws the known run;
+ *   - a process that dies with a trace under way - the deadlock abort
+ *     (GORO_TRACE), a SIGSEGV and an abort() in a coroutine (a trace from
+ *     goro_trace_start) - leaves a valid file that has the run up to its
+ *     death and says how it ended; a stop racing an abort: the file is
+ *     written once, by one of them.
  *
  * Coroutines never call ck_assert (see helpers.h). */
 #define _GNU_SOURCE
@@ -21,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -697,6 +703,199 @@ START_TEST(env_traces_from_start_to_shutdown)
 }
 END_TEST
 
+/* ---- a trace that outlives its process ---- */
+
+enum death { DIE_DEADLOCK, DIE_SEGV, DIE_ABORT };
+static const char *const death_names[] = { "deadlock", "segv", "abort" };
+
+struct death_run {
+    enum death how;
+    const char *path;
+};
+
+static int *volatile nowhere;       /* a page nobody may touch */
+static goro_chan_t *never_ch;
+
+static void sleeper(void)
+{
+    goro_sleep(GORO_MSEC);
+}
+
+static void crasher(enum death how)
+{
+    goro_sleep(GORO_MSEC);          /* an event of its own before the death */
+    if (how == DIE_SEGV)
+        *nowhere = 1;
+    abort();
+}
+
+static void stuck(void)
+{
+    int v;
+    goro_chan_recv(never_ch, &v);   /* nobody sends: the deadlock */
+}
+
+/* A trace, a coroutine that sleeps and ends, then the death: a deadlock
+ * with the trace from GORO_TRACE, the others from goro_trace_start. */
+static int death_child(void *arg)
+{
+    const struct death_run *d = arg;
+    if (d->how == DIE_DEADLOCK)
+        setenv("GORO_TRACE", d->path, 1);
+    /* not NULL: UBSan would end the process first, without a signal */
+    nowhere = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0)
+        return 10;
+    if (d->how != DIE_DEADLOCK && goro_trace_start(d->path, NULL) != 0)
+        return 11;
+    goro_t *g;
+    if (goro_go(&g, &(goro_attr_t){ .name = "before" }, sleeper) != 0 || goro_join(g, NULL) != 0)
+        return 12;
+    if (goro_chan_new(&never_ch, sizeof(int), 0) != 0)
+        return 13;
+    int err = d->how == DIE_DEADLOCK
+        ? goro_go(&g, &(goro_attr_t){ .name = "victim" }, stuck)
+        : goro_go(&g, &(goro_attr_t){ .name = "victim" }, crasher, d->how);
+    if (err != 0)
+        return 14;
+    goro_join(g, NULL);             /* never returns */
+    printf("join returned\n");
+    return 15;
+}
+
+static void death_leaves_a_trace(enum death how, const char *test)
+{
+    if (how == DIE_DEADLOCK && (t_valgrind() || t_slow())) {
+        t_skip(test, "the deadlock check is not run here (see test_deadlock.c)");
+        return;
+    }
+#ifdef T_TSAN
+    if (how == DIE_DEADLOCK) {
+        t_skip(test, "TSan's own thread: no deadlock is reported (see test_deadlock.c)");
+        return;
+    }
+    /* TSan takes the SIGSEGV, and its report on a coroutine's stack ends in
+     * "nested bug in the same thread": an exit that runs no callback. With
+     * TSAN_OPTIONS=handle_segv=0 goro's handler gets it and writes. */
+    if (how == DIE_SEGV) {
+        t_skip(test, "TSan exits on a SIGSEGV without a death callback");
+        return;
+    }
+#endif
+    struct death_run d = { how, temp_path(death_names[how]) };
+    unlink(d.path);
+    static char out[1 << 16];
+    int st = t_run_child(death_child, &d, t_timeout(30), out, sizeof out);
+    ck_assert_msg(st != -1, "child hung: %.4000s", out);
+    /* under ASan its own report ends a SIGSEGV with an exit status */
+    ck_assert_msg(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0 &&
+                                      WEXITSTATUS(st) < 10), "status %#x: %.4000s", st, out);
+    ck_assert_msg(!strstr(out, "join returned"), "%.4000s", out);
+    struct stat sb;
+    ck_assert_int_eq(stat(d.path, &sb), 0);
+    ck_assert_msg(sb.st_size > 0, "the trace is empty after the %s; the child said:\n%.4000s",
+                  death_names[how], out);
+    struct trace t = { 0 };
+    load_checked(d.path, &t);
+    double before = track_of(&t, "before"), victim = track_of(&t, "victim");
+    ck_assert_msg(before >= 0 && victim >= 0, "the coroutines' tracks are missing");
+    ck_assert_int_eq(count(&t, 'X', 2, before, "waiting: sleep"), 1);
+    ck_assert_int_eq(count(&t, 'X', 2, victim,
+                           how == DIE_DEADLOCK ? "waiting: chan recv" : "waiting: sleep"), 1);
+    ck_assert_int_eq(count(&t, 'X', 2, victim, "running"), how == DIE_DEADLOCK ? 1 : 2);
+    const char *ended = jstr(jget(&t.root, "otherData"), "ended");
+    const char *want = how == DIE_DEADLOCK ? "aborted: deadlock"
+                       : how == DIE_SEGV ? "signal SIGSEGV" : "signal SIGABRT";
+#ifdef T_ASAN
+    if (how == DIE_SEGV)
+        want = "sanitizer report";  /* ASan's handler reports, then ends it */
+#endif
+    ck_assert_msg(strcmp(ended, want) == 0, "otherData.ended: \"%s\", not \"%s\"", ended, want);
+    trace_free(&t);
+    unlink(d.path);
+}
+
+START_TEST(deadlock_abort_keeps_the_trace)
+{
+    death_leaves_a_trace(DIE_DEADLOCK, "deadlock_abort_keeps_the_trace");
+}
+END_TEST
+
+START_TEST(segv_keeps_the_trace)
+{
+    death_leaves_a_trace(DIE_SEGV, "segv_keeps_the_trace");
+}
+END_TEST
+
+START_TEST(abort_keeps_the_trace)
+{
+    death_leaves_a_trace(DIE_ABORT, "abort_keeps_the_trace");
+}
+END_TEST
+
+/* ---- a stop racing a fatal end: one of them writes ---- */
+
+static atomic_int abort_spin, stop_spin;      /* loop rounds before each */
+
+static void late_abort(void)
+{
+    for (int i = 0; i < atomic_load(&abort_spin); i++)
+        __asm__ volatile("" ::: "memory");
+    abort();
+}
+
+/* The stop on the main thread, an abort on a worker, each after a spin;
+ * prints what the stop returned. */
+static int race_child(void *arg)
+{
+    if (goro_start(&(goro_config_t){ .workers = 2 }) != 0 ||
+        goro_trace_start((const char *)arg, NULL) != 0)
+        return 10;
+    goro_t *g;
+    if (goro_go(&g, &(goro_attr_t){ .name = "before" }, sleeper) != 0 || goro_join(g, NULL) != 0 ||
+        goro_go(&g, NULL, late_abort) != 0)
+        return 11;
+    for (int i = 0; i < atomic_load(&stop_spin); i++)
+        __asm__ volatile("" ::: "memory");
+    printf("stop=%d\n", goro_trace_stop());
+    goro_join(g, NULL);             /* never returns */
+    return 12;
+}
+
+START_TEST(stop_racing_an_abort_writes_once)
+{
+    char *path = temp_path("race");
+    static char out[1 << 16];
+    int by_stop = 0, by_abort = 0;
+    char cancelled[32];
+    snprintf(cancelled, sizeof cancelled, "stop=%d\n", -ECANCELED);
+    uint32_t rnd = 7;
+    for (int round = 0; round < t_scale(20); round++) {
+        atomic_store(&abort_spin, (int)(t_rnd(&rnd) % 100000));
+        atomic_store(&stop_spin, (int)(t_rnd(&rnd) % 400000));
+        unlink(path);
+        int st = t_run_child(race_child, path, t_timeout(30), out, sizeof out);
+        ck_assert_msg(st != -1 && !WIFEXITED(st), "status %#x: %.4000s", st, out);
+        struct trace t = { 0 };
+        load_checked(path, &t);
+        const char *ended = jstr(jget(&t.root, "otherData"), "ended");
+        if (strcmp(ended, "stopped") == 0) {
+            ck_assert_msg(strstr(out, "stop=0\n"), "%.4000s", out);
+            by_stop++;
+        } else {
+            ck_assert_msg(strcmp(ended, "signal SIGABRT") == 0, "ended: %s", ended);
+            ck_assert_msg(strstr(out, cancelled) || !strstr(out, "stop="), "%.4000s", out);
+            by_abort++;
+        }
+        ck_assert_msg(track_of(&t, "before") >= 0, "the first coroutine is missing");
+        trace_free(&t);
+    }
+    unlink(path);
+    fprintf(stderr, "stop_racing_an_abort_writes_once: written by the stop %d times, "
+            "by the abort %d times\n", by_stop, by_abort);
+}
+END_TEST
+
 /* ---- tools/goro-trace-svg ---- */
 
 START_TEST(svg_tool_draws_the_known_run)
@@ -744,5 +943,9 @@ Suite *trace_suite(void)
     tcase_add_test(tc, svg_tool_draws_the_known_run);
     tc = t_tcase(s, "env", 90);
     tcase_add_test(tc, env_traces_from_start_to_shutdown);
+    tcase_add_test(tc, deadlock_abort_keeps_the_trace);
+    tcase_add_test(tc, segv_keeps_the_trace);
+    tcase_add_test(tc, abort_keeps_the_trace);
+    tcase_add_test(tc, stop_racing_an_abort_writes_once);
     return s;
 }

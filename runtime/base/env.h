@@ -39,5 +39,10 @@ GORO_HIDDEN int64_t goro__clock_real_of(int64_t t);
 /* Prints "goro: <message>\n" to stderr once per call site key. */
 GORO_HIDDEN void goro__warn_once(_Atomic int *once, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The runtime's own fatal end, once it has said why: the trace under way
+ * is written (its end named by why) and the process aborts, with
+ * SIGABRT's default action so that fault.c adds no crash report.
+ * Async-signal-safe. */
+GORO_HIDDEN __attribute__((noreturn, cold)) void goro__fatal_abort(const char *why);
 
 #endif

@@ -44,8 +44,7 @@ __attribute__((noreturn, cold)) static void taken_again(void)
     ssize_t n = write(2, msg, sizeof msg - 1);
     (void)n;
     goro__backtrace_fd(2, NULL);
-    signal(SIGABRT, SIG_DFL);       /* one report, not a second from fault.c */
-    abort();
+    goro__fatal_abort("aborted: a runtime lock taken again");
 }
 
 /* ---- the lock order (lock.h) ---- */
@@ -81,8 +80,7 @@ __attribute__((noreturn, cold)) static void out_of_order(int taking, int holding
     ssize_t w = write(2, msg, (size_t)n);
     (void)w;
     goro__backtrace_fd(2, NULL);
-    signal(SIGABRT, SIG_DFL);
-    abort();
+    goro__fatal_abort("aborted: the runtime's lock order broken");
 }
 
 void goro__lock_taken(goro_lock_t *l)

@@ -20,6 +20,13 @@ void goro__warn_once(_Atomic int *once, const char *fmt, ...)
     fprintf(stderr, "goro: %s\n", buf);
 }
 
+void goro__fatal_abort(const char *why)
+{
+    goro__trace_die(why);
+    signal(SIGABRT, SIG_DFL);
+    abort();
+}
+
 #ifdef GORO_DEBUG
 void goro__assert_failed(const char *cond, const char *file, int line)
 {
@@ -28,7 +35,6 @@ void goro__assert_failed(const char *cond, const char *file, int line)
     ssize_t w = write(2, msg, n > 0 && n < (int)sizeof msg ? (size_t)n : sizeof msg - 1);
     (void)w;
     goro__backtrace_fd(2, NULL);
-    signal(SIGABRT, SIG_DFL);       /* one report, not a second from fault.c */
-    abort();
+    goro__fatal_abort("aborted: a broken rule of the runtime");
 }
 #endif

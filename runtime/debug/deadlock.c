@@ -170,8 +170,7 @@ static void report(const char *text, size_t len)
     static const char tail[] = "goro: aborting (GORO_DEADLOCK=report reports and goes on; "
                                "goro_deadlock_watch takes the report instead)\n";
     goro__write_all(2, tail, sizeof tail - 1);
-    signal(SIGABRT, SIG_DFL);       /* not a crash: no crash report on top */
-    abort();
+    goro__fatal_abort("aborted: deadlock");     /* not a crash: no crash report on top */
 }
 
 /* The full check, with activity what it read when the suspicion began:

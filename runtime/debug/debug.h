@@ -237,7 +237,19 @@ struct goro_trace_clock {
     uint64_t t0, t1;               /* ticks at start and at stop */
     int64_t ns0, ns1;              /* CLOCK_MONOTONIC then */
 };
-GORO_HIDDEN int goro__trace_write(FILE *f, const struct goro_trace_ring *v, int n,
-                                  const struct goro_trace_clock *clk, uint64_t dropped);
+/* Where the writer writes, and what it says of the trace's end. */
+struct goro_trace_out {
+    int fd;
+    const char *ended;             /* otherData.ended: "stopped", "signal SIGSEGV", ... */
+    const char *under_way;         /* why a slice under way at the end ended */
+    const char *incomplete;        /* otherData.complete: "no: <this>"; NULL: yes */
+};
+/* Async-signal-safe: it may write from a fatal signal's handler (trace.c). */
+GORO_HIDDEN int goro__trace_write(const struct goro_trace_out *o, const struct goro_trace_ring *v,
+                                  int n, const struct goro_trace_clock *clk, uint64_t dropped);
+/* A fatal end (a crash, the runtime's own abort): writes the trace under
+ * way, if any, saying `why` ended it. Async-signal-safe; a no-op when no
+ * trace runs, in a forked child, or when another thread writes it. */
+GORO_HIDDEN void goro__trace_die(const char *why);
 
 #endif

@@ -12,7 +12,9 @@
  * happened inside a coroutine, it is reported the same way ("goro:
  * coroutine N (name) crashed: signal ..."), and then the default action
  * is restored and the signal raised again, so the process dies of it as it
- * would have without goro, core file included.
+ * would have without goro, core file included. When goro's handler ends
+ * the process so (a stack overflow, a crash no earlier handler took), an
+ * execution trace under way is written first (trace.c, goro__trace_die).
  *
  * Reports are written with write(2) from the signal handler. They use
  * snprintf and libunwind's symbol lookup, which POSIX does not list as
@@ -528,6 +530,18 @@ static void die_by_default(int sig, const siginfo_t *si)
         syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }
 
+/* The trace under way ends with the process: "signal SIGSEGV". */
+static void trace_die(int sig)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    char why[32] = "signal SIG";
+    size_t n = strlen(why);
+    for (; abbrev && *abbrev && n < sizeof why - 1; abbrev++)
+        why[n++] = *abbrev;
+    why[n] = 0;
+    goro__trace_die(why);
+}
+
 /* goro__ though static: see goro__on_sigurg (preempt.c). */
 static void goro__on_fault(int sig, siginfo_t *si, void *uc)
 {
@@ -537,10 +551,14 @@ static void goro__on_fault(int sig, siginfo_t *si, void *uc)
     struct goro_m *m = goro__m();
     struct goro *g = m ? m->curg : NULL;
     char *addr = si->si_addr;
+    /* A trace under way is written before the report: its writer is
+     * async-signal-safe, the report's symbol lookup not quite (TSan sees
+     * libunwind's call malloc), and a report to a closed pipe ends the
+     * process. */
     if (g && (sig == SIGSEGV || sig == SIGBUS) && addr >= g->map && addr < g->lo) {
+        goro__trace_die("aborted: stack overflow");
         report_overflow(g, uc);
-        signal(SIGABRT, SIG_DFL);
-        abort();
+        goro__fatal_abort("aborted: stack overflow");
     }
     const struct sigaction *old = old_action(sig);
     if (old && goro__sig_chain(old, sig, si, uc)) {
@@ -549,6 +567,7 @@ static void goro__on_fault(int sig, siginfo_t *si, void *uc)
     }
     /* The first crash reports; a second thread crashing meanwhile just
      * dies with it (the process is going down anyway). */
+    trace_die(sig);
     if (g && !atomic_exchange(&reporting, 1))
         report_crash(m, g, sig, si, uc);
     die_by_default(sig, si);

@@ -25,8 +25,22 @@
  *    out.
  * 4. Each trace has a number (gen); a ring records for the trace whose
  *    number it holds, from its pos at that trace's first event (base).
+ * 5. A trace's file is written once: by goro_trace_stop, or by a fatal end
+ *    of the process (goro__trace_die: a crash, the runtime's own abort),
+ *    whichever claims it first (file_state ARMED -> WRITING). The other
+ *    leaves it alone: a stop returns -ECANCELED; a fatal end waits a while
+ *    for the writer to finish (unless the writer is itself) and then dies.
+ *
+ * Written at a fatal end. goro__trace_die runs in a signal handler, on a
+ * thread that may hold any lock, while other threads go on: it takes no
+ * lock it might wait for (trace.lock is not taken; attach_lock is tried a
+ * bounded number of times, and the rings are read without it if it stays
+ * held, which the file then says), allocates nothing but mappings, and
+ * writes with write(2) to the descriptor the start opened (trace_json.c).
+ * The events it writes are those of the rings up to that moment.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -36,18 +50,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "base/env.h"
+#include "base/sanitizer.h"
 #include "debug/debug.h"
 #include "ticks.h"                  /* arch/<arch>/: goro__ticks */
+
+#if defined(GORO_ASAN) || defined(GORO_TSAN)
+void __sanitizer_set_death_callback(void (*callback)(void));
+#endif
 
 #define DEFAULT_BUFFER (64u << 20)  /* per thread: 2M events */
 #define MIN_BUFFER (64u << 10)
 #define MAX_BUFFER ((size_t)1 << 34)
 #define MAX_RINGS 4096
 #define SLACK 8                     /* invariant 3 */
+#define LOCK_TRIES 10000            /* a fatal end's tries of attach_lock */
+#define WAIT_MS 5000                /* a fatal end's wait for another writer */
 
 struct ring {
     _Atomic uint64_t pos;           /* events ever written (owner; release) */
@@ -62,10 +84,19 @@ struct ring {
 static struct {
     pthread_mutex_t lock;           /* start and stop */
     bool on, from_env;
-    FILE *file;
+    int fd;                         /* the file, open from start to the write */
+    pid_t pid;                      /* the process that started it */
     uint64_t cap;                   /* events per ring */
     struct goro_trace_clock clk;
-} trace = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} trace = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+/* Invariant 5. NONE: no file to write; ARMED: a trace runs (trace's fields
+ * above are set, published by the store of ARMED); WRITING: one writes it,
+ * file_writer the thread; DONE: written at a fatal end. */
+enum { FILE_NONE, FILE_ARMED, FILE_WRITING, FILE_DONE };
+static _Atomic int file_state;
+static _Atomic pid_t file_writer;
+static struct goro_trace_ring views_buf[MAX_RINGS];     /* the writer's */
 
 static _Atomic uint32_t gen;        /* the trace under way, or the last */
 static _Atomic uint64_t unrecorded; /* events with no ring to go to */
@@ -81,6 +112,18 @@ static void attach_lock_take(void)
 {
     while (atomic_exchange_explicit(&attach_lock, 1, memory_order_acquire))
         sched_yield();
+}
+
+/* For a fatal end, which must not wait for ever: the holder may be the
+ * thread that is dying. */
+static bool attach_lock_try(void)
+{
+    for (int i = 0; i < LOCK_TRIES; i++) {
+        if (!atomic_exchange_explicit(&attach_lock, 1, memory_order_acquire))
+            return true;
+        sched_yield();
+    }
+    return false;
 }
 
 static void attach_lock_drop(void)
@@ -216,6 +259,37 @@ static int buffer_events(const goro_trace_attr_t *attr, uint64_t *cap)
     return 0;
 }
 
+#if defined(GORO_ASAN) || defined(GORO_TSAN)
+/* A sanitizer's report ends the process from its own signal handler (a
+ * SIGSEGV it reports instead of passing it on to fault.c's) or from its
+ * checks: either way, through its death callback. */
+static void on_sanitizer_death(void)
+{
+    goro__trace_die("sanitizer report");
+}
+#endif
+
+/* Sets the callback above in each sanitizer runtime: GCC links UBSan's
+ * apart from ASan's, each with a callback of its own, and a UBSan report
+ * would end the process without the trace. */
+static void death_callback_set(void)
+{
+#if defined(GORO_ASAN) || defined(GORO_TSAN)
+    static bool set;
+    if (set)
+        return;
+    set = true;
+    __sanitizer_set_death_callback(on_sanitizer_death);
+    void *ubsan = dlopen("libubsan.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void (*ubsan_set)(void (*)(void)) =
+        ubsan ? (void (*)(void (*)(void)))dlsym(ubsan, "__sanitizer_set_death_callback") : NULL;
+    if (ubsan_set && ubsan_set != __sanitizer_set_death_callback)
+        ubsan_set(on_sanitizer_death);
+    if (ubsan)
+        dlclose(ubsan);             /* loaded still: the program links it */
+#endif
+}
+
 static int start_locked(const char *path, const goro_trace_attr_t *attr)
 {
     if (!path || !*path)
@@ -229,19 +303,16 @@ static int start_locked(const char *path, const goro_trace_attr_t *attr)
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        err = -errno;
-        close(fd);
-        return err;
-    }
-    trace.file = f;
+    death_callback_set();
+    trace.fd = fd;
+    trace.pid = getpid();
     trace.cap = cap;
     atomic_store(&unrecorded, 0);
     atomic_fetch_add(&gen, 1);
     trace.clk.ns0 = goro__real_now();
     trace.clk.t0 = goro__ticks();
     trace.on = true;
+    atomic_store(&file_state, FILE_ARMED);
     atomic_store(&goro__sched.tracing, 1);
     return 0;
 }
@@ -256,15 +327,22 @@ int goro_trace_start(const char *path, const goro_trace_attr_t *attr)
     return err;
 }
 
-/* This trace's part of each ring (invariants 3 and 4). */
-static int views(struct goro_trace_ring *v, uint64_t *lost)
+/* This trace's part of each ring (invariants 3 and 4). fatal: attach_lock
+ * is only tried; whether it was taken goes to *locked. Read without it, a
+ * ring being attached may show a stale start (the read stays inside the
+ * ring: the clamp below) or be missed. */
+static int views(struct goro_trace_ring *v, uint64_t *lost, bool fatal, bool *locked)
 {
     uint32_t now = atomic_load(&gen);
     int n = 0;
-    attach_lock_take();
-    for (int i = 0; i < nrings; i++) {
-        struct ring *r = rings[i];
-        if (r->gen != now)
+    if (fatal)
+        *locked = attach_lock_try();
+    else
+        attach_lock_take(), *locked = true;
+    int count = *(volatile int *)&nrings;
+    for (int i = 0; i < count && i < MAX_RINGS; i++) {
+        struct ring *r = *(struct ring *volatile *)&rings[i];
+        if (!r || !r->ev || r->gen != now)
             continue;
         uint64_t to = atomic_load_explicit(&r->pos, memory_order_acquire);
         uint64_t from = r->base;
@@ -274,7 +352,8 @@ static int views(struct goro_trace_ring *v, uint64_t *lost)
         }
         v[n++] = (struct goro_trace_ring){ r->ev, r->mask, from, to, r->kind, r->id };
     }
-    attach_lock_drop();
+    if (*locked)
+        attach_lock_drop();
     return n;
 }
 
@@ -294,19 +373,27 @@ static int stop_locked(void)
 {
     if (!trace.on)
         return -EINVAL;
+    trace.on = false;
+    trace.from_env = false;
+    int armed = FILE_ARMED;
+    if (!atomic_compare_exchange_strong(&file_state, &armed, FILE_WRITING))
+        return -ECANCELED;          /* a fatal end writes it (invariant 5) */
+    atomic_store(&file_writer, gettid());
     atomic_store(&goro__sched.tracing, 0);
     trace.clk.t1 = goro__ticks();
     trace.clk.ns1 = goro__real_now();
-    trace.on = false;
-    trace.from_env = false;
-    static struct goro_trace_ring v[MAX_RINGS];
     uint64_t lost = atomic_load(&unrecorded);
-    int n = views(v, &lost);
-    int err = goro__trace_write(trace.file, v, n, &trace.clk, lost);
-    if (fclose(trace.file) != 0 && !err)
+    bool locked;
+    int n = views(views_buf, &lost, false, &locked);
+    struct goro_trace_out o = { .fd = trace.fd, .ended = "stopped",
+                                .under_way = "(the trace stopped)" };
+    int err = goro__trace_write(&o, views_buf, n, &trace.clk, lost);
+    if (close(trace.fd) != 0 && !err)
         err = -errno;
-    trace.file = NULL;
+    trace.fd = -1;
     rings_release();
+    GORO_ASSERT(atomic_load(&file_state) == FILE_WRITING);     /* invariant 5: ours */
+    atomic_store(&file_state, FILE_NONE);
     return err;
 }
 
@@ -316,6 +403,46 @@ int goro_trace_stop(void)
     int err = stop_locked();
     pthread_mutex_unlock(&trace.lock);
     return err;
+}
+
+/* ---- a fatal end (invariant 5; "Written at a fatal end" above) ---- */
+
+/* Another thread writes the file: give it time to finish, as the process
+ * dies when this thread goes on. Not when it is this thread (a fault in
+ * the writer), nor for ever (the writer may be stuck or dying too). */
+static void wait_for_writer(void)
+{
+    pid_t me = gettid();
+    struct timespec ms = { 0, 1000000 };
+    for (int i = 0; i < WAIT_MS && atomic_load(&file_state) == FILE_WRITING &&
+                    atomic_load(&file_writer) != me; i++)
+        nanosleep(&ms, NULL);
+}
+
+void goro__trace_die(const char *why)
+{
+    /* In a forked child, the trace and its file are its parent's. */
+    if (atomic_load(&file_state) == FILE_NONE || trace.pid != getpid())
+        return;
+    int armed = FILE_ARMED;
+    if (!atomic_compare_exchange_strong(&file_state, &armed, FILE_WRITING)) {
+        wait_for_writer();
+        return;
+    }
+    atomic_store(&file_writer, gettid());
+    atomic_store(&goro__sched.tracing, 0);
+    struct goro_trace_clock clk = trace.clk;
+    clk.t1 = goro__ticks();
+    clk.ns1 = goro__real_now();
+    uint64_t lost = atomic_load(&unrecorded);
+    bool locked;
+    int n = views(views_buf, &lost, true, &locked);
+    struct goro_trace_out o = {
+        .fd = trace.fd, .ended = why, .under_way = "(the process died)",
+        .incomplete = locked ? NULL : "the rings were read without their lock (it stayed held)",
+    };
+    goro__trace_write(&o, views_buf, n, &clk, lost);
+    atomic_store(&file_state, FILE_DONE);
 }
 
 /* ---- GORO_TRACE=file.json: from the first start to shutdown or exit ---- */

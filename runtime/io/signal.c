@@ -1,20 +1,26 @@
 /*
- * goro_signal_notify: signals delivered on channels. The runtime's threads
- * block the notifiable signals from their start (sched/thread.c), so a
- * signal sent to the process lands on a thread of the program's, or stays
- * pending when every thread blocks it.
+ * goro_signal_notify: signals delivered on channels - Go's signal.Notify.
  *
- * Go's signal.Notify. Each signal somebody listens to
- * has a handler of ours and is in the mask of one signalfd, so it reaches
- * the subscribed channels whichever thread the kernel picks:
- *   - a thread that does not block it (main, usually) runs the handler,
- *     which counts it in caught[] and rings the doorbell, an eventfd;
- *   - if every thread blocks it, it stays pending, and the signalfd reads it.
- * Both descriptors are watched on event base 0 (netpoll.c). Their callback
- * runs on the g0 of whichever thread polls that base, or on sysmon; it
- * try-sends the signal number to every subscribed channel - a full one
- * misses it, as in Go - and never waits. The handler only counts and
- * writes: async-signal-safe.
+ * The runtime blocks no signal in its threads (sched/thread.c: they keep
+ * the mask the program started the runtime with, which every child they
+ * start inherits), so a signal sent to the process lands on any thread
+ * that does not block it. Each signal somebody listens to has a handler of
+ * ours, installed with sigaction: whichever thread runs it - main, a
+ * worker in the middle of a coroutine, sysmon, a pool thread - it counts
+ * the signal in caught[] and rings the doorbell, an eventfd. It only
+ * counts and writes: async-signal-safe, no lock, no goro call. When every
+ * thread blocks the signal - the program blocked it before starting the
+ * runtime - it stays pending instead, and a signalfd over the listened
+ * signals reads it (a signalfd needs no mask of ours: it only takes what
+ * is pending). Both descriptors are watched on event base 0 (netpoll.c).
+ * Their callback runs on the g0 of whichever thread polls that base, or
+ * on sysmon; it try-sends the signal number to every subscribed channel -
+ * a full one misses it, as in Go - and never waits.
+ *
+ * A signal nobody listens to keeps the disposition the program gave it:
+ * the first subscription sets the earlier one aside, the last one puts it
+ * back (unless the program has installed another meanwhile), so an
+ * unnotified SIGTERM still ends the process.
  *
  * Lifetime: subscriptions belong to the running runtime. goro_shutdown,
  * once the runtime's threads are gone, ends them all
@@ -218,12 +224,32 @@ static void remove_locked(struct subscription *s)
     *s = subs[--nsubs];
 }
 
+/* Signals sent to the process as a whole that a program may want to wait
+ * for. Not: SIGKILL, SIGSTOP (cannot be caught); SIGURG (preemption);
+ * SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT (raised by the
+ * thread that faults, and the crash reporter's); SIGPIPE, SIGXFSZ (raised
+ * by the thread whose write failed: goro's I/O returns -EPIPE instead);
+ * SIGTTIN, SIGTTOU (job control: left to their default, which stops);
+ * SIGPROF, SIGVTALRM (profilers sample whichever thread runs); SIGPWR,
+ * SIGXCPU, SIGSTKFLT (garbage collectors use the first two to stop
+ * threads). */
+static bool notifiable(int sig)
+{
+    switch (sig) {
+    case SIGHUP: case SIGINT: case SIGQUIT: case SIGTERM: case SIGUSR1: case SIGUSR2:
+    case SIGALRM: case SIGCHLD: case SIGWINCH: case SIGTSTP: case SIGCONT: case SIGIO:
+        return true;
+    default:
+        return sig >= SIGRTMIN && sig <= SIGRTMAX;
+    }
+}
+
 static int check_args(goro_chan_t *ch, const int *sigs, int nsigs)
 {
     if (!ch || !sigs || nsigs < 1 || goro__chan_elem_size(ch) != sizeof(int))
         return -EINVAL;
     for (int i = 0; i < nsigs; i++)
-        if (sigs[i] < 1 || sigs[i] >= _NSIG || !goro__signal_notifiable(sigs[i]))
+        if (sigs[i] < 1 || sigs[i] >= _NSIG || !notifiable(sigs[i]))
             return -EINVAL;
     return 0;
 }

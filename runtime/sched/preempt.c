@@ -185,6 +185,13 @@ static void goro__on_sigurg(int sig, siginfo_t *si, void *ucv)
         bool done = why == GORO_STALL_PREEMPTIBLE &&
                     goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,
                                             goro__preempt_resume, frame_copy);
+        /* The copy keeps the interrupted mask and restores it when g
+         * resumes. The worker goes on with its own:
+         * g may be inside a handler of the program's, whose signal is
+         * blocked until it returns, and the next coroutines here - and
+         * the children they start - must not inherit that. */
+        if (done)
+            goro__thread_mask(&uc->uc_sigmask);
         /* sysmon hands the P off after a few of these (not merely because
          * this thread was slow to get the CPU and the signal). */
         if (!done && why != GORO_STALL_ASYNC_OFF)

@@ -208,15 +208,18 @@ GORO_HIDDEN void goro__spill_idle_caches(void);
 
 /* thread.c: every thread of the runtime is made here (stack_size 0: the
  * default; returns pthread_create's result, a positive errno), with the
- * notifiable signals blocked and the runtime's own (SIGURG, the faults)
- * unblocked. */
+ * signal mask the program started the runtime with - nothing more blocked,
+ * so that children started from them get the program's mask - less the
+ * runtime's own signals (SIGURG, the faults). */
 GORO_HIDDEN int goro__thread_create(pthread_t *thread, size_t stack_size,
                                     void *(*fn)(void *), void *arg);
+/* Takes the calling thread's mask as the program's: at each start, from
+ * the starting thread, before any runtime thread is made. */
+GORO_HIDDEN void goro__thread_mask_capture(void);
+/* The mask runtime threads run with (async-signal-safe). */
+GORO_HIDDEN void goro__thread_mask(sigset_t *mask);
 /* The stack of the workers, spares and sysmon: they run only the
  * scheduler (coroutines have their own stacks). */
 #define GORO_THREAD_STACK (256 * 1024)
-/* A signal the runtime's threads block, so that it reaches the program
- * (and goro_signal_notify may take it). */
-GORO_HIDDEN bool goro__signal_notifiable(int sig);
 
 #endif

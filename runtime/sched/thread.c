@@ -1,20 +1,29 @@
 /*
  * The runtime's threads: every one of them (workers, the hand-off's spares,
- * sysmon, the offload pool) is made by goro__thread_create, with the
- * signals a program may want to wait for blocked.
+ * sysmon, the offload pool) is made by goro__thread_create, with the signal
+ * mask of the thread that started the runtime - the program's - and no
+ * more.
  *
- * The kernel gives a signal sent to the process (kill, Ctrl-C, a timer, a
- * child's exit) to any one thread that does not block it. A program that
- * blocks SIGTERM in main and waits for it with sigwait or a signalfd
- * therefore loses it to a worker, where the default action ends the
- * process, unless every thread blocks it. The program cannot change the
- * mask of threads it did not create, so the runtime's threads block the
- * notifiable set (goro__signal_notifiable) for their whole life, whether
- * or not anybody is notified of them - a signal notified later would need
- * the masks of threads already running. The runtime's own signals are
- * unblocked in them even if the creating thread blocked them: SIGURG
- * (preemption) and the faults the crash reporter handles.
- * goro_signal_notify (io/signal.c) builds on this.
+ * Why no more: a mask is inherited across fork and kept across execve, and
+ * a coroutine's system(), popen, posix_spawn or fork+exec starts its child
+ * from whichever runtime thread runs it. glibc's system and posix_spawn
+ * run no atfork handler, so nothing of ours could unblock in the child
+ * what a runtime thread blocks: a child born with SIGTERM blocked ignores
+ * it (its parent's waitpid after kill waits for ever), and a program whose
+ * main thread ended (pthread_exit) would have no thread left that takes
+ * SIGTERM at all. So, as in Go, a signal sent to the process may land on a
+ * runtime thread like on any thread of a threaded program, and its
+ * disposition decides: the default action, the program's handler, or
+ * goro_signal_notify's (io/signal.c, which needs no mask). A program that
+ * waits for signals itself (sigwait, signalfd) blocks them before it
+ * starts the runtime - as before it creates any thread - and the runtime's
+ * threads then block them too.
+ *
+ * The mask is taken when the runtime starts (goro__thread_mask_capture),
+ * so that a spare or pool thread made later, from any thread, gets the same
+ * one. Only the runtime's own signals are taken out of it, even when the
+ * program blocked them: SIGURG (preemption) and the faults the crash
+ * reporter handles.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,55 +33,37 @@
 
 #include "internal.h"
 
-/* ---- which signals ---- */
+/* ---- which mask ---- */
 
-/* Signals sent to the process as a whole that a program may want to wait
- * for. Not: SIGKILL, SIGSTOP (cannot be caught); SIGURG (preemption);
- * SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT (raised by the
- * thread that faults, and the crash reporter's); SIGPIPE, SIGXFSZ (raised
- * by the thread whose write failed: goro's I/O returns -EPIPE instead);
- * SIGTTIN, SIGTTOU (a thread blocking them gets EIO from the terminal
- * instead of stopping); SIGPROF, SIGVTALRM (profilers sample whichever
- * thread runs); SIGPWR, SIGXCPU, SIGSTKFLT (garbage collectors use the first
- * two to stop threads). */
-bool goro__signal_notifiable(int sig)
+/* The starting thread's mask, written by goro__thread_mask_capture under
+ * the start lock before any runtime thread exists (each start) and read by
+ * goro__thread_create after that (started's release/acquire orders them). */
+static sigset_t program_mask;
+static bool captured;
+
+void goro__thread_mask_capture(void)
 {
-    switch (sig) {
-    case SIGHUP: case SIGINT: case SIGQUIT: case SIGTERM: case SIGUSR1: case SIGUSR2:
-    case SIGALRM: case SIGCHLD: case SIGWINCH: case SIGTSTP: case SIGCONT: case SIGIO:
-        return true;
-    default:
-        return sig >= SIGRTMIN && sig <= SIGRTMAX;
-    }
+    pthread_sigmask(SIG_BLOCK, NULL, &program_mask);
+    captured = true;
 }
 
-/* With GORO_DUMP_ON_SIGQUIT=1 (dump.c) SIGQUIT prints the dump on the
- * thread it lands on - preferably a worker, whose running coroutine the
- * dump can then unwind - so the workers keep it unblocked. Read once, as
- * dump.c does (the same rule: exactly "1"). */
-static bool dump_owns_sigquit(void)
-{
-    static _Atomic int owns = -1;
-    int v = atomic_load_explicit(&owns, memory_order_relaxed);
-    if (v < 0) {
-        const char *s = getenv("GORO_DUMP_ON_SIGQUIT");
-        v = s && strcmp(s, "1") == 0;
-        atomic_store_explicit(&owns, v, memory_order_relaxed);
-    }
-    return v;
-}
-
-/* The mask of a new runtime thread: its creator's (the program may have
- * blocked more), plus the notifiable signals, minus the runtime's own. */
+/* The mask of a new runtime thread: the program's, less the runtime's own
+ * signals. (Before any start - no runtime thread is made then - the
+ * caller's.) */
 static void runtime_thread_mask(sigset_t *mask)
 {
-    pthread_sigmask(SIG_BLOCK, NULL, mask);
-    for (int sig = 1; sig < _NSIG; sig++)
-        if (goro__signal_notifiable(sig) && !(sig == SIGQUIT && dump_owns_sigquit()))
-            sigaddset(mask, sig);
+    if (captured)
+        *mask = program_mask;
+    else
+        pthread_sigmask(SIG_BLOCK, NULL, mask);
     static const int own[] = { SIGURG, SIGSEGV, SIGBUS, SIGFPE, SIGILL };
     for (size_t i = 0; i < sizeof own / sizeof *own; i++)
         sigdelset(mask, own[i]);
+}
+
+void goro__thread_mask(sigset_t *mask)
+{
+    runtime_thread_mask(mask);
 }
 
 /* ---- the runtime's threads ---- */

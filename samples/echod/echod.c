@@ -75,6 +75,7 @@ int main(int argc, char **argv)
     options_parse(argc, argv, &opt);
 
     long fd_limit = raise_fd_limit();
+    signals_block();                      /* before the runtime: its threads inherit it */
     goro_config_t config = { .workers = opt.workers, .stack_size = opt.stack_size };
     int err = goro_start(&config);
     if (err < 0) {

@@ -107,9 +107,12 @@ unsigned long fd_limit_hits(void);
 
 /* ---- shutdown.c ---- */
 
+/* Blocks SIGINT, SIGTERM and SIGUSR1 in the calling thread: call from
+ * main before the runtime starts, so that every thread blocks them. */
+void signals_block(void);
 /* Has SIGINT, SIGTERM and SIGUSR1 sent to a channel (goro_signal_notify)
- * that run_until_stopped reads, and blocks them in the calling thread.
- * Call from main once the runtime runs; exits with a message on failure. */
+ * that run_until_stopped reads. Call from main once the runtime runs;
+ * exits with a message on failure. */
 void signals_subscribe(void);
 
 /* Runs until SIGINT or SIGTERM: then stops the acceptor, closes the

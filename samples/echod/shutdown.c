@@ -18,19 +18,25 @@ static const goro_attr_t service_attr = { .name = "echod-service", .stack_size =
 static goro_chan_t *stop_requests;   /* capacity 1 */
 static goro_chan_t *signals;         /* signal numbers (int) */
 
-void signals_subscribe(void)
+static const int wanted[] = { SIGINT, SIGTERM, SIGUSR1 };
+
+void signals_block(void)
 {
-    static const int wanted[] = { SIGINT, SIGTERM, SIGUSR1 };
-    /* Blocked in main too (the runtime's threads block them anyway): the
-     * runtime then reads them from its signalfd, and no handler interrupts
-     * main, which waits in goro_join. Not needed otherwise, but it keeps
-     * them working under ThreadSanitizer, which holds a handler back while
-     * its thread sleeps in a system call TSan does not intercept. */
+    /* Blocked in main before the runtime starts, so in every thread (the
+     * runtime's inherit main's mask): the runtime then reads them from its
+     * signalfd, and no handler interrupts a thread. Not needed otherwise,
+     * but it keeps them working under ThreadSanitizer, which holds a
+     * handler back while its thread sleeps in a system call TSan does not
+     * intercept. echod starts no child process, which would inherit it. */
     sigset_t set;
     sigemptyset(&set);
     for (size_t i = 0; i < sizeof wanted / sizeof *wanted; i++)
         sigaddset(&set, wanted[i]);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+void signals_subscribe(void)
+{
     /* Room for a few: a signal that finds the channel full is dropped. */
     int err = goro_chan_new(&signals, sizeof(int), 4);
     if (err == 0)

@@ -40,7 +40,7 @@
     (likely(cond) ? (void)0 : goro__assert_failed(#cond, __FILE__, __LINE__))
 __attribute__((visibility("hidden"), noreturn, cold)) void
 goro__assert_failed(const char *cond, const char *file, int line);
-/* Run by park_commit, if set, just before it arms a wait (arming) and
+/* Run by goro__park_commit, if set, just before it arms a wait (arming) and
  * between arming it and the rest of its commit (armed): let a test hold
  * those windows open (tests/test_priority.c, tests/test_cancel.c). */
 struct goro;

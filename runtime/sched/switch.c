@@ -52,7 +52,7 @@ static void post_switch(struct goro_m *m)
         goro__queue_ready(m->p, prev, false, NULL);
         break;
     case GORO_POST_PARK:
-        /* invariant 2: its waiter record is let go (park_commit) only now */
+        /* invariant 2: its waiter record is let go (goro__park_commit) only now */
         GORO_ASSERT(atomic_load_explicit(&prev->state, memory_order_relaxed) == GORO_S_PARKED);
         goro__park_commit(m, prev);
         break;

@@ -79,7 +79,9 @@ ALL_LDFLAGS = $(SYS_LDFLAGS) $(SAN_FLAGS) $(if $(STATIC),-static) $(LDFLAGS)
 LIB_SRCS := $(wildcard runtime/*.c runtime/*/*.c)
 ARCH_SRCS := $(wildcard arch/$(ARCH)/*.S)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(ARCH_SRCS:%.S=$(BUILD)/obj/%.o)
-HEADERS := include/goro.h $(wildcard runtime/*.h runtime/*/*.h) $(wildcard arch/$(ARCH)/*.h)
+# The public headers: goro.h, and goro/*.h beside it, which it includes.
+PUBLIC_HEADERS := include/goro.h $(wildcard include/goro/*.h)
+HEADERS := $(PUBLIC_HEADERS) $(wildcard runtime/*.h runtime/*/*.h) $(wildcard arch/$(ARCH)/*.h)
 
 STATIC_LIB := $(BUILD)/libgoro.a
 SHARED_LIB := $(BUILD)/libgoro.so
@@ -96,7 +98,7 @@ TEST_SQLITE := $(if $(SYSROOT),,1)
 # its time in; the aarch64 sysroot has none either.
 TEST_ZLIB := $(if $(SYSROOT),,1)
 TEST_CFLAGS := $(if $(TEST_SQLITE),-DGORO_TEST_SQLITE) $(if $(TEST_ZLIB),-DGORO_TEST_ZLIB)
-TEST_LIBS := $(if $(TEST_SQLITE),-lsqlite3) $(if $(TEST_ZLIB),-lz) -Wl,--wrap=close
+TEST_LIBS := $(if $(TEST_SQLITE),-lsqlite3) $(if $(TEST_ZLIB),-lz) -Wl,--wrap=close -Wl,--wrap=poll
 TEST_BIN := $(BUILD)/tests/goro_tests
 
 SAMPLE_BIN := $(BUILD)/samples/hello $(BUILD)/samples/fetch $(BUILD)/samples/pipeline
@@ -223,10 +225,11 @@ $(BUILD)/cmake:
 	$(CMAKE_SUBST) tools/cmake/goroConfig.cmake.in > $@/goroConfig.cmake
 	$(CMAKE_SUBST) tools/cmake/goroConfigVersion.cmake.in > $@/goroConfigVersion.cmake
 
-# Section 3 man pages, one per family, from goro.h's own comments
-# (tools/gen-man.py), each function name a .so page pointing at its family.
+# Section 3 man pages, one per family, from the comments of goro.h and the
+# goro/ headers it includes (tools/gen-man.py), each function name a .so
+# page pointing at its family.
 MAN_STAMP := $(BUILD)/man/.stamp
-$(MAN_STAMP): include/goro.h tools/gen-man.py
+$(MAN_STAMP): $(PUBLIC_HEADERS) tools/gen-man.py
 	@rm -rf $(BUILD)/man && mkdir -p $(BUILD)/man/man3
 	$(call say,GEN,$(BUILD)/man/man3)
 	$(Q)python3 tools/gen-man.py include/goro.h $(BUILD)/man/man3 $(VERSION) >/dev/null
@@ -294,7 +297,7 @@ CXX_TEST_FLAGS = -std=c++17 -Wall -Wextra -Werror -pthread -fno-omit-frame-point
 
 # $(1): gcc or clang, $(2): the compiler
 define cxx_tests
-$$(BUILD)/obj/tests/cxx/$(1)/%.o: tests/cxx/%.cc include/goro.h $$(wildcard tests/cxx/*.h) $$(DEPS_STAMP)
+$$(BUILD)/obj/tests/cxx/$(1)/%.o: tests/cxx/%.cc $$(PUBLIC_HEADERS) $$(wildcard tests/cxx/*.h) $$(DEPS_STAMP)
 	@mkdir -p $$(@D)
 	$$(call say,CXX,$$@)
 	$$(Q)$(2) $$(CXX_TEST_FLAGS) -c $$< -o $$@
@@ -318,7 +321,7 @@ test-cxx: $(CXX_TEST_BINS)
 bench-cxx-spawn: $(BUILD)/bench/cxx_spawn
 	$(BUILD)/bench/cxx_spawn
 
-$(BUILD)/bench/cxx_spawn: bench/cxx_spawn.cc include/goro.h $(STATIC_LIB)
+$(BUILD)/bench/cxx_spawn: bench/cxx_spawn.cc $(PUBLIC_HEADERS) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
 	$(Q)$(CXX_GCC) $(CXX_TEST_FLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
@@ -326,7 +329,8 @@ $(BUILD)/bench/cxx_spawn: bench/cxx_spawn.cc include/goro.h $(STATIC_LIB)
 # ---- strict modes (tests/strict/) ----
 # Every spawn form, as a user compiles it: ISO C (c11, c17, c2x) and GNU C
 # (gnu11) with -pedantic -Wall -Wextra -Werror, by gcc and by clang; C++17
-# and C++20 likewise. Each build is run. Then two programs that must not
+# and C++20 likewise. Each build is run. Each public header, named alone,
+# compiles as C11 and C++17 (it brings the others). Then two programs that must not
 # compile, and the first line the compiler gives for each: a two-field
 # attribute written into goro_go names GORO_ATTR, and C++14 gets goro.h's
 # one #error line and nothing more. Native builds only.
@@ -350,6 +354,12 @@ test-strict: $(STATIC_LIB)
 	    $(STATIC_LIB) $(LIBS); \
 	  $(STRICT)/cxx-$$cxx-$$std >/dev/null; \
 	done; done
+	@set -e; for h in $(PUBLIC_HEADERS:include/%=%); do \
+	  echo "  STRICT <$$h> alone, C11 and C++17, gcc and clang"; \
+	  for cc in "gcc -std=c11" "clang -std=c11" "$(CXX_GCC) -x c++ -std=c++17" \
+	            "$(CXX_CLANG) -x c++ -std=c++17"; do \
+	    $$cc $(STRICT_FLAGS) '-DGORO_ALONE=<'$$h'>' -fsyntax-only tests/strict/alone.c; \
+	  done; done
 	@set -e; for cc in gcc clang; do \
 	  if $$cc -std=c11 -Iinclude -fsyntax-only tests/strict/attr_commas.c >$(STRICT)/attr.out 2>&1; then \
 	    echo "tests/strict/attr_commas.c compiled with $$cc"; exit 1; fi; \
@@ -362,7 +372,7 @@ test-strict: $(STATIC_LIB)
 	  test "$$(grep -c 'error:' $(STRICT)/cxx14.out)" = 1 && grep -q 'C++17' $(STRICT)/cxx14.out || \
 	    { echo "$$cxx -std=c++14: want one error naming C++17:"; cat $(STRICT)/cxx14.out; exit 1; }; \
 	done
-	@echo "strict: every spawn form in C11/C17/C2x/GNU11 and C++17/20, gcc and clang; the two errors as they should read"
+	@echo "strict: every spawn form in C11/C17/C2x/GNU11 and C++17/20, gcc and clang; each header alone; the two errors as they should read"
 
 # runtime/'s calls go down its layers, or through a named contract
 # (tools/check-layers.py, docs/architecture.md).
@@ -426,8 +436,10 @@ DOCS := $(wildcard docs/*.md)
 DOC_IMGS := $(wildcard docs/img/*)
 install: lib $(BUILD)/goro.pc $(BUILD)/cmake $(MAN_STAMP)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
-	  $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(DOCDIR)/docs/img
+	  $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(DOCDIR)/docs/img \
+	  $(DESTDIR)$(INCLUDEDIR)/goro
 	install -m 644 include/goro.h $(DESTDIR)$(INCLUDEDIR)/goro.h
+	install -m 644 $(wildcard include/goro/*.h) $(DESTDIR)$(INCLUDEDIR)/goro/
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/libgoro.a
 	install -m 755 $(SHARED_REAL) $(DESTDIR)$(LIBDIR)/libgoro.so.$(VERSION)
 	ln -sf libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -450,6 +462,8 @@ uninstall: $(MAN_STAMP)
 	  $(DESTDIR)$(LIBDIR)/libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc \
 	  $(DESTDIR)$(BINDIR)/goro-trace-svg \
 	  $(DESTDIR)$(GDB_AUTOLOAD_DIR)/libgoro.so.$(VERSION)-gdb.py
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/goro/,$(notdir $(wildcard include/goro/*.h)))
+	rmdir $(DESTDIR)$(INCLUDEDIR)/goro 2>/dev/null || true
 	cd $(BUILD)/man/man3 && for f in *.3; do rm -f $(DESTDIR)$(MANDIR)/man3/$$f; done
 	rm -rf $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR)
 	@d=$(DESTDIR)$(GDB_AUTOLOAD_DIR); \

@@ -131,6 +131,9 @@ run "$P/go/group"
 run --as spawn:spawn_2w GOMAXPROCS=2 "$P/go/spawn"
 run "$P/spawn_pthread"
 
+# ---- a future's set + get against a channel hand-off (1 worker) ----
+run "$B/future"
+
 # ---- channel ping-pong (1 worker) ----
 run GOMAXPROCS=1 "$P/go/pingpong"
 run "$B/chan_pingpong"
@@ -262,6 +265,8 @@ ratio trace_off_cost_spawn goro spawn_tracepoints goro spawn_notrace goro "<=" 1
 ratio trace_off_cost_pingpong goro chan_pingpong_tracepoints goro chan_pingpong_notrace goro "<=" 1.02
 ratio trace_off_cost_skynet goro skynet_tracepoints goro skynet_notrace goro "<=" 1.02
 ratio trace_on_cost_skynet goro skynet_traced goro skynet_notrace goro "<=" 1.15
+# a future's set + get against a channel hand-off, same run
+ratio future_vs_chan_handoff goro future_handoff goro future_chan_handoff goro "<=" 1.0
 # Pipelines: speed-ups (the baseline's time over the pipeline's).
 ratio pipeline_balanced_vs_loop goro pipeline_balanced_loop goro pipeline_balanced_dhondt goro ">=" 1.7
 ratio pipeline_moving_vs_loop goro pipeline_moving_loop goro pipeline_moving_dhondt goro

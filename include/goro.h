@@ -1,8 +1,19 @@
 /*
  * goro: Go-style concurrency for C.
  *
- * This header is the whole public contract. Everything in it is prefixed
- * goro_ / GORO_, except the spawn macro `go`.
+ * This header and the four beside it in goro/, which it includes at its
+ * end, are the whole public contract. Everything in them is prefixed
+ * goro_ / GORO_, except the spawn macro `go`. This one holds the core, in
+ * the order a program meets it: the runtime, spawning and joining,
+ * channels, select, synchronisation, time and cancellation, I/O. The
+ * others hold what fewer programs need:
+ *   goro/structured.h  priorities, error objects, groups (the cancellation
+ *                      tree), single-flight
+ *   goro/pipeline.h    pipelines
+ *   goro/debug.h       dumps, stall and deadlock watches, leaks, the trace
+ *   goro/cxx.h         the C++ forms (C++17)
+ * Including goro.h is all a program needs; each goro/ header may also be
+ * included alone (it includes goro.h first).
  *
  * Error convention (uniform across the API):
  *   Calls that can fail return 0 (or a non-negative count) on success and a
@@ -47,7 +58,6 @@ extern "C" {
 
 #define GORO_VERSION_MAJOR 0
 #define GORO_VERSION_MINOR 1
-
 /* ------------------------------------------------------------------------
  * Runtime
  * ------------------------------------------------------------------------ */
@@ -109,64 +119,23 @@ int goro_shutdown_until(int64_t deadline);
 int goro_workers(void);
 
 /* ------------------------------------------------------------------------
- * Coroutines
+ * Coroutines: spawn, join, detach
  * ------------------------------------------------------------------------ */
 
 typedef struct goro goro_t;
+typedef struct goro_group goro_group_t;   /* a group: goro/structured.h */
 
 /* Per-spawn options. Zero fields mean "the default". A stack overflow is
  * caught by a 64 KiB guard and reported; a frame larger than that is caught
  * only in code built with -fstack-clash-protection (pkg-config --cflags
  * goro has it; docs/api.md, "Stacks"). */
-typedef struct goro_group goro_group_t;
 typedef struct goro_attr {
     const char *name;     /* copied (first 31 bytes); shown by debugging tools */
     size_t stack_size;    /* reserve in bytes, rounded up to pages; 16 KiB..1 GiB */
     goro_group_t *group;  /* spawn into this group (no handle: h must be NULL);
-                             see goro_group_go */
-    int priority;         /* enum goro_priority; 0: the spawner's (see below) */
+                             see goro_group_go, goro/structured.h */
+    int priority;         /* enum goro_priority (goro/structured.h); 0: the spawner's */
 } goro_attr_t;
-
-/* ------------------------------------------------------------------------
- * Priorities (docs/structured.md, "Priorities")
- *
- * Three classes. A runnable HIGH coroutine runs before NORMAL ones, and a
- * NORMAL one before LOW ones, on every worker; within a class the order is
- * the usual one. Starvation is bounded: once every 61 slices of a worker
- * its NORMAL queue goes before HIGH, and once every 61 its LOW queue goes
- * first. A HIGH coroutine that waits while every worker runs a lower
- * class has one of them preempted (within about a millisecond, where the
- * code can be preempted; else at its next goro call).
- *
- * Inheritance: a coroutine waiting for a mutex, for a rwlock's writer, for
- * a coroutine it joins or for a group's members lends its class to them
- * while it waits (the holder, the joinee, every member): the one it waits
- * for runs at least at the waiter's class, and gets its own back when the
- * wait ends. Group members pass it on to the members of their own groups,
- * and a holder that itself waits for a lock passes it on to that lock's
- * holder, down a chain of locks (and gives it back along it).
- * A coroutine spawned with priority 0 (GORO_PRIORITY_INHERIT) takes its
- * spawner's own class (NORMAL from a thread). With GORO_PRIORITY_INHERIT=0
- * in the environment nothing is lent (to measure what inheritance buys).
- * ------------------------------------------------------------------------ */
-
-enum goro_priority {
-    GORO_PRIORITY_INHERIT = 0,     /* goro_attr_t: the spawner's class */
-    GORO_PRIORITY_LOW = 1,         /* background: runs when nothing else waits */
-    GORO_PRIORITY_NORMAL = 2,      /* the default */
-    GORO_PRIORITY_HIGH = 3,        /* latency first: control loops, heartbeats */
-};
-
-/* Sets the calling coroutine's own class, from its next switch on (loans
- * it has stay). Returns 0, -EINVAL (not a class) or -EPERM (not in a
- * coroutine). */
-int goro_priority_set(int priority);
-
-/* h's class now - its own, or a higher one it inherits from a waiter
- * (NULL: the calling coroutine; GORO_PRIORITY_NORMAL on a thread), or
- * -EINVAL. goro_priority_base gives its own class. */
-int goro_priority_get(const goro_t *h);
-int goro_priority_base(const goro_t *h);
 
 /*
  * go(fn, args...) spawns a coroutine that runs fn(args...) and returns its
@@ -256,75 +225,6 @@ const char *goro_name(const goro_t *h);
 int goro_set_name(const char *name);
 
 /* ------------------------------------------------------------------------
- * Error objects: failures that travel with completion (docs/structured.md)
- *
- * A goro_err_t holds an errno-style code, a message, an optional cause (a
- * chain: "could not load the page" caused by "connect failed") and an
- * optional list of further errors (a batch that collects every failure),
- * and the id and name of the coroutine that made it. A coroutine ends with
- * one through goro_exit_err(); goro_join_err() hands it to the joiner.
- * Ownership: one owner at a time, and it moves - goro_err_wrap takes the
- * cause, goro_err_add the item, goro_exit_err the error; the last owner
- * calls goro_err_free. An error the joiner does not take (goro_join, a
- * detached coroutine) is freed with the coroutine. Making an error never
- * fails: without memory, goro_err_new returns a shared stand-in with code
- * ENOMEM that goro_err_free leaves alone. A plain errno return costs none
- * of this.
- * ------------------------------------------------------------------------ */
-
-typedef struct goro_err goro_err_t;
-
-/* A new error: code is an errno value (a negative one is taken as -code);
- * fmt a printf format for the message, or NULL for strerror(code). Records
- * the running coroutine. Never NULL (see above). */
-goro_err_t *goro_err_new(int code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* The same, with cause (NULL: none) as its cause, owned by the new error.
- * Without memory it returns cause itself (or the stand-in if cause is NULL):
- * the more specific failure is the one kept. */
-goro_err_t *goro_err_wrap(goro_err_t *cause, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Appends e to list's errors; list owns it from then on. Returns 0,
- * -EINVAL (NULL, the same error, or list is the stand-in) or -ENOMEM (e
- * stays the caller's). */
-int goro_err_add(goro_err_t *list, goro_err_t *e);
-
-/* A deep copy of e (its causes and list too), owned by the caller: for
- * handing one failure to several owners. NULL for NULL; the stand-in
- * when memory runs out. */
-goro_err_t *goro_err_copy(const goro_err_t *e);
-
-/* Its parts; each takes NULL (0, "" or NULL back). Strings live as long as
- * the error. goro_err_msg is strerror(code) when no message was given. */
-int goro_err_code(const goro_err_t *e);
-const char *goro_err_msg(const goro_err_t *e);
-const goro_err_t *goro_err_cause(const goro_err_t *e);
-size_t goro_err_count(const goro_err_t *e);
-const goro_err_t *goro_err_at(const goro_err_t *e, size_t i);
-uint64_t goro_err_coroutine(const goro_err_t *e);        /* 0: made outside one */
-const char *goro_err_coroutine_name(const goro_err_t *e);
-
-/* Writes e, one line per error - "<message>: <strerror> [coroutine <id>
- * <name>]" - its list items below it ("- "), its causes after it
- * ("caused by: "). Returns 0, -EINVAL (NULL) or -EIO. */
-int goro_err_print(FILE *f, const goro_err_t *e);
-
-/* Frees e, its causes and its list (NULL and the stand-in: nothing). */
-void goro_err_free(goro_err_t *e);
-
-/* Ends the running coroutine with e (owned by the coroutine from then on;
- * NULL: none); its join result is -goro_err_code(e). Does not return.
- * Outside a coroutine it prints a message and aborts, as goro_exit. */
-__attribute__((noreturn)) void goro_exit_err(goro_err_t *e);
-
-/* goro_join that also hands over the error object h ended with: *err gets
- * it (the caller owns it) or NULL. err may be NULL (as goro_join). */
-int goro_join_err(goro_t *h, long *result, goro_err_t **err);
-int goro_join_err_until(goro_t *h, long *result, goro_err_t **err, int64_t deadline);
-
-/* ------------------------------------------------------------------------
  * Channels (Go semantics). A channel carries fixed-size elements, copied
  * in and out. Capacity 0 is unbuffered: a send waits for a receiver.
  * Lifetime: goro_chan_new() -> any number of send/recv/select/close from
@@ -363,6 +263,11 @@ int goro_chan_close(goro_chan_t *ch);
 /* Buffered elements now / capacity (racy snapshots; -EINVAL for NULL). */
 long goro_chan_len(goro_chan_t *ch);
 long goro_chan_cap(goro_chan_t *ch);
+
+/* ------------------------------------------------------------------------
+ * Select: wait for the first of several channel or descriptor cases
+ * (Go's select statement)
+ * ------------------------------------------------------------------------ */
 
 /* Case kinds of goro_select: channel cases, and descriptor cases, which
  * wait for a descriptor to become readable / writable beside the channels. */
@@ -490,381 +395,6 @@ int goro_waitgroup_destroy(goro_waitgroup_t *wg);
  * passes through it - counts as run, as in Go: the waiters return 0 and
  * fn never runs again. */
 int goro_once(goro_once_t *once, void (*fn)(void));
-
-/* ------------------------------------------------------------------------
- * Blocking calls
- * ------------------------------------------------------------------------ */
-
-/* Runs fn(arg) on a thread of a small pool while the calling coroutine
- * parks, so the worker thread goes on running other coroutines (may
- * switch). For calls that can only block: getaddrinfo, file I/O, a library
- * that blocks. fn's return value goes to *result (if not NULL). Outside a
- * coroutine it simply calls fn. The pool starts threads on demand, up to
- * GORO_OFFLOAD_THREADS (default: twice the workers, at least 4); jobs
- * beyond that wait their turn. Returns 0, -EINVAL (NULL fn), -ENOMEM or
- * -EAGAIN (no pool thread could be started), -ESHUTDOWN. */
-int goro_offload(long (*fn)(void *), void *arg, long *result);
-
-/* ------------------------------------------------------------------------
- * Groups: spawn together, wait together, fail and cancel together
- * (docs/structured.md)
- *
- *   goro_group_t *g;
- *   goro_group_new(&g, &(goro_group_attr_t){ .limit = 8,
- *                                            .deadline = goro_now() + 2 * GORO_SEC });
- *   for (int i = 0; i < n; i++)
- *       if (goro_group_go(g, fetch, urls[i]) != 0)
- *           break;                           // the group failed: stop feeding it
- *   goro_err_t *err;
- *   if (goro_group_wait(g, NULL, &err) != 0) {
- *       goro_err_print(stderr, err);
- *       goro_err_free(err);
- *   }
- *   goro_group_free(g);
- *
- * A member fails when it ends with an error object (goro_exit_err) or
- * returns a negative value (taken as -errno; the group makes the error).
- * With a limit, goro_group_go waits (may switch) while `limit` members
- * run, so a loop that feeds a group never holds more than that many
- * coroutines. The first failure cancels the group, by default: the members
- * still running are cancelled (goro_cancel) and goro_group_go fails with
- * -ECANCELED. So do the deadline, goro_group_cancel and the cancellation
- * of the coroutine that made the group.
- *
- * The tree: cancelling a coroutine cancels every group it made, which
- * cancels their members, and so on down. goro_group_wait is not
- * cancellable: a cancelled coroutine still waits for its members (they
- * have been cancelled too) and then unwinds. Waits that do not belong to
- * the tree are not cancelled through it: goro_once and goro_offload run
- * to their end, as with goro_cancel.
- *
- * Lifetime: goro_group_new() -> goro_group_go()... -> goro_group_wait()
- * (exactly once; it returns when every member has ended) ->
- * goro_group_free(). A group outlives no member: freeing it with members
- * fails with -EBUSY and a message, and a coroutine that ends before the
- * groups it made have been waited for is reported on stderr.
- * ------------------------------------------------------------------------ */
-
-/* What the group does with its members' results. */
-enum goro_group_policy {
-    GORO_GROUP_FIRST_ERROR = 0,    /* the first failure cancels the rest and is the
-                                      group's error (Go's errgroup) */
-    GORO_GROUP_COLLECT_ALL = 1,    /* no cancel on failure; the error lists them all */
-    GORO_GROUP_FIRST_RESULT = 2,   /* the first success is the group's result and
-                                      cancels the rest; fails only if all fail */
-};
-
-typedef struct goro_group_attr {
-    const char *name;     /* copied (first 31 bytes); named in its errors */
-    int limit;            /* at most this many members at once; 0: no limit */
-    int policy;           /* enum goro_group_policy */
-    int64_t deadline;     /* on goro_now()'s clock; 0: none. Passing it cancels
-                             the group; its error is then ETIMEDOUT */
-} goro_group_attr_t;
-
-/* Makes a group, owned by the calling coroutine (cancelling it cancels the
- * group) or by nobody when called from a thread. attr may be NULL.
- * Returns 0, -EINVAL (NULL g, negative limit, unknown policy), -ENOMEM, or
- * what starting the runtime returned. */
-int goro_group_new(goro_group_t **g, const goro_group_attr_t *attr);
-
-/* goro_group_go(g, fn, args...) spawns fn(args...) into g, as go() does;
- * with a limit it first waits for a free slot (may switch). Returns 0,
- * -ECANCELED (the group was cancelled or failed: nothing was spawned, and
- * the caller stops feeding it; also when the caller itself is cancelled
- * while it waits for a slot), -EINVAL (NULL g or fn, or g already waited
- * for), or what go() fails with. The plain-function form is goro_spawn
- * with NULL h and attr.group set. */
-#define goro_group_go(g, ...) \
-    goro_go(NULL, &(goro_attr_t){ .group = goro__group_arg(g) }, __VA_ARGS__)
-/* goro_group_go's group: attr.group NULL means "no group", so a NULL g
- * goes in as GORO__GROUP_NULL, which a spawn refuses (-EINVAL). */
-#define GORO__GROUP_NULL ((goro_group_t *)(uintptr_t)1)
-static inline goro_group_t *goro__group_arg(goro_group_t *g)
-{
-    return g ? g : GORO__GROUP_NULL;
-}
-
-/* Cancels every member (and down the tree); g still has to be waited for.
- * Returns 0 or -EINVAL. */
-int goro_group_cancel(goro_group_t *g);
-
-/* Waits until every member has ended (may switch; not cancellable, see
- * above). Returns 0, or -code of the group's error: *err (may be NULL)
- * gets it, owned by the caller: the first failure (FIRST_ERROR); one
- * error listing every failure (COLLECT_ALL, and FIRST_RESULT when none
- * succeeded); or ETIMEDOUT / ECANCELED for a group whose deadline passed
- * or that was cancelled before any failure. *result (may be NULL) gets
- * the winner's result under FIRST_RESULT, else 0. -EINVAL: NULL g, or
- * waited for already; -EDEADLK: called by one of g's members. */
-int goro_group_wait(goro_group_t *g, long *result, goro_err_t **err);
-
-/* Members admitted and not yet ended, or -EINVAL. */
-int goro_group_running(const goro_group_t *g);
-
-/* Frees g. Returns 0, -EINVAL, or -EBUSY (members still run: g is left
- * as it was, and a message says so). */
-int goro_group_free(goro_group_t *g);
-
-/* ------------------------------------------------------------------------
- * Single-flight: callers of one key share one computation
- * (docs/structured.md)
- *
- *   static goro_flight_t *fills;             // goro_flight_new(&fills) once
- *   long page;
- *   goro_err_t *err;
- *   int r = goro_flight_do_until(fills, url, load_page, cache, &page, &err,
- *                                goro_now() + GORO_SEC);
- *
- * The first caller of a key starts fn(key, arg) in a coroutine of its
- * own; callers of the same key that arrive before it ends wait for it and
- * get the same result, or each a copy of the same error. Once it has
- * ended the key is free: the next caller starts a new computation (the
- * result is not kept; put a cache in front). The computation belongs to
- * nobody's tree: a caller that gives up - its deadline, its cancellation,
- * the cancellation of a group above it - returns alone, and the
- * computation goes on for the others, to its end, even if every caller
- * has gone. fn fails as a group member does: with an error object
- * (goro_exit_err) or a negative return (the flight makes the error).
- *
- * Lifetime: goro_flight_new() -> goro_flight_do()... from any coroutine
- * or thread -> goro_flight_free() once no call is in flight or waited
- * for. Keys are copied.
- * ------------------------------------------------------------------------ */
-
-typedef struct goro_flight goro_flight_t;
-
-/* Makes an empty set of keyed computations. Returns 0, -EINVAL (NULL fl)
- * or -ENOMEM. */
-int goro_flight_new(goro_flight_t **fl);
-
-/* Returns key's outcome, computing it with fn(key, arg) unless a
- * computation of key is already in flight (may switch; key and arg are
- * then the first caller's: arg must stay valid until fn returns, even if
- * that caller gives up). Returns 0 with *result (may be NULL) set to fn's
- * return; -code when the computation failed, with *err (may be NULL) set
- * to a copy of its error, owned by the caller; or, with *err NULL,
- * -ECANCELED / -ETIMEDOUT when this caller gave up (the computation goes
- * on), -EDEADLK when called by the key's own computation, -EINVAL (NULL
- * fl, key or fn), -ENOMEM, or what starting a coroutine fails with. */
-int goro_flight_do(goro_flight_t *fl, const char *key, long (*fn)(const char *key, void *arg),
-                   void *arg, long *result, goro_err_t **err);
-int goro_flight_do_until(goro_flight_t *fl, const char *key,
-                         long (*fn)(const char *key, void *arg), void *arg, long *result,
-                         goro_err_t **err, int64_t deadline);
-
-/* Unties key from its computation in flight: that computation still
- * completes for the callers already waiting, and the next caller of key
- * starts a new one (for a value known to be stale). Returns 0, -ENOENT
- * (nothing in flight for key) or -EINVAL. */
-int goro_flight_forget(goro_flight_t *fl, const char *key);
-
-/* Callers waiting for key's computation in flight (0: none in flight), or
- * -EINVAL. A snapshot, for tests and monitoring. */
-int goro_flight_waiting(goro_flight_t *fl, const char *key);
-
-/* Frees fl. Returns 0, -EINVAL, or -EBUSY while a computation is in flight
- * or a caller is inside goro_flight_do (fl is left as it was). */
-int goro_flight_free(goro_flight_t *fl);
-
-/* ------------------------------------------------------------------------
- * Pipelines: stages joined by bounded queues, workers moved to the stage
- * that needs them (docs/pipelines.md)
- *
- *   goro_pipeline_t *p;
- *   goro_pipeline_new(&p, &(goro_pipeline_attr_t){ .ordered = 1 });
- *   goro_pipeline_stage(p, &(goro_stage_t){ .name = "parse", .fn = parse });
- *   goro_pipeline_stage(p, &(goro_stage_t){ .name = "hash", .fn = hash });
- *   goro_err_t *err;
- *   if (goro_pipeline_run(p, read_line, file, count, &totals, &err) != 0) {
- *       goro_err_print(stderr, err);
- *       goro_err_free(err);
- *   }
- *   goro_pipeline_free(p);
- *
- * Items are pointers. The source makes them, one call at a time; each
- * stage's function turns an item into its output in place (or drops it);
- * the sink takes the last stage's outputs, one call at a time. Between
- * them every stage has a bounded input queue. A budget of worker
- * coroutines serves the stages: after each batch a worker asks the
- * allocator where it is needed, from each stage's queue length and its
- * service time per item as measured (a moving average), by the
- * Jefferson/D'Hondt method by default. A stage may so run on several
- * workers at once, and workers move when a stage slows down.
- *
- * With `ordered`, the sink sees items in the order the source made them,
- * even when a stage ran them on several workers at once (a reorder buffer
- * bounded by the window). The window bounds the items inside the
- * pipeline, source to sink: the source waits while it is full.
- *
- * Failure: a stage fails an item by returning a negative -errno, with an
- * error object in *err if it wants (the pipeline wraps it, naming the
- * stage and the item's number). By default (GORO_PIPELINE_FAIL_FAST) the
- * first failure - of the source, a stage or the sink - cancels the whole
- * pipeline and goro_pipeline_run returns it; with
- * GORO_PIPELINE_SKIP_FAILED a failed item is left out, the others go on,
- * and goro_pipeline_run returns one error listing the failures. The
- * pipeline's coroutines are a group (goro_group_t) made by the caller of
- * goro_pipeline_run: cancelling that caller, a group above it, the
- * deadline or goro_pipeline_cancel cancel them all. Items the pipeline
- * lets go of - a failed item, those still inside when it is cancelled -
- * are handed to attr.discard, so nothing is lost or leaked.
- *
- * Lifetime: goro_pipeline_new() -> goro_pipeline_stage()... ->
- * goro_pipeline_run() (once; from a coroutine or a thread; returns when
- * every item is through or the pipeline failed) -> goro_pipeline_stats()
- * and goro_pipeline_svg() at any time, also during the run from another
- * coroutine or thread -> goro_pipeline_free().
- * ------------------------------------------------------------------------ */
-
-typedef struct goro_pipeline goro_pipeline_t;
-
-#define GORO_PIPELINE_END 1      /* a source's return: no more items */
-#define GORO_PIPELINE_DROP 1     /* a stage's return: the item goes no further
-                                    (the stage has disposed of it) */
-#define GORO_PIPELINE_STAGES_MAX 64
-#define GORO_PIPELINE_BATCH_MAX 256
-
-/* A batch function's mark for an item it dropped (items[i] = it). */
-extern const char goro_pipeline_dropped_[1];
-#define GORO_PIPELINE_DROPPED ((void *)goro_pipeline_dropped_)
-
-/* The source: 0 with *item set, GORO_PIPELINE_END, or -errno (fails the
- * pipeline). Runs in a coroutine of its own and may block (read a file,
- * receive from a channel). */
-typedef long goro_source_fn(void **item, void *arg);
-/* A stage, per item: replaces *item by its output and returns 0, or
- * returns GORO_PIPELINE_DROP, or fails with -errno (optionally putting an
- * error object, which the pipeline takes, in *err; *item must then still
- * be an item the discard function accepts). */
-typedef long goro_stage_fn(void **item, void *arg, goro_err_t **err);
-/* A stage, per batch: replaces each items[i] by its output or by
- * GORO_PIPELINE_DROPPED; returns 0, or -errno (and *err) to fail every
- * item of the batch. */
-typedef long goro_stage_batch_fn(void **items, int n, void *arg, goro_err_t **err);
-/* The sink: takes ownership of item; returns 0 or -errno. */
-typedef long goro_sink_fn(void *item, void *arg);
-
-typedef struct goro_stage {
-    const char *name;            /* copied (first 23 bytes) */
-    goro_stage_fn *fn;           /* exactly one of fn and batch_fn */
-    goro_stage_batch_fn *batch_fn;
-    void *arg;
-    int batch;                   /* items a worker takes per turn, at most
-                                    GORO_PIPELINE_BATCH_MAX; 0: adaptive
-                                    (about 100 us of work per turn) */
-    int capacity;                /* its input queue's bound (items); 0: 64 */
-} goro_stage_t;
-
-/* How workers are given to stages (goro_pipeline_allocate). */
-enum goro_pipeline_rule {
-    GORO_PIPELINE_DHONDT = 0,     /* seats one at a time to the largest
-                                     quotient l*t/(w+1) */
-    GORO_PIPELINE_EXHAUSTIVE = 1, /* the allocation of least sum of l*t/(w+1),
-                                     by trying them all (small pipelines) */
-    GORO_PIPELINE_STATIC = 2,     /* no allocator: worker i serves stages
-                                     i, i+W, ... (or stage i mod S) */
-};
-
-enum goro_pipeline_policy {
-    GORO_PIPELINE_FAIL_FAST = 0,     /* the first failure cancels the pipeline */
-    GORO_PIPELINE_SKIP_FAILED = 1,   /* a failed item is left out; the run's error
-                                        lists the failures */
-};
-
-typedef struct goro_pipeline_attr {
-    const char *name;            /* copied (first 23 bytes); names its coroutines */
-    int workers;                 /* stage workers (coroutines), 1..4096;
-                                    0: goro_workers() */
-    int rule;                    /* enum goro_pipeline_rule */
-    int policy;                  /* enum goro_pipeline_policy */
-    int ordered;                 /* 1: the sink sees the source's order */
-    int window;                  /* items inside at most, 1..2^20; 0: 1024 */
-    int64_t deadline;            /* on goro_now()'s clock; 0: none */
-    int timeline;                /* 1: record which stage each worker served,
-                                    and the queues, for goro_pipeline_svg */
-    size_t stack_size;           /* of its coroutines; 0: the default */
-    void (*discard)(void *item, void *arg);   /* items let go of; NULL: none */
-    void *discard_arg;
-} goro_pipeline_attr_t;
-
-/* Makes an empty pipeline. attr may be NULL. Returns 0, -EINVAL (NULL p,
- * a field out of range), -ENOMEM, or what starting the runtime returned. */
-int goro_pipeline_new(goro_pipeline_t **p, const goro_pipeline_attr_t *attr);
-
-/* Appends a stage (the source feeds the first, the last feeds the sink).
- * Returns its index, or -EINVAL (NULL, no function or both, a batch or
- * capacity out of range), -E2BIG (more than GORO_PIPELINE_STAGES_MAX),
- * -EBUSY (the pipeline has run), -ENOMEM. */
-int goro_pipeline_stage(goro_pipeline_t *p, const goro_stage_t *stage);
-
-/* Runs the pipeline to its end (may switch). sink may be NULL: outputs
- * then go to the discard function. Returns 0, or -code of the run's error,
- * given in *err (may be NULL; owned by the caller): the first failure, a
- * list of them (SKIP_FAILED), or ETIMEDOUT / ECANCELED. Also -EINVAL (NULL
- * p or source, no stage, run already), -E2BIG (EXHAUSTIVE over too many
- * allocations), -ENOMEM, or what spawning a coroutine fails with. */
-int goro_pipeline_run(goro_pipeline_t *p, goro_source_fn *source, void *source_arg,
-                      goro_sink_fn *sink, void *sink_arg, goro_err_t **err);
-
-/* Cancels a running pipeline (goro_pipeline_run returns -ECANCELED).
- * Returns 0, -EINVAL, or -ESRCH when it is not running. */
-int goro_pipeline_cancel(goro_pipeline_t *p);
-
-typedef struct goro_stage_stats {
-    char name[24];
-    long queued;                 /* items in its input queue */
-    int workers;                 /* workers serving it now */
-    int share;                   /* its workers in the allocator's last decision */
-    double service_ns;           /* per item, the moving average (0: not yet) */
-    uint64_t items;              /* items through it */
-    uint64_t dropped, failed;
-    double per_sec;              /* items through it per second, since the start */
-    int64_t busy_ns;             /* worker time spent on it */
-    int done;                    /* no item will come to it any more */
-} goro_stage_stats_t;
-
-typedef struct goro_pipeline_stats {
-    int state;                   /* 0 not run, 1 running, 2 ended */
-    int stages, workers, idle;   /* idle: workers waiting for work */
-    uint64_t in, out;            /* from the source; to the sink */
-    uint64_t dropped, failed;
-    long inside;                 /* items between source and sink */
-    int64_t elapsed_ns;          /* since the run started (to its end) */
-    uint64_t decisions;          /* allocator runs */
-} goro_pipeline_stats_t;
-
-/* Fills *st (may be NULL) and the first n of stages[] (NULL only with n
- * 0). Returns the number of stages, or -EINVAL (NULL p, n < 0, NULL
- * stages with n > 0). */
-int goro_pipeline_stats(goro_pipeline_t *p, goro_pipeline_stats_t *st,
-                        goro_stage_stats_t *stages, int n);
-
-/* Writes an SVG picture of the run so far: one lane per worker coloured
- * by the stage it served, and each queue's length over time. Returns 0,
- * -EINVAL, -ENODATA (attr.timeline was not set, or nothing ran yet), -EIO
- * (writing f failed). */
-int goro_pipeline_svg(goro_pipeline_t *p, FILE *f);
-
-/* Frees p. Returns 0, -EINVAL, or -EBUSY while it runs. */
-int goro_pipeline_free(goro_pipeline_t *p);
-
-/* The allocator alone, a pure function: given each stage's load, fills
- * seats[0..nstages) with the workers each gets under rule (DHONDT or
- * EXHAUSTIVE). A stage that is done, or has no work (queued * service is
- * 0), gets none; a service_ns <= 0 counts as 1 (items alone). Ties: see
- * docs/pipelines.md. Returns the workers given (fewer than `workers`
- * only when no stage has work), or -EINVAL (NULL, nstages not in
- * 1..GORO_PIPELINE_STAGES_MAX, workers not in 1..65536, another rule),
- * -E2BIG (EXHAUSTIVE with more than 10^6 allocations to try). */
-typedef struct goro_stage_load {
-    long queued;                 /* l: items waiting */
-    double service_ns;           /* t: time per item */
-    int done;                    /* will never have work again */
-} goro_stage_load_t;
-
-int goro_pipeline_allocate(int rule, const goro_stage_load_t *load, int nstages, int workers,
-                           int *seats);
 
 /* ------------------------------------------------------------------------
  * Time, deadlines and cancellation
@@ -1099,30 +629,18 @@ int goro_close(int fd);
 int goro_fd_release(int fd);
 
 /* ------------------------------------------------------------------------
- * Preemption
- *
- * A coroutine that runs longer than its time slice without a call that
- * switches is preempted: the monitor thread interrupts its worker with
- * SIGURG and, if the coroutine is at a safe point, it is suspended there
- * (every register saved) and resumed later on the same worker thread. A
- * safe point is an instruction in the program's own code - the executable,
- * when libc is a shared library - or in code marked below; never in libc,
- * the dynamic loader, the vDSO or goro. Elsewhere the coroutine yields at
- * its next goro call instead. See docs/preemption.md.
+ * Blocking calls
  * ------------------------------------------------------------------------ */
 
-/* Puts a function in the code that may be preempted anywhere, even when
- * the rest of its executable may not be (a statically linked program). */
-#define GORO_PREEMPTIBLE __attribute__((section("goro_preemptible"), noinline))
-
-/* Marks [start, end) - say, the text of a library of your own that takes
- * no locks - as preemptible. At most 32 ranges. Returns 0, -EINVAL, -ENOSPC. */
-int goro_preempt_allow(const void *start, const void *end);
-
-/* A no-preempt section of the calling coroutine (nests; a no-op outside a
- * coroutine). Inside, the coroutine is never suspended asynchronously. */
-void goro_preempt_disable(void);
-void goro_preempt_enable(void);
+/* Runs fn(arg) on a thread of a small pool while the calling coroutine
+ * parks, so the worker thread goes on running other coroutines (may
+ * switch). For calls that can only block: getaddrinfo, file I/O, a library
+ * that blocks. fn's return value goes to *result (if not NULL). Outside a
+ * coroutine it simply calls fn. The pool starts threads on demand, up to
+ * GORO_OFFLOAD_THREADS (default: twice the workers, at least 4); jobs
+ * beyond that wait their turn. Returns 0, -EINVAL (NULL fn), -ENOMEM or
+ * -EAGAIN (no pool thread could be started), -ESHUTDOWN. */
+int goro_offload(long (*fn)(void *), void *arg, long *result);
 
 /* ------------------------------------------------------------------------
  * Signals (Go's signal.Notify; docs/api.md, "Signals")
@@ -1159,169 +677,30 @@ int goro_signal_notify(goro_chan_t *ch, const int *sigs, int nsigs);
 int goro_signal_stop(goro_chan_t *ch);
 
 /* ------------------------------------------------------------------------
- * Debugging
+ * Preemption
+ *
+ * A coroutine that runs longer than its time slice without a call that
+ * switches is preempted: the monitor thread interrupts its worker with
+ * SIGURG and, if the coroutine is at a safe point, it is suspended there
+ * (every register saved) and resumed later on the same worker thread. A
+ * safe point is an instruction in the program's own code - the executable,
+ * when libc is a shared library - or in code marked below; never in libc,
+ * the dynamic loader, the vDSO or goro. Elsewhere the coroutine yields at
+ * its next goro call instead. See docs/preemption.md.
  * ------------------------------------------------------------------------ */
 
-/* Prints every coroutine - id, name, state, what it waits on, entry
- * function and a backtrace - and every worker, to out. Meant for humans
- * (the format may change). With GORO_DUMP_ON_SIGQUIT=1 in the
- * environment, SIGQUIT prints it to stderr and the process goes on.
- * Returns 0 or a negative errno. */
-int goro_dump(FILE *out);
+/* Puts a function in the code that may be preempted anywhere, even when
+ * the rest of its executable may not be (a statically linked program). */
+#define GORO_PREEMPTIBLE __attribute__((section("goro_preemptible"), noinline))
 
-/* ---- Stall reports (docs/debugging.md, "Stalls") ----
- * A stall: a coroutine that keeps its worker for threshold or longer
- * without a switch - a long computation in code that cannot be preempted
- * (a library, a no-preempt section), or a blocking system call. The monitor thread notices it, samples the
- * coroutine where it runs (a signal to its worker, whose handler walks its
- * stack with libunwind; never for a thread blocked in the kernel, whose
- * call would fail with EINTR: the call is named instead) and reports it
- * once: its id and name, how long so far, why preemption did not end it,
- * and the backtrace. When the stall ends its length goes into a histogram
- * (goro_stall_stats, goro_dump). */
+/* Marks [start, end) - say, the text of a library of your own that takes
+ * no locks - as preemptible. At most 32 ranges. Returns 0, -EINVAL, -ENOSPC. */
+int goro_preempt_allow(const void *start, const void *end);
 
-/* Why preemption did not end a stall. */
-typedef enum goro_stall_why {
-    GORO_STALL_PREEMPTIBLE,   /* it could be preempted where it was sampled
-                                 (or GORO_SLICE=off asked for no preemption) */
-    GORO_STALL_FOREIGN,       /* in code not marked preemptible (a library) */
-    GORO_STALL_NOPREEMPT,     /* inside goro_preempt_disable */
-    GORO_STALL_RUNTIME,       /* inside goro's own code */
-    GORO_STALL_ASYNC_OFF,     /* asynchronous preemption is off (GORO_PREEMPT=0,
-                                 valgrind, TSan) */
-    GORO_STALL_BLOCKED,       /* blocked in the kernel (a system call) */
-    GORO_STALL_UNANSWERED     /* its worker did not answer the sampling signal */
-} goro_stall_why_t;
-
-/* One stall, as a report callback receives it. Every pointer is valid
- * during the call only. */
-typedef struct goro_stall {
-    uint64_t id;              /* the coroutine */
-    const char *name;         /* its name, "" if it has none */
-    int worker;               /* the worker it holds */
-    int64_t ns;               /* how long it had run when sampled */
-    goro_stall_why_t why;
-    const char *reason;       /* why, in words, naming the library if any */
-    int nframes;              /* backtrace depth; 0 when none was taken */
-    const void *const *frames;  /* code addresses, innermost first */
-    const char *text;         /* the whole report as stderr would get it */
-} goro_stall_t;
-
-/* Called on the monitor thread, for each stall; must return quickly and
- * must not wait on anything of goro's. */
-typedef void (*goro_stall_fn)(const goro_stall_t *stall, void *arg);
-
-/* Reports stalls of threshold_ns or longer from now on: to fn, each one,
- * if fn is given; else to stderr, at most one report a second (those
- * left out are summed up once the second is over, or at shutdown, naming
- * the last). Every stall is counted in goro_stall_stats whether reported
- * or not. threshold_ns 0 turns reports off. May be
- * called before or after goro_start; GORO_STALL=<ms> in the environment
- * does the same at each start (stderr). Once it returns, the previous fn
- * is not running (unless it is the caller) and is not called again: its
- * arg may be freed. Returns 0, or -EINVAL for a threshold below 1 ms
- * (GORO_MSEC) other than 0. */
-int goro_stall_watch(int64_t threshold_ns, goro_stall_fn fn, void *arg);
-
-#define GORO_STALL_BUCKETS 16
-/* Stalls since the process began (across restarts). bucket i counts ended
- * stalls of 2^i to 2^(i+1) ms (bucket 0: under 2 ms, the last: 2^15 ms or
- * more), whatever the threshold was when each was seen. A stall is in
- * the buckets once its coroutine has left the slice: by the time a join
- * of that coroutine returns, say. */
-typedef struct goro_stall_stats {
-    int64_t threshold_ns;     /* now; 0: off */
-    uint64_t stalls;          /* seen, ongoing ones included */
-    uint64_t reported;        /* reports made (callback or stderr) */
-    uint64_t suppressed;      /* left out of stderr by the one-a-second rule */
-    int64_t longest_ns;       /* of the ended ones */
-    uint64_t buckets[GORO_STALL_BUCKETS];
-} goro_stall_stats_t;
-
-/* Fills *st. Returns 0, or -EINVAL for NULL. */
-int goro_stall_stats(goro_stall_stats_t *st);
-
-/* ---- Deadlocks and leaks (docs/debugging.md, "Deadlocks and leaks") ----
- * A deadlock: no coroutine can ever run again, and a thread waits for one.
- * Precisely: every coroutine is parked, on nothing a timer, a descriptor,
- * an offload or a signal could end; at least one thread outside the
- * runtime waits in a goro call with no deadline (goro_join, a channel, a
- * lock, goro_shutdown), none waits with one, and every other thread of
- * the process is one of the runtime's own. (A thread doing anything else
- * might still send, unlock or cancel: then nothing is said.) The monitor
- * thread notices within about 100 ms and reports, as Go does, "goro: all
- * coroutines are asleep - deadlock!", who waits for what, who holds each
- * lock, the cycles among them, and the dump (goro_dump) - then aborts, so
- * that a core file keeps the scene for gdb. GORO_DEADLOCK=report in the
- * environment reports and goes on; GORO_DEADLOCK=off checks nothing (read
- * at each start). */
-
-/* Called on the monitor thread with the report (valid during the call)
- * instead of stderr and the abort; it may cancel coroutines to break the
- * deadlock, or end the process. Must not wait on anything of goro's. */
-typedef void (*goro_deadlock_fn)(const char *report, void *arg);
-
-/* Sends deadlock reports to fn from now on (NULL: back to stderr and the
- * GORO_DEADLOCK setting; with fn set, the check runs even when that says
- * off). One report per deadlock: the next comes only after something has
- * run. Once it returns, the previous fn is not running (unless it is the
- * caller) and is not called again. Returns 0. */
-int goro_deadlock_watch(goro_deadlock_fn fn, void *arg);
-
-/* A leak: a coroutine parked for good while the rest of the program goes
- * on. goro_leaks finds those parked, with no deadline,
- *   - in a cycle of waits (two coroutines that each hold the mutex the
- *     other wants, a coroutine that joins one that joins it back), or on
- *     a lock held by a coroutine that has ended or is itself leaked, or
- *     joining one that is leaked, or on a group whose members all are;
- *   - on channels that nothing else can reach: no memory outside the
- *     leaked coroutines' own stacks holds their address - the heap, the
- *     globals, the stacks of threads and of the coroutines that can still
- *     run are read for it (a forgotten child that sends its result to a
- *     parent that gave up).
- * The scan is conservative: memory that still holds a stale copy of a
- * channel's address (a freed block, a dead frame) keeps it reachable, so
- * a leak may be missed, but nothing reachable is called leaked (unless its
- * address is hidden: XORed, or only in a register or the kernel).
- * Waits on conditions, semaphores and wait groups are not judged: they
- * live inside the program's own structures, which only a tracing
- * collector could follow. Writes one line per leaked coroutine with its
- * backtrace to out (NULL: count only) and returns how many it found, or
- * -ENOMEM. It reads all the process's memory: seconds for gigabytes. */
-int goro_leaks(FILE *out);
-
-/* ---- Execution trace (docs/debugging.md, "Execution trace") ----
- * What the scheduler does, event by event: spawns, time slices, waits
- * with what they wait on, wake-ups (with who woke whom), steals,
- * preemption, hand-offs of a worker blocked in a system call, timers,
- * ready descriptors, idle workers, stacks given back. Each thread records
- * into a ring of its own (no lock; about 10-20 ns an event); a full ring
- * keeps its latest events. goro_trace_stop writes the Chrome trace event
- * format that ui.perfetto.dev and chrome://tracing open (a track per
- * worker and per coroutine, arrows for wake-ups); tools/goro-trace-svg
- * draws it without a browser. GORO_TRACE=file.json in the environment
- * traces from the first goro_start to goro_shutdown (or exit). A process
- * that dies of a crash or an abort (a fatal signal, the deadlock abort)
- * writes the trace under way up to its death. */
-typedef struct goro_trace_attr {
-    /* Ring per recording thread, in bytes (32 per event), rounded down to
-     * a power of two; 0: GORO_TRACE_BUFFER from the environment, else
-     * 64 MiB. Mapped lazily: only what is written takes memory. */
-    size_t buffer_size;
-} goro_trace_attr_t;
-
-/* Creates (truncates) path and starts recording; attr may be NULL.
- * Returns 0; -EINVAL (no path, buffer_size outside 64 KiB..16 GiB),
- * -EBUSY (a trace is under way), or open(2)'s error. The runtime need not
- * be running. */
-int goro_trace_start(const char *path, const goro_trace_attr_t *attr);
-
-/* Stops recording and writes the file, on the calling thread (seconds for
- * millions of events; call it where that is acceptable). Returns 0;
- * -EINVAL if no trace is under way; a write error (the file is then
- * incomplete); -ENOMEM (the file is complete JSON but lacks coroutine
- * tracks); -ECANCELED (the process is dying and writes the file itself). */
-int goro_trace_stop(void);
+/* A no-preempt section of the calling coroutine (nests; a no-op outside a
+ * coroutine). Inside, the coroutine is never suspended asynchronously. */
+void goro_preempt_disable(void);
+void goro_preempt_enable(void);
 
 /* ------------------------------------------------------------------------
  * Implementation of the spawn macros. Not part of the contract.
@@ -1459,301 +838,12 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #endif
 
 /* ------------------------------------------------------------------------
- * C++ (C++17; docs/cxx.md)
- *
- * From C++ the same API, plus native forms in place of the go() macro:
- *
- *   goro_t *h = go([=] { return count(text); });     // any callable
- *   go(f, 2, std::string("x"));                       // copies, as std::thread
- *   long n = goro_join_rethrow(h);                    // rethrows its exception
- *
- * go(f, args...) -> goro_t *, or NULL with errno set (EINVAL: f is a null
- *   pointer; ENOMEM: no memory for the callable; else as the C form).
- *   f and args are decay-copied (moved when they are rvalues) in the
- *   caller, which gets any exception their constructors throw; the
- *   coroutine calls std::invoke(std::move(f), std::move(args)...) and
- *   destroys them when it ends. Pass references with std::ref. The call
- *   returns void, an integer, an enum, bool or a pointer (checked at
- *   compile time), which goro_join hands back as a long.
- * goro_go(&h, &attr, f, args...) -> 0 or -errno; h NULL: detached.
- * An exception that escapes f ends the coroutine (join result 0) and is
- *   kept for its joiner:
- *     goro_join(h, &result, &error)  0 or -errno as goro_join; error (a
- *                                    std::exception_ptr *, may be NULL)
- *                                    receives it, or nullptr;
- *     goro_join_until(h, &result, &error, deadline)   the same, timed;
- *     goro_join_rethrow(h)           the result, or rethrows the exception;
- *                                    a join error as std::system_error.
- *   A coroutine that is detached when an exception escapes it calls
- *   std::terminate, as std::thread does. A plain goro_join (C, or the
- *   two-argument form) of a coroutine whose exception escaped returns 0
- *   with result 0, and the exception is destroyed.
- *
- * In every coroutine, however started: the exceptions being handled
- * (`throw;`) and std::uncaught_exceptions() belong to the coroutine, not
- * to its thread; goro_exit() unwinds the coroutine's frames, running
- * destructors, before it ends it (catch (...) sees it, and must rethrow).
+ * The rest of the API, one header per audience (see the top of this file)
  * ------------------------------------------------------------------------ */
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#pragma GCC visibility push(default)
+#include "goro/structured.h"
+#include "goro/pipeline.h"
+#include "goro/debug.h"
+#include "goro/cxx.h"
 
-/* Implementation of the C++ forms (runtime/coro/cxx.c, coro.c). Not part of
- * the contract. An exception that escaped a coroutine stays with the
- * coroutine until a join takes it; a join or detach that does not want it
- * destroys it. */
-struct goro__cxx_escaped {
-    void (*destroy)(struct goro__cxx_escaped *e);
-};
-void goro__cxx_register(void *(*get_globals)(void));
-int goro__cxx_keep(struct goro__cxx_escaped *e);
-int goro__cxx_join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
-                         int64_t deadline);
-int goro__cxx_exiting(void);
-
-#pragma GCC visibility pop
-#ifdef __cplusplus
-}
-#endif
-
-#if defined(__cplusplus) && __cplusplus >= 201703L
-#include <cerrno>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <exception>
-#include <functional>
-#include <memory>
-#include <new>
-#include <system_error>
-#include <tuple>
-#include <type_traits>
-#include <utility>
-#include <cxxabi.h>
-
-#undef go
-#undef goro_go
-
-namespace goro__cxx {
-
-/* goro keeps the C++ runtime's exception state per coroutine once it
- * knows where that runtime keeps it. It looks when libgoro is loaded; each
- * C++ translation unit that includes this header also tells it when it is
- * loaded, which covers a C++ library that a C program dlopens later. */
-inline const bool registered =
-    (goro__cxx_register(reinterpret_cast<void *(*)(void)>(&abi::__cxa_get_globals)), true);
-
-template <class R>
-inline constexpr bool returns_a_long = std::is_void_v<R> || std::is_integral_v<R> ||
-    std::is_enum_v<R> || std::is_pointer_v<R> || std::is_null_pointer_v<R>;
-
-/* The join value, widened as the C form widens it. */
-template <class R>
-long to_long(R &&value)
-{
-    using D = std::decay_t<R>;
-    if constexpr (std::is_pointer_v<D>)
-        return static_cast<long>(reinterpret_cast<std::intptr_t>(value));
-    else if constexpr (std::is_null_pointer_v<D>)
-        return 0;
-    else
-        return static_cast<long>(value);
-}
-
-/* The callable and its arguments, decay-copied. On the heap, but for a
- * small lone callable (fits_in_arg): the spawner may return before the
- * coroutine runs, and goro_spawn carries one pointer. */
-template <class F, class... A>
-struct task {
-    std::tuple<F, A...> parts;
-
-    template <class... X>
-    explicit task(X &&...x) : parts(std::forward<X>(x)...) {}
-
-    long run()
-    {
-        return std::apply([](F &f, A &...a) -> long {
-            if constexpr (std::is_void_v<std::invoke_result_t<F, A...>>) {
-                std::invoke(std::move(f), std::move(a)...);
-                return 0;
-            } else {
-                return to_long(std::invoke(std::move(f), std::move(a)...));
-            }
-        }, parts);
-    }
-};
-
-/* An exception that escaped a coroutine, until its joiner takes it. */
-struct escaped : goro__cxx_escaped {
-    std::exception_ptr error;
-};
-
-inline void destroy_escaped(goro__cxx_escaped *e)
-{
-    delete static_cast<escaped *>(e);
-}
-
-/* In the handler of what escaped: keep it for the joiner, or terminate. */
-inline void keep_escaped() noexcept
-{
-    escaped *e = new (std::nothrow) escaped{};
-    if (e) {
-        e->destroy = &destroy_escaped;
-        e->error = std::current_exception();
-        if (goro__cxx_keep(e) == 0)
-            return;
-        delete e;
-        std::fprintf(stderr, "goro: an exception escaped detached coroutine %llu\n",
-                     static_cast<unsigned long long>(goro_id(goro_self())));
-    } else {
-        std::fprintf(stderr, "goro: no memory to keep the exception that escaped "
-                     "coroutine %llu\n", static_cast<unsigned long long>(goro_id(goro_self())));
-    }
-    std::terminate();               /* in the handler: the message names the exception */
-}
-
-/* Runs the task and keeps what escapes it for the joiner. goro_exit's
- * unwinding passes through the catch (...) on to the coroutine's first
- * frame. */
-template <class Task>
-long run_guarded(Task &t)
-{
-    try {
-        return t.run();
-    } catch (...) {
-        if (goro__cxx_exiting())
-            throw;
-        keep_escaped();
-    }
-    return 0;
-}
-
-/* The coroutine's entry (goro_spawn's fn) for a task on the heap. */
-template <class Task>
-long entry(void *arg)
-{
-    std::unique_ptr<Task> t(static_cast<Task *>(arg));
-    return run_guarded(*t);
-}
-
-/* A callable without arguments that fits in a pointer and copies as bytes
- * - a function pointer, a lambda that captures a pointer or two ints -
- * travels in goro_spawn's arg itself: no allocation. */
-template <class Fn>
-inline constexpr bool fits_in_arg = std::is_trivially_copyable_v<Fn> &&
-    sizeof(Fn) <= sizeof(void *) && alignof(Fn) <= alignof(void *);
-
-template <class Fn>
-long entry_in_arg(void *arg)
-{
-    alignas(Fn) unsigned char bytes[sizeof(Fn)];
-    std::memcpy(bytes, &arg, sizeof(Fn));
-    task<Fn> t(*std::launder(reinterpret_cast<Fn *>(bytes)));
-    return run_guarded(t);
-}
-
-template <class F, class... A>
-int spawn(goro_t **h, const goro_attr_t *attr, F &&f, A &&...args)
-{
-    using Fn = std::decay_t<F>;
-    static_assert(std::is_invocable_v<Fn, std::decay_t<A>...>,
-                  "goro: go(f, args...) calls f with moved copies of args, as std::thread "
-                  "does; pass references with std::ref, null pointers as nullptr");
-    static_assert(returns_a_long<std::invoke_result_t<Fn, std::decay_t<A>...>>,
-                  "goro: the callable must return void, an integer, an enum, bool or a "
-                  "pointer (goro_join hands it back as a long); hand other results back "
-                  "through a captured reference, a channel or a std::promise");
-    if (h)
-        *h = nullptr;
-    using Given = std::remove_cv_t<std::remove_reference_t<F>>;
-    if constexpr (std::is_pointer_v<Given> || std::is_member_pointer_v<Given>) {
-        if (!f)
-            return -EINVAL;             /* as the C form: "fn is NULL" */
-    }
-    if constexpr (sizeof...(A) == 0 && fits_in_arg<Fn>) {
-        Fn copy(std::forward<F>(f));
-        void *arg = nullptr;
-        std::memcpy(&arg, &copy, sizeof copy);
-        return goro_spawn(h, attr, &entry_in_arg<Fn>, arg);
-    }
-    using Task = task<Fn, std::decay_t<A>...>;
-    Task *t = new (std::nothrow) Task(std::forward<F>(f), std::forward<A>(args)...);
-    if (!t)
-        return -ENOMEM;
-    int err = goro_spawn(h, attr, &entry<Task>, t);
-    if (err)
-        delete t;
-    return err;
-}
-
-} // namespace goro__cxx
-
-template <class F, class... A>
-goro_t *go(F &&f, A &&...args)
-{
-    goro_t *h = nullptr;
-    int err = goro__cxx::spawn(&h, nullptr, std::forward<F>(f), std::forward<A>(args)...);
-    return goro__handle_or_errno(err, h);
-}
-
-template <class F, class... A>
-int goro_go(goro_t **h, const goro_attr_t *attr, F &&f, A &&...args)
-{
-    return goro__cxx::spawn(h, attr, std::forward<F>(f), std::forward<A>(args)...);
-}
-
-#undef goro_group_go
-/* An exception escaping a group member ends the program, as for any
- * detached coroutine: catch it and end with goro_exit_err. */
-template <class F, class... A>
-int goro_group_go(goro_group_t *g, F &&f, A &&...args)
-{
-    goro_attr_t attr{};
-    attr.group = goro__group_arg(g);
-    return goro__cxx::spawn(nullptr, &attr, std::forward<F>(f), std::forward<A>(args)...);
-}
-
-inline int goro_join_until(goro_t *h, long *result, std::exception_ptr *error,
-                           int64_t deadline)
-{
-    if (error)
-        *error = nullptr;
-    goro__cxx_escaped *kept = nullptr;
-    int err = goro__cxx_join_until(h, result, error ? &kept : nullptr, deadline);
-    if (kept) {
-        std::unique_ptr<goro__cxx::escaped> e(static_cast<goro__cxx::escaped *>(kept));
-        *error = std::move(e->error);
-    }
-    return err;
-}
-
-inline int goro_join(goro_t *h, long *result, std::exception_ptr *error)
-{
-    return goro_join_until(h, result, error, GORO_FOREVER);
-}
-
-inline long goro_join_rethrow(goro_t *h)
-{
-    long result = 0;
-    std::exception_ptr error;
-    int err = goro_join(h, &result, &error);
-    if (err)
-        throw std::system_error(-err, std::generic_category(), "goro_join");
-    if (error)
-        std::rethrow_exception(error);
-    return result;
-}
-
-#elif defined(__cplusplus)
-/* Older C++ has had its one #error line (top of this file); the C spawn
- * macros would add a page more, so they go quiet. */
-#undef go
-#undef goro_go
-#undef goro_group_go
-#define go(...) ((goro_t *)0)
-#define goro_go(...) (-1)
-#define goro_group_go(...) (-1)
-#endif /* C++17 */
 #endif /* GORO_H */

@@ -92,7 +92,7 @@ enum goro_wait {
     GORO_W_NONE, GORO_W_JOIN, GORO_W_CHAN_SEND, GORO_W_CHAN_RECV,
     GORO_W_SELECT, GORO_W_MUTEX, GORO_W_RWLOCK, GORO_W_COND, GORO_W_SEM,
     GORO_W_WAITGROUP, GORO_W_ONCE, GORO_W_SLEEP, GORO_W_IO, GORO_W_OFFLOAD,
-    GORO_W_GROUP, GORO_W_FLIGHT,
+    GORO_W_GROUP, GORO_W_FLIGHT, GORO_W_FUTURE,
     GORO_W__COUNT
 };
 
@@ -193,6 +193,11 @@ struct goro {
 #endif
     struct goro__cxx_escaped *cxx_escaped;  /* until joined (coro.c) */
     goro_err_t *err;               /* goro_exit_err's, until joined (err.c) */
+    /* Why it was cancelled (goro_cancel_cause): set once from NULL by a
+     * compare-exchange (the first cause wins), read by itself only; its end
+     * swaps in GORO__CAUSE_ENDED and frees it, so a later cause is refused
+     * (and freed by its giver) rather than leaked. */
+    _Atomic(goro_err_t *) cause;
     /* The tree of groups (wait/group.c): the group it is a member of and
      * its place in that group's list (under the group's lock); the groups
      * it made (under groups_lock). */
@@ -245,6 +250,8 @@ struct goro {
 
     struct goro_callregs call;     /* its arguments (GORO_ENTRY_CAPTURED) */
 };
+
+#define GORO__CAUSE_ENDED ((goro_err_t *)(uintptr_t)1)
 
 /* The part of a record cleared for each new life (stack.c). */
 #define GORO_LIFE_ZEROED offsetof(struct goro, min_sp)

@@ -118,6 +118,12 @@ int goro_start(const goro_config_t *cfg)
 {
     if (goro__forked())
         return goro__forked_error();
+    /* Running: answered without start_lock, which goro_shutdown holds
+     * while it waits for every coroutine - the caller's too, when it is
+     * one (a coroutine always sees started set: shutdown clears it only
+     * after the last has ended). */
+    if (atomic_load_explicit(&goro__sched.started, memory_order_acquire))
+        return -EALREADY;
     goro__lock(&start_lock);
     int err = atomic_load(&goro__sched.started) ? -EALREADY : start_locked(cfg);
     goro__unlock(&start_lock);

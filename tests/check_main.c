@@ -2,7 +2,8 @@
  * CK_NORMAL, exit status non-zero on any failure. Environment: CK_FORK=no
  * (valgrind), CK_RUN_SUITE / CK_RUN_CASE to pick, GORO_TEST_SLOW=1 to shrink
  * loop counts (qemu), GORO_TEST_VALGRIND=1 (valgrind: shrink more, skip what
- * valgrind cannot model). GORO_STACK_SIZE and GORO_WORKERS are cleared. */
+ * valgrind cannot model), GORO_TEST_STALL_INJECT=1 (the host's stalls,
+ * injected: helpers.h). GORO_STACK_SIZE and GORO_WORKERS are cleared. */
 #include <stdlib.h>
 
 #include "helpers.h"
@@ -19,6 +20,7 @@ int main(void)
      * of many cases - ended the test with "Message string too long" and
      * "Early exit with return value 2", the message lost. */
     check_set_max_msg_size(1 << 16);
+    t_stall_inject_start();         /* GORO_TEST_STALL_INJECT=1 only */
     Suite *(*const suites[])(void) = { GORO_TEST_SUITES };
     t_runner = srunner_create(NULL);
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
@@ -26,5 +28,6 @@ int main(void)
     srunner_run_all(t_runner, CK_NORMAL);
     int failed = srunner_ntests_failed(t_runner);
     srunner_free(t_runner);
+    t_stall_inject_stop();
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

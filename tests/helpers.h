@@ -222,6 +222,39 @@ int t_count_lines(const char *text, const char *prefix, ...);
 int t_run_child(int (*fn)(void *), void *arg, double timeout_s,
                 char *out, size_t outlen);
 
+/* ---- deterministic tests (tests/helpers_virtual.c) ----
+ * t_virtual: runs body(arg) in a coroutine of a runtime of its own on the
+ * virtual clock (docs/testing.md: one worker, no preemption, the clock
+ * jumps to the next deadline when every coroutine waits, so a wait ends
+ * exactly at its deadline and an order is the same every run), in a child
+ * process, so it works with CK_FORK=no too. The body checks with t_fail()
+ * (never ck_assert from the coroutine); the test fails with its message,
+ * or when the child dies, hangs (t_timeout(60)), or leaves a coroutine
+ * behind. What the body prints shows in the test's output. Shuts this
+ * process's runtime down first (t_run_child). t_virtual_seeded picks the
+ * seed (t_virtual: 1) and whether body runs on the child's main thread,
+ * which the runtime does not own, instead (a fixture's ck_assert there
+ * fails the test too). */
+void t_virtual(void (*body)(void *), void *arg);
+/* In such a body: t_fail with the message and leave the body (a failed
+ * body's child exits without waiting for the coroutines it left). */
+#define T_VCHECK(cond, ...) do {                                            \
+        if (!(cond)) {                                                      \
+            t_fail(__VA_ARGS__);                                            \
+            return;                                                         \
+        }                                                                   \
+    } while (0)
+void t_virtual_seeded(void (*body)(void *), void *arg, uint64_t seed, bool on_thread);
+
+/* GORO_TEST_STALL_INJECT=1: a process of its own stops the test process
+ * group (the runner and its test children) with SIGSTOP for 50-200 ms at
+ * random every 100-600 ms, as a busy host does now and then: tests on the
+ * virtual clock cannot tell; real-clock latency cases account for it
+ * (t_host_stalled() sees the stops) or skip. check_main.c starts it. */
+bool t_stall_injecting(void);
+void t_stall_inject_start(void);
+void t_stall_inject_stop(void);
+
 /* ---- waits of every kind, blocked until the test ends them ----
  * The fixtures the per-kind deadline (test_time.c) and cancel
  * (test_cancel.c) loops share; the waits themselves stay in the suites (the

@@ -9,6 +9,7 @@ Suite *spawn_suite(void);       /* test_spawn.c: spawn/join/detach, ids, names, 
 Suite *err_suite(void);         /* test_err.c: error objects, through exit and join */
 Suite *group_suite(void);       /* test_group.c: groups, policies, limits, the cancel tree */
 Suite *flight_suite(void);      /* test_flight.c: single-flight: shared computations */
+Suite *structured_suite(void);  /* test_structured.c: weighted sem, futures, causes, locals */
 Suite *priority_suite(void);    /* test_priority.c: classes, inheritance, inversion */
 Suite *pipeline_suite(void);    /* test_pipeline.c: the allocator, pipelines end to end */
 Suite *args_suite(void);        /* test_args.c: argument forwarding through go() */
@@ -24,12 +25,12 @@ Suite *select_suite(void);      /* test_select.c */
 Suite *sync_suite(void);        /* test_sync.c */
 Suite *sched_suite(void);       /* test_sched.c: stress, lost wake-ups, fairness, idle CPU */
 Suite *offload_suite(void);     /* test_offload.c: blocking work on the pool */
-Suite *io_suite(void);          /* test_io.c: sockets, pipes, files; errors; leaks */
+Suite *io_suite(void);          /* test_io*.c: sockets, pipes, files; errors; leaks */
 Suite *fdreuse_suite(void);     /* test_fdreuse.c: goro_close racing reuse of its number */
 Suite *time_suite(void);        /* test_time.c: clock, sleep, deadlines of every wait */
 Suite *timer_suite(void);       /* test_timer.c: the timer heaps, tickers */
 Suite *cancel_suite(void);      /* test_cancel.c: goro_cancel of every wait */
-Suite *preempt_suite(void);     /* test_preempt.c: preemption, register state, signals */
+Suite *preempt_suite(void);     /* test_preempt*.c: preemption, register state, signals */
 Suite *handoff_suite(void);     /* test_handoff.c: blocked workers handed over, under stress */
 Suite *signal_suite(void);      /* test_signal.c: runtime threads' masks, goro_signal_notify */
 Suite *dump_suite(void);        /* test_dump.c: goro_dump's workers, crash report symbols */
@@ -43,6 +44,6 @@ Suite *clock_suite(void);       /* test_clock.c: the virtual clock, seeded inter
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
     signal_suite, \
     offload_suite, io_suite, fdreuse_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
-    dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, priority_suite, pipeline_suite
+    dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, priority_suite, pipeline_suite
 
 #endif

@@ -217,9 +217,53 @@ static void run_cancelled(const struct blocker *b, bool running)
     b->after();
 }
 
+/* On the virtual clock (one worker: the target runs and parks in its wait
+ * before this coroutine's 1 ms sleep ends, no settling nap needed): the
+ * cancelled wait returns -ECANCELED with no time passing. */
+static void parked_steps(const struct blocker *b)
+{
+    atomic_store(&started, 0);
+    goro_t *h = go(cancel_target, b, 0L);
+    T_VCHECK(h, "%s: go failed", b->name);
+    goro_sleep(GORO_MSEC);
+    T_VCHECK(atomic_load(&started), "%s: never started", b->name);
+    int64_t t0 = goro_now();
+    goro_cancel(h);
+    long r = 0;
+    goro_join(h, &r);
+    T_VCHECK(r == -ECANCELED, "%s (parked): %ld, want -ECANCELED", b->name, r);
+    T_VCHECK(goro_now() == t0, "%s (parked): returned %.3f ms after the cancel", b->name,
+             t_ms(goro_now() - t0));
+}
+
+static void parked_body(void *p)
+{
+    const struct blocker *b = p;
+    b->setup();                     /* on the child's main thread, as on the test's */
+    ck_assert_int_eq(goro_join(go(parked_steps, b), NULL), 0);
+    if (!t_failed())
+        b->after();
+}
+
+/* Descriptor waits (the first six) keep the real clock even on the
+ * virtual one: they stay there, checked for promptness. */
+enum { NFD_BLOCKERS = 6 };
+
 START_TEST(cancel_parked_wait)
 {
-    run_cancelled(&blockers[_i], false);
+    if (_i >= NFD_BLOCKERS)
+        t_virtual_seeded(parked_body, (void *)&blockers[_i], 1, true);
+    else
+        run_cancelled(&blockers[_i], false);
+}
+END_TEST
+
+/* The cancel area's one real-clock latency case: a parked sleep, on
+ * several workers, returns promptly after its cancel (t_prompt). */
+START_TEST(real_clock_cancel_latency)
+{
+    ck_assert_str_eq(blockers[6].name, "sleep");
+    run_cancelled(&blockers[6], false);
 }
 END_TEST
 
@@ -1086,6 +1130,7 @@ Suite *cancel_suite(void)
     Suite *s = suite_create("cancel");
     TCase *tc = t_runtime_tcase(s, "cancel", 30);
     tcase_add_loop_test(tc, cancel_parked_wait, 0, NBLOCKERS);
+    tcase_add_test(tc, real_clock_cancel_latency);
     tcase_add_loop_test(tc, cancel_before_wait, 0, NBLOCKERS);
     tcase_add_loop_test(tc, group_cancel_ends_every_wait, 0, NBLOCKERS);
     tcase_add_test(tc, cancelled_coroutine_releases_what_it_holds);

@@ -7,11 +7,18 @@
  *  - closed_readers_never_read_a_new_file: a reader inside a goro call on
  *    a descriptor that another thread closes ends with the old file's data
  *    or -EBADF, never with the data of the socket that took the number.
+ *  - select_woken_by_an_edge_never_reports_a_new_file: a select's
+ *    descriptor case woken by an edge looks at the level again; if the
+ *    descriptor is closed and its number taken by another file while it
+ *    looks, it says -EBADF or the old file's readiness, never the new
+ *    file's (deterministic: the test binary wraps poll(2)).
  *
- * Each runs GORO_TEST_FDREUSE_MS milliseconds (default 2000; a quarter
- * when slow). Coroutines and foreign threads note problems with t_fail(). */
+ * The first two run GORO_TEST_FDREUSE_MS milliseconds (default 2000; a
+ * quarter when slow). Coroutines and foreign threads note problems with
+ * t_fail(). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +255,105 @@ START_TEST(closed_readers_never_read_a_new_file)
 }
 END_TEST
 
+/* ---- a select woken by an edge while its descriptor is closed ----
+ * The test binary is linked with -Wl,--wrap=poll: every poll(2) of the
+ * runtime passes here. A select's descriptor case polls its descriptor
+ * twice: once under the locks before it waits (nothing there yet), once
+ * when an edge has woken it. At the second, a thread goro_closes the
+ * descriptor and puts a readable file on its number (dup2) - before the
+ * poll, unless the runtime holds that off - and the poll goes on. */
+
+int __real_poll(struct pollfd *fds, nfds_t n, int timeout);
+int __wrap_poll(struct pollfd *fds, nfds_t n, int timeout);
+
+static atomic_int hook_fd = -1;    /* the select's descriptor, while armed */
+static atomic_long hook_polls;     /* polls that asked about it */
+static int hook_fresh;             /* a readable file to put on its number */
+static atomic_int reused;          /* the closer is done: closed and reused */
+static atomic_bool reused_before_poll;
+static pthread_t hook_thread;
+
+static void *close_and_reuse(void *unused)
+{
+    (void)unused;
+    int fd = atomic_load(&hook_fd);
+    int err = goro_close(fd);
+    if (err)
+        t_fail("goro_close of the select's descriptor: %d", err);
+    else if (dup2(hook_fresh, fd) != fd)
+        t_fail("dup2 onto the closed number: %s", strerror(errno));
+    atomic_store(&reused, 1);
+    return NULL;
+}
+
+/* On the select's thread, maybe under the record's lock: no goro call,
+ * no switch - a plain wait of the thread. The closer can finish only if
+ * nothing holds it off; then the poll below sees the new file. */
+static void reuse_now(void)
+{
+    if (pthread_create(&hook_thread, NULL, close_and_reuse, NULL) != 0) {
+        t_fail("pthread_create: %s", strerror(errno));
+        return;
+    }
+    double end = t_now() + t_timeout(0.25);
+    while (!atomic_load(&reused) && t_now() < end)
+        t_nap(0.001);
+    atomic_store(&reused_before_poll, atomic_load(&reused) != 0);
+}
+
+int __wrap_poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+    int fd = atomic_load(&hook_fd);
+    for (nfds_t i = 0; fd >= 0 && i < n; i++)
+        if (fds[i].fd == fd) {
+            if (atomic_fetch_add(&hook_polls, 1) == 1)
+                reuse_now();
+            break;
+        }
+    return __real_poll(fds, n, timeout);
+}
+
+static long select_read(int fd)
+{
+    goro_case_t c = { .op = GORO_FD_READ, .elem = &fd };
+    int r = goro_select(&c, 1, 0);
+    return r < 0 ? r : c.result;
+}
+
+START_TEST(select_woken_by_an_edge_never_reports_a_new_file)
+{
+    int s[2], fresh[2];
+    ck_assert(pair(s) && pair(fresh));
+    ck_assert_int_eq(write(fresh[1], "n", 1), 1);
+    hook_fresh = fresh[0];
+    atomic_store(&reused, 0);
+    atomic_store(&hook_polls, 0);
+    atomic_store(&hook_fd, s[0]);
+    goro_t *h = go(select_read, s[0]);
+    ck_assert_ptr_nonnull(h);
+    /* The select has looked (nothing to read) under the record's lock, in
+     * the hold in which it queues: an edge from here on wakes it. */
+    ck_assert_int_ge(t_wait_at_least(&hook_polls, 1, t_timeout(5)), 1);
+    ck_assert_int_eq(write(s[1], "o", 1), 1);
+    long r = 0;
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    atomic_store(&hook_fd, -1);
+    ck_assert_int_eq(atomic_load(&hook_polls), 2);
+    ck_assert_int_eq(pthread_join(hook_thread, NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    bool first = atomic_load(&reused_before_poll);
+    ck_assert_msg(r == (first ? -EBADF : GORO_READABLE),
+                  "a select woken by an edge on a descriptor %s said %ld, want %d",
+                  first ? "closed and reused before it looked again"
+                        : "closed only after it looked again", r,
+                  first ? -EBADF : GORO_READABLE);
+    ck_assert_int_eq(goro_close(s[0]), 0);   /* the fresh file's dup by now */
+    ck_assert_int_eq(goro_close(s[1]), 0);
+    ck_assert_int_eq(goro_close(fresh[0]), 0);
+    ck_assert_int_eq(goro_close(fresh[1]), 0);
+}
+END_TEST
+
 Suite *fdreuse_suite(void)
 {
     Suite *s = suite_create("fdreuse");
@@ -255,5 +361,6 @@ Suite *fdreuse_suite(void)
     TCase *tc = t_runtime_tcase(s, "fdreuse", secs);
     tcase_add_test(tc, fresh_numbers_are_never_refused);
     tcase_add_test(tc, closed_readers_never_read_a_new_file);
+    tcase_add_test(tc, select_woken_by_an_edge_never_reports_a_new_file);
     return s;
 }

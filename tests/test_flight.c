@@ -205,52 +205,66 @@ static long in_group(goro_flight_t *fl, int64_t *how_long)
     return r;
 }
 
-START_TEST(flight_caller_giving_up_does_not_cancel_it)
+/* On the virtual clock, so every give-up and end is at its exact time:
+ * the starter gives up at its 20 ms deadline, one caller is cancelled,
+ * one is in a group that is cancelled, one waits to the end at 150 ms;
+ * the computation sees no cancel. Then every caller gone (the only one
+ * gives up at 5 ms): it still runs to its end at 200 ms, and the set is
+ * busy until then. */
+static void giving_up_body(void *unused)
 {
+    (void)unused;
     static int64_t how_long;
     how_long = 150 * GORO_MSEC;
     goro_flight_t *fl;
-    ck_assert_int_eq(goro_flight_new(&fl), 0);
+    T_VCHECK(goro_flight_new(&fl) == 0, "flight_new");
     atomic_store(&computations, 0);
     atomic_store(&fn_ended, 0);
-    /* The starter gives up at its deadline, one caller is cancelled, one is
-     * in a group that is cancelled, one waits to the end. */
-    goro_t *starter = go(do_slow, fl, &how_long, goro_now() + 20 * GORO_MSEC);
-    ck_assert_int_eq(t_wait_at_least(&computations, 1, t_timeout(10)), 1);
+    int64_t t0 = goro_now();
+    goro_t *starter = go(do_slow, fl, &how_long, t0 + 20 * GORO_MSEC);
     long r = 0;
-    ck_assert_int_eq(goro_join(starter, &r), 0);
-    ck_assert_int_eq(r, -ETIMEDOUT);
+    goro_join(starter, &r);
+    T_VCHECK(r == -ETIMEDOUT && goro_now() == t0 + 20 * GORO_MSEC,
+             "starter: %ld at %.3f ms, want -ETIMEDOUT at 20 ms", r, t_ms(goro_now() - t0));
+    T_VCHECK(atomic_load(&computations) == 1, "%ld computations", atomic_load(&computations));
     goro_t *cancelled = go(do_slow, fl, &how_long, GORO_FOREVER);
     goro_group_t *outer;
-    ck_assert_int_eq(goro_group_new(&outer, NULL), 0);
-    ck_assert_int_eq(goro_group_go(outer, in_group, fl, &how_long), 0);
+    T_VCHECK(goro_group_new(&outer, NULL) == 0, "group_new");
+    T_VCHECK(goro_group_go(outer, in_group, fl, &how_long) == 0, "group_go");
     goro_t *patient = go(do_slow, fl, &how_long, GORO_FOREVER);
-    wait_waiting(fl, "slow", 3);
-    ck_assert_int_eq(goro_cancel(cancelled), 0);
-    ck_assert_int_eq(goro_join(cancelled, &r), 0);
-    ck_assert_int_eq(r, -ECANCELED);
-    ck_assert_int_eq(goro_group_cancel(outer), 0);
-    ck_assert_int_eq(goro_group_wait(outer, NULL, NULL), -ECANCELED);
-    ck_assert_int_eq(goro_group_free(outer), 0);
-    ck_assert_int_eq(atomic_load(&fn_ended), 0);
-    ck_assert_int_eq(goro_join(patient, &r), 0);
-    ck_assert_int_eq(r, 5);
-    ck_assert_int_eq(atomic_load(&fn_saw_cancel), 0);
-    ck_assert_int_eq(atomic_load(&computations), 1);
+    goro_sleep(GORO_MSEC);          /* every one of them waits */
+    T_VCHECK(goro_flight_waiting(fl, "slow") == 3, "%d waiting, want 3",
+             goro_flight_waiting(fl, "slow"));
+    goro_cancel(cancelled);
+    goro_join(cancelled, &r);
+    T_VCHECK(r == -ECANCELED, "cancelled caller: %ld", r);
+    goro_group_cancel(outer);
+    T_VCHECK(goro_group_wait(outer, NULL, NULL) == -ECANCELED, "group_wait");
+    goro_group_free(outer);
+    T_VCHECK(atomic_load(&fn_ended) == 0, "the computation ended with its callers");
+    goro_join(patient, &r);
+    T_VCHECK(r == 5 && goro_now() == t0 + 150 * GORO_MSEC,
+             "patient caller: %ld at %.3f ms, want 5 at 150 ms", r, t_ms(goro_now() - t0));
+    T_VCHECK(atomic_load(&fn_saw_cancel) == 0, "the computation saw a cancel");
+    T_VCHECK(atomic_load(&computations) == 1, "%ld computations", atomic_load(&computations));
 
-    /* Every caller gone: it still runs to its end, and the set is busy
-     * until then. */
     atomic_store(&fn_ended, 0);
     how_long = 200 * GORO_MSEC;
-    ck_assert_int_eq(do_slow(fl, &how_long, goro_now() + 5 * GORO_MSEC), -ETIMEDOUT);
-    ck_assert_int_eq(goro_flight_free(fl), -EBUSY);
-    ck_assert_int_eq(t_wait_flag(&fn_ended, t_timeout(10)), 1);
-    ck_assert_int_eq(atomic_load(&fn_saw_cancel), 0);
-    int fr;
-    double end = t_now() + t_timeout(10);
-    while ((fr = goro_flight_free(fl)) == -EBUSY && t_now() < end)
-        t_nap(0.001);
-    ck_assert_int_eq(fr, 0);
+    t0 = goro_now();
+    T_VCHECK(do_slow(fl, &how_long, t0 + 5 * GORO_MSEC) == -ETIMEDOUT &&
+             goro_now() == t0 + 5 * GORO_MSEC, "the only caller did not give up at 5 ms");
+    T_VCHECK(goro_flight_free(fl) == -EBUSY, "free while it computes was not refused");
+    goro_sleep_until(t0 + 200 * GORO_MSEC - 1);
+    T_VCHECK(atomic_load(&fn_ended) == 0, "the computation ended before its 200 ms");
+    goro_sleep_until(t0 + 200 * GORO_MSEC + 1);     /* it ended at 200 ms */
+    T_VCHECK(atomic_load(&fn_ended) == 1 && atomic_load(&fn_saw_cancel) == 0,
+             "the computation did not run to its end undisturbed");
+    T_VCHECK(goro_flight_free(fl) == 0, "free after the end");
+}
+
+START_TEST(flight_caller_giving_up_does_not_cancel_it)
+{
+    t_virtual(giving_up_body, NULL);
 }
 END_TEST
 

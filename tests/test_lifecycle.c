@@ -334,6 +334,64 @@ static int child_failed;
         }                                                                   \
     } while (0)
 
+/* goro_start from a coroutine while goro_shutdown waits for it: the
+ * runtime is running, so -EALREADY at once - and goro_pipeline_new, which
+ * starts the runtime through goro_start, succeeds. The coroutine calls
+ * them once the spawn gate is shut (a thread's go() fails with
+ * -ESHUTDOWN): goro_shutdown is then waiting for it. */
+static atomic_int sd_shut;
+static atomic_int sd_start, sd_pipe;
+
+static long sd_caller(void)
+{
+    while (!atomic_load(&sd_shut))
+        goro_sleep(GORO_MSEC);
+    atomic_store(&sd_start, goro_start(NULL));
+    goro_pipeline_t *p = NULL;
+    int err = goro_pipeline_new(&p, NULL);
+    atomic_store(&sd_pipe, err);
+    if (err == 0)
+        goro_pipeline_free(p);
+    return 0;
+}
+
+static long sd_nothing(void) { return 0; }
+
+static void *sd_watch(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        goro_t *h = go(sd_nothing);
+        if (!h)
+            break;                  /* ESHUTDOWN: the shutdown is waiting */
+        goro_join(h, NULL);
+    }
+    atomic_store(&sd_shut, 1);
+    return NULL;
+}
+
+START_TEST(start_while_shutting_down)
+{
+    ck_assert_int_eq(goro_start(&(goro_config_t){ .workers = 2 }), 0);
+    atomic_store(&sd_shut, 0);
+    atomic_store(&sd_start, 1);
+    atomic_store(&sd_pipe, 1);
+    ck_assert_int_eq(goro_detach(go(sd_caller)), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, sd_watch, NULL), 0);
+    int err = goro_shutdown_until(goro_now() + (int64_t)(t_timeout(5) * GORO_SEC));
+    pthread_join(t, NULL);
+    if (err) {                      /* let what held it up end first */
+        while (atomic_load(&sd_pipe) == 1)
+            usleep(1000);
+        goro_shutdown();
+    }
+    ck_assert_msg(err == 0, "goro_shutdown: %d (a goro_start it waited for held it up)", err);
+    ck_assert_int_eq(atomic_load(&sd_start), -EALREADY);
+    ck_assert_int_eq(atomic_load(&sd_pipe), 0);
+}
+END_TEST
+
 static long dir_entries(const char *path)
 {
     DIR *d = opendir(path);
@@ -634,6 +692,8 @@ Suite *lifecycle_suite(void)
     tcase_add_test(tc, shutdown_waits_releases_and_restarts);
     tc = t_tcase(s, "shutdown_race", 60);
     tcase_add_test(tc, detach_while_shutting_down);
+    tc = t_tcase(s, "start_during_shutdown", 30);
+    tcase_add_test(tc, start_while_shutting_down);
     tc = t_tcase(s, "shutdown_stress", 3600);      /* GORO_TEST_SHUTDOWN_MS: its own bound */
     tcase_add_test(tc, release_shutdown_race);
     tc = t_tcase(s, "descriptors", 30);

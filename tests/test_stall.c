@@ -80,6 +80,15 @@ static uint64_t ended_stalls(void)
     return n;
 }
 
+static bool wait_ended(uint64_t n, double seconds)
+{
+    double end = t_now() + t_timeout(seconds);
+    while (ended_stalls() < n && t_now() < end)
+        usleep(1000);
+    return ended_stalls() >= n;
+}
+
+#ifdef GORO_TEST_ZLIB
 /* Stalls reported or left out of stderr: a stall is counted when seen,
  * and reported once its sample came (or it ended). */
 static uint64_t told_stalls(void)
@@ -97,15 +106,6 @@ static bool wait_told(uint64_t n, double seconds)
     return told_stalls() >= n;
 }
 
-static bool wait_ended(uint64_t n, double seconds)
-{
-    double end = t_now() + t_timeout(seconds);
-    while (ended_stalls() < n && t_now() < end)
-        usleep(1000);
-    return ended_stalls() >= n;
-}
-
-#ifdef GORO_TEST_ZLIB
 /* ---- a coroutine in zlib, reported to stderr ---- */
 
 static unsigned char *zin, *zout;

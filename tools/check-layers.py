@@ -26,12 +26,11 @@ CONTRACTS = {
                         "goro__slab_cache_spill",
                         "goro__cxx_eh_save", "goro__cxx_eh_restore"},
     # wait/group.h: the tree of groups, for coro/ (spawn, end, cancel).
-    ("coro", "wait"): {"goro__cancel_tree", "goro__group_limited", "goro__group_admit",
+    ("coro", "wait"): {"goro__cancel_tree", "goro__cancel_with_cause", "goro__group_limited", "goro__group_admit",
                        "goro__group_admit_undo",
                        "goro__group_link", "goro__group_exit"},
-    # io/netpoll.h: a select's descriptor cases, for wait/chan.c.
-    ("wait", "io"): {"goro__fd_begin", "goro__fd_arm", "goro__fd_check_locked",
-                     "goro__fd_edge_again"},
+    # io/poller.h: a select's descriptor cases, for wait/chan.c.
+    ("wait", "io"): {"goro__select_fds"},
 }
 # runtime.c: the first use of the runtime starts it, from any layer.
 ANYONE = {"goro__ensure_started"}

@@ -3,12 +3,13 @@
 
     tools/gen-man.py include/goro.h OUTDIR VERSION
 
-One page per family (a banner section of the header, or part of one), in
-man(7) roff: NAME, SYNOPSIS (the declarations), DESCRIPTION (the header's
-own comments, in order), SEE ALSO. Every function and macro a page declares
+Reads goro.h and, in its order, the goro/ headers it includes at its end.
+One page per family (a banner section of a header, or several), in man(7)
+roff: NAME, SYNOPSIS (the declarations), DESCRIPTION (the headers' own
+comments, in order), SEE ALSO. Every function and macro a page declares
 gets a one-line page of its own (`.so man3/<page>.3`), so `man goro_chan_send`
-finds goro_chan(3). The header is the single source: a page never says
-what the header does not. Prints the names of the files written.
+finds goro_chan(3). The headers are the single source: a page never says
+what they do not. Prints the names of the files written.
 """
 import os
 import re
@@ -16,17 +17,15 @@ import sys
 
 # page, one-line summary, header sections (banner titles, by prefix), and
 # a block filter: None (all), or (keep-if-matches: True/False, regex)
-SELECT_RE = r'goro_select|goro_case|GORO_SEND|GORO_SELECT'
 PAGES = [
     ('goro_start', 'start and shut down the goro runtime', ['Runtime'], None),
     ('goro_go', 'spawn, join, detach and name coroutines; priorities',
      ['Coroutines', 'Priorities'], None),
     ('goro_err', "error objects that travel with a coroutine's end",
      ['Error objects'], None),
-    ('goro_chan', 'channels: typed queues between coroutines',
-     ['Channels'], (False, SELECT_RE)),
+    ('goro_chan', 'channels: typed queues between coroutines', ['Channels'], None),
     ('goro_select', 'wait for the first of several channel or descriptor cases',
-     ['Channels'], (True, SELECT_RE)),
+     ['Select'], None),
     ('goro_mutex', 'mutexes, rwlocks, condition variables, semaphores, wait groups, once',
      ['Synchronisation'], None),
     ('goro_offload', 'run a blocking call on a thread pool', ['Blocking calls'], None),
@@ -46,8 +45,18 @@ PAGES = [
 SKIP_DIRECTIVES = ('#if', '#endif', '#else', '#elif', '#pragma', '#undef', '#include')
 
 
+def headers(path):
+    """[(name as included, text)]: goro.h, then each goro/ header it
+    includes, in its order."""
+    text = open(path).read()
+    out = [('goro.h', text)]
+    for sub in re.findall(r'^#include "(goro/[\w.]+\.h)"$', text, re.M):
+        out.append((sub, open(os.path.join(os.path.dirname(path), sub)).read()))
+    return out
+
+
 def sections(text):
-    """[(title, [lines])] for each banner section of the header."""
+    """[(title, intro lines, body lines)] for each banner section of a header."""
     lines = text.split('\n')
     out, i = [], 0
     banner = re.compile(r'^/\* -{20,}$')
@@ -164,7 +173,7 @@ def prose(lines):
     return out
 
 
-def page(name, summary, picked, version, all_pages):
+def page(name, summary, picked, version, all_pages, sources):
     declared, body = [], []
     for intro, blist in picked:
         if intro:
@@ -182,8 +191,10 @@ def page(name, summary, picked, version, all_pages):
                     body.extend(text)
     # the page's own name first (go() with goro_go)
     first = [n for n in ('go', name) if n in declared]
+    subs = [h for h in sources if h != 'goro.h']
     head = [
-        '.\\" Generated from include/goro.h by tools/gen-man.py: edit the header.',
+        '.\\" Generated from %s by tools/gen-man.py: edit the header.'
+        % ', '.join('include/' + h for h in sources),
         '.TH %s 3 "" "goro %s" "goro manual"' % (name.upper(), version),
         '.nh',
         '.ad l',
@@ -193,6 +204,13 @@ def page(name, summary, picked, version, all_pages):
         '.nf',
         '.B #include <goro.h>',
         '.fi',
+    ] + ([
+        '.PP',
+        esc('Declared in %s, which goro.h includes; it may also be included alone.'
+            % ' and '.join(sources) if subs == sources else
+            'Declared in %s; goro.h includes %s, which may also be included alone.'
+            % (' and '.join(sources), ' and '.join(subs))),
+    ] if subs else []) + [
         '.PP',
         'Link with',
         '.BR "$(pkg-config \\-\\-cflags \\-\\-libs goro)" .',
@@ -219,13 +237,14 @@ def page(name, summary, picked, version, all_pages):
 
 def main():
     header, outdir, version = sys.argv[1], sys.argv[2], sys.argv[3]
-    secs = sections(open(header).read())
+    secs = [(title, intro, body, name) for name, text in headers(header)
+            for title, intro, body in sections(text)]
     os.makedirs(outdir, exist_ok=True)
     all_pages = [p[0] for p in PAGES]
     written = []
     for name, summary, prefixes, filt in PAGES:
-        picked = []
-        for title, intro, body in secs:
+        picked, sources = [], []
+        for title, intro, body, source in secs:
             if not any(title.startswith(p) for p in prefixes):
                 continue
             bl = blocks(body)
@@ -235,9 +254,11 @@ def main():
                       if bool(re.search(rx, '\n'.join(b[0] + b[1]))) == keep]
                 intro = intro if not keep else []
             picked.append((intro, bl))
+            if source not in sources:
+                sources.append(source)
         if not picked:
             sys.exit('gen-man: no section of %s for %s' % (header, name))
-        text, declared = page(name, summary, picked, version, all_pages)
+        text, declared = page(name, summary, picked, version, all_pages, sources)
         path = os.path.join(outdir, name + '.3')
         with open(path, 'w') as f:
             f.write(text)

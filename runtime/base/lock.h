@@ -79,6 +79,16 @@ void goro__lock_taken(goro_lock_t *l) __attribute__((visibility("hidden")));
 void goro__lock_released(goro_lock_t *l) __attribute__((visibility("hidden")));
 #endif
 
+#ifdef GORO_DEBUG
+/* Whether the calling thread holds l: for GORO_ASSERT, which says "under
+ * l" where the prose does. Only in debug builds (it reads holder). */
+static inline bool goro__lock_mine(goro_lock_t *l)
+{
+    return (atomic_load_explicit(&l->holder, memory_order_relaxed) & 0xffffff) ==
+           goro__lock_self();
+}
+#endif
+
 /* Gives a lock made at run time (calloc, memset) its rank. */
 static inline void goro__lock_rank(goro_lock_t *l, enum goro_lock_rank rank)
 {

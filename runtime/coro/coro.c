@@ -121,6 +121,8 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void),
     struct goro *g = goro__slab_get(at->p, size, &err);
     if (!g)
         return err;
+    /* coro: a spawn takes a free record (FREE -> RUNNABLE) */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_FREE);
     g->id = goro__next_id(at->p);
     g->prio = (int8_t)prio;
     if (prio != GORO_PRIO_NORMAL)
@@ -157,12 +159,14 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
     /* A group member: nobody joins it (the group does). With a limit it
      * takes a slot first, which may wait for one; without, it is admitted
      * once made, in the same pass that links it (wait/group.c). The group
-     * of goro_group_go(NULL, ...) is GORO__GROUP_NULL (goro.h). */
-    struct goro_group *grp = attr ? attr->group : NULL;
+     * of goro_group_go(NULL, ...) is GORO__GROUP_NULL (goro/structured.h). */
+    uintptr_t tagged = (uintptr_t)(attr ? attr->group : NULL);
+    bool no_wait = tagged & GORO__GROUP_TRY;    /* goro_group_try_go */
+    struct goro_group *grp = (struct goro_group *)(tagged & ~(uintptr_t)GORO__GROUP_TRY);
     if (grp && (h || !fn || grp == GORO__GROUP_NULL))
         return -EINVAL;
     bool slot_first = grp && goro__group_limited(grp);
-    int err = slot_first ? goro__group_admit(grp) : 0;
+    int err = slot_first ? goro__group_admit(grp, !no_wait) : 0;
     if (err)
         return err;
     /* After the admission, which may have moved us to another M. */
@@ -254,9 +258,13 @@ void goro__release(struct goro *g)
     /* After DEAD is stored a joiner may free g at any moment: touch g no
      * more. A joiner found here is claimed while the word reads WAKING, so
      * one that gave up meanwhile waits for DEAD before it goes on. */
+    /* coro: only a running coroutine ends (RUNNING -> DEAD) */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_RUNNING);
     atomic_store_explicit(&g->state, GORO_S_DEAD, memory_order_relaxed);
     uintptr_t old = atomic_exchange_explicit(&g->exit_word, GORO_EXIT_WAKING,
                                              memory_order_acq_rel);
+    /* coro: its end is decided once (exit_word: never WAKING or DEAD yet) */
+    GORO_ASSERT(old != GORO_EXIT_WAKING && old != GORO_EXIT_DEAD);
     if (old == GORO_EXIT_DETACHED) {
         handle_free(g, NULL, NULL);
     } else if (old == GORO_EXIT_RUNNING) {
@@ -429,6 +437,9 @@ static int join_gated(goro_t *h, long *result, struct goro__cxx_escaped **escape
         if (w != GORO_EXIT_DEAD)
             return -EINVAL;         /* lost a race with another joiner */
     }
+    /* coro: a join hands over only a DEAD coroutine's record, once */
+    GORO_ASSERT(atomic_load_explicit(&h->state, memory_order_relaxed) == GORO_S_DEAD &&
+                atomic_load_explicit(&h->exit_word, memory_order_relaxed) == GORO_EXIT_DEAD);
     if (result)
         *result = h->result;
     handle_free(h, escaped, err);
@@ -538,6 +549,29 @@ int goro_cancel(goro_t *h)
         r = 0;
     }
     handle_gate_leave(outside);
+    return r;
+}
+
+int goro_cancel_cause(goro_t *h, goro_err_t *cause)
+{
+    if (!h || !cause) {
+        goro_err_free(cause);
+        return -EINVAL;
+    }
+    bool outside = !goro__m();
+    if (handle_gate_enter(outside)) {
+        goro_err_free(cause);
+        return 0;
+    }
+    int r = -EINVAL;
+    if (atomic_load_explicit(&h->state, memory_order_relaxed) != GORO_S_FREE &&
+        !(h->flags & (GORO_F_EXTERNAL | GORO_F_G0))) {
+        goro__cancel_with_cause(h, cause);
+        cause = NULL;
+        r = 0;
+    }
+    handle_gate_leave(outside);
+    goro_err_free(cause);
     return r;
 }
 

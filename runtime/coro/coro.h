@@ -59,6 +59,9 @@ GORO_HIDDEN long goro__arena_guards(int lift);
  * made from a negative result (it names the coroutine); NULL for a
  * success. Groups and single-flight hand it on. */
 GORO_HIDDEN goro_err_t *goro__err_take_at_end(struct goro *g, long result);
+/* A shared, immutable error of code ETIMEDOUT, or else ECANCELED, with
+ * no message (goro_err_free leaves it alone): a cause nobody gave. */
+GORO_HIDDEN const goro_err_t *goro__err_stand_in(int code);
 
 /* Cleanups a coroutine's end runs (pthread_cleanup_push's kind), for
  * state that names the coroutine while it is inside some call of its own -

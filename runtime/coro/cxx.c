@@ -6,7 +6,7 @@
  *
  * This file is C and needs nothing from the C++ runtime at link time: a C
  * program links and runs without it, and each switch then costs one load
- * and a branch more. Everything C++ is in include/goro.h. */
+ * and a branch more. Everything C++ is in include/goro/cxx.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -43,7 +43,7 @@ void goro__cxx_register(void *(*get_globals)(void))
 }
 
 /* Once, at load. A C++ library loaded later with dlopen registers from
- * goro.h instead, as every C++ translation unit that includes it does. */
+ * goro/cxx.h instead, as every C++ translation unit that includes it does. */
 __attribute__((constructor)) static void find_cxx_runtime(void)
 {
     if (__cxa_get_globals)

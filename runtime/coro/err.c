@@ -36,6 +36,15 @@ static goro_err_t out_of_memory = {
     .code = ENOMEM, .stand_in = true,
 };
 
+/* Causes without a message: a plain cancel, a deadline (goro_cause). */
+static goro_err_t canceled_stand_in = { .code = ECANCELED, .stand_in = true };
+static goro_err_t timedout_stand_in = { .code = ETIMEDOUT, .stand_in = true };
+
+const goro_err_t *goro__err_stand_in(int code)
+{
+    return code == ETIMEDOUT ? &timedout_stand_in : &canceled_stand_in;
+}
+
 static bool has_msg(const goro_err_t *e)
 {
     return !e->stand_in && e->msg[0];

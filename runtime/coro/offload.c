@@ -53,6 +53,7 @@ static int pool_size(void)
 static void finish(struct job *j)
 {
     uintptr_t old = atomic_exchange_explicit(&j->state, JOB_DONE, memory_order_acq_rel);
+    GORO_ASSERT(old != JOB_DONE);   /* offload: a job completes once */
     if (old != JOB_PENDING)
         goro__claim_ready((struct goro *)old);   /* a firm wait: the claim always wins */
 }
@@ -141,7 +142,12 @@ int goro_offload(long (*fn)(void *), void *arg, long *result)
     struct goro_park how = { .why = GORO_W_OFFLOAD, .obj = fn, .commit = job_commit,
                              .arg = &j, .deadline = GORO_FOREVER, .firm = true,
                              .real = true };
-    goro__park(&how);
+    int outcome = goro__park(&how);
+    /* offload: the caller goes on only once its job is done - a firm wait
+     * that its pool thread alone ends */
+    GORO_ASSERT(outcome == GORO_WAKE_DONE &&
+                atomic_load_explicit(&j.state, memory_order_acquire) == JOB_DONE);
+    (void)outcome;
     if (result)
         *result = j.result;
     return 0;

@@ -163,3 +163,21 @@ int goro_cancel_token(goro_token_t tok)
     goro__unlock(&e->lock);
     return 0;
 }
+
+int goro_cancel_token_cause(goro_token_t tok, goro_err_t *cause)
+{
+    struct token_entry *e = entry(tok.slot);
+    if (!e || tok.id == 0 || !cause) {
+        goro_err_free(cause);
+        return -EINVAL;
+    }
+    goro__lock(&e->lock);
+    if (e->life != tok.id) {
+        goro__unlock(&e->lock);
+        goro_err_free(cause);
+        return -ESRCH;
+    }
+    goro__cancel_with_cause(e->g, cause);
+    goro__unlock(&e->lock);
+    return 0;
+}

@@ -413,6 +413,8 @@ static void fd_event(evutil_socket_t fd, short what, void *arg)
     struct goro_pollfd *pd = arg;
     struct goro *r = NULL, *w = NULL;
     goro__lock(&pd->lock);
+    /* record: waiters only on a registered record (netpoll.h) */
+    GORO_ASSERT(pd->state == PD_REGISTERED || (!pd->rq.head && !pd->wq.head));
     if (pd->state == PD_REGISTERED) {
         if (what & EV_READ)
             r = edge_locked(&pd->rq, &pd->rready);
@@ -437,6 +439,11 @@ static void fd_event(evutil_socket_t fd, short what, void *arg)
  * life or a later one, never an earlier one. */
 static void new_life_locked(struct goro_pollfd *pd, int state, bool socket)
 {
+    /* record: a life begins on a number without one, and ends only
+     * through CLOSING (netpoll.h), with nobody waiting */
+    GORO_ASSERT(pd->state == PD_UNKNOWN ? state == PD_NONBLOCK || state == PD_UNPOLLABLE
+                                        : pd->state == PD_CLOSING && state == PD_UNKNOWN);
+    GORO_ASSERT(!pd->rq.head && !pd->wq.head);
     atomic_fetch_add_explicit(&pd->gen, 1, memory_order_relaxed);
     pd->state = state;
     pd->rready = pd->wready = false;
@@ -561,6 +568,7 @@ void goro__fd_new(int fd)
 /* Under pd->lock: registers pd with the base of the P we run on. */
 static int register_locked(struct goro_pollfd *pd)
 {
+    GORO_ASSERT(pd->state == PD_NONBLOCK);  /* record: NONBLOCK -> REGISTERED */
     struct goro_p *p = goro__current_p();
     if (!p)
         p = &goro__sched.procs[0];  /* a foreign thread: any base will do */
@@ -616,6 +624,8 @@ int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t dead
         goro__unlock(&pd->lock);
         return goro__wait_refused(err);
     }
+    /* record: waiters only on a registered record (netpoll.h) */
+    GORO_ASSERT(pd->state == PD_REGISTERED);
     /* One waiter per direction, like a select: the first edge claims. */
     struct goro *self = goro__waiter_self();
     struct goro_waiter r = { .g = self, .tag = GORO_READABLE };
@@ -640,7 +650,7 @@ int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t dead
     return ok ? fired : -EBADF;
 }
 
-/* ---- for select (chan.c) ---- */
+/* ---- for a select's descriptor cases (select_fd.c) ---- */
 
 int goro__fd_arm(struct goro_pollfd *pd, uint32_t gen)
 {
@@ -660,6 +670,7 @@ int goro__fd_arm(struct goro_pollfd *pd, uint32_t gen)
     if (err == -EPERM) {
         /* epoll takes no such file (/dev/null, say): it is always ready,
          * like a regular file, and a select case on it fires at once. */
+        GORO_ASSERT(pd->state == PD_NONBLOCK && !pd->rq.head && !pd->wq.head);
         pd->state = PD_UNPOLLABLE;
         atomic_store_explicit(&pd->state_hint, PD_UNPOLLABLE, memory_order_release);
         err = 0;
@@ -676,17 +687,11 @@ int goro__fd_check_locked(struct goro_pollfd *pd, uint32_t gen, int events)
     return pd->state == PD_UNPOLLABLE ? events : 0;
 }
 
-void goro__fd_edge_again(struct goro_pollfd *pd, uint32_t gen, int dir)
+struct goro *goro__fd_edge_again_locked(struct goro_pollfd *pd, int dir)
 {
-    struct goro *g = NULL;
-    goro__lock(&pd->lock);
-    if (atomic_load_explicit(&pd->gen, memory_order_relaxed) == gen &&
-        pd->state == PD_REGISTERED)
-        g = edge_locked(dir == GORO_READABLE ? &pd->rq : &pd->wq,
-                        dir == GORO_READABLE ? &pd->rready : &pd->wready);
-    goro__unlock(&pd->lock);
-    if (g)
-        goro__ready(g);
+    GORO_ASSERT(pd->state == PD_REGISTERED);    /* record: edges only while registered */
+    return edge_locked(dir == GORO_READABLE ? &pd->rq : &pd->wq,
+                       dir == GORO_READABLE ? &pd->rready : &pd->wready);
 }
 
 void goro__fd_pass(struct goro_pollfd *pd, int dir)
@@ -764,8 +769,11 @@ static struct goro *mark_closing_locked(struct goro_pollfd *pd, enum pd_end how)
     pd->closer = how == END_CLOSE;
     atomic_store(&pd->state_hint, PD_CLOSING);  /* seq_cst: before ops is read */
     pd->rready = pd->wready = false;
-    return goro__waitq_take_all(&pd->rq, false, 0,
-                                goro__waitq_take_all(&pd->wq, false, 0, NULL));
+    struct goro *list = goro__waitq_take_all(&pd->rq, false, 0,
+                                             goro__waitq_take_all(&pd->wq, false, 0, NULL));
+    /* record: CLOSING takes every waiter (netpoll.h) */
+    GORO_ASSERT(!pd->rq.head && !pd->wq.head);
+    return list;
 }
 
 static int retire(struct goro_pollfd *pd, enum pd_end how)
@@ -782,6 +790,8 @@ static int retire(struct goro_pollfd *pd, enum pd_end how)
         retire_wait_locked(pd);
     }
     bool registered = pd->state == PD_REGISTERED;
+    /* record: only a live record closes (any but CLOSING -> CLOSING) */
+    GORO_ASSERT(pd->state != PD_CLOSING);
     struct goro *waiters = mark_closing_locked(pd, how);
     goro__unlock(&pd->lock);
     /* Without pd->lock: event_del waits for a callback running elsewhere,

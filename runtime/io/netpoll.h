@@ -1,4 +1,5 @@
-/* Descriptor records of the poller (runtime/io/netpoll.c), for io.c. */
+/* Descriptor records of the poller (runtime/io/netpoll.c), for io.c and
+ * a select's descriptor cases (select_fd.c). Inside io/ only. */
 #ifndef GORO_NETPOLL_H
 #define GORO_NETPOLL_H
 
@@ -16,6 +17,15 @@ enum goro_pd_state {
     PD_UNPOLLABLE,                 /* a regular file or the like: never waits */
     PD_REGISTERED,                 /* its event is in a base */
 };
+
+/* A record's transitions, under its lock (netpoll.c asserts them):
+ *   UNKNOWN -> NONBLOCK | UNPOLLABLE   a life begins (new_life_locked)
+ *   NONBLOCK -> REGISTERED             the first wait (register_locked)
+ *   NONBLOCK -> UNPOLLABLE             epoll refuses the file (goro__fd_arm)
+ *   any but CLOSING -> CLOSING         goro_close / release (retire)
+ *   CLOSING -> UNKNOWN                 the life ends (new_life_locked)
+ * Waiters queue on rq / wq only while it is REGISTERED, and CLOSING takes
+ * them all: a record that is not REGISTERED has none. */
 
 /* One per descriptor number, kept while the process lives. A number is
  * reused: what the record learned about one open file (state, the ready
@@ -44,8 +54,8 @@ struct goro_pollfd {
 /* The record for fd (NULL if fd is out of range, or if !create and it
  * was never used). */
 GORO_HIDDEN struct goro_pollfd *goro__pollfd(int fd, bool create);
-/* A select's descriptor case starts here: the record, ready for use, and
- * its generation. */
+/* A select's descriptor case (select_fd.c) starts here: the record,
+ * ready for use, and its generation. */
 GORO_HIDDEN int goro__fd_begin(int fd, struct goro_pollfd **pd, uint32_t *gen);
 /* Every I/O call: goro__fd_begin, and the number is held until
  * goro__fd_leave: goro_close waits for it before close(2), so the number
@@ -60,7 +70,7 @@ GORO_HIDDEN void goro__fd_new(int fd);
  * EAGAIN before it waits again. */
 GORO_HIDDEN int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events,
                               int64_t deadline);
-/* For a select's descriptor case (chan.c), before it takes any lock:
+/* For a select's descriptor case (select_fd.c), before it takes any lock:
  * registers pd with a poller if it is not yet, so that its edges come.
  * 0, or -EBADF if the descriptor was let go since gen, or why it could
  * not be registered. */
@@ -72,11 +82,13 @@ GORO_HIDDEN int goro__fd_arm(struct goro_pollfd *pd, uint32_t gen);
  * edge after that poll wakes it. The remembered edges are left to the I/O
  * calls. */
 GORO_HIDDEN int goro__fd_check_locked(struct goro_pollfd *pd, uint32_t gen, int events);
-/* An edge woke a select's case on dir, and the select reads or writes
- * nothing itself: the edge goes on, to the next waiter in dir or into the
- * remembered flag (for an I/O call that saw EAGAIN just before the edge
- * and has not queued yet). Nothing if pd was let go since gen. */
-GORO_HIDDEN void goro__fd_edge_again(struct goro_pollfd *pd, uint32_t gen, int dir);
+/* Under pd->lock, pd REGISTERED at the generation the caller began with
+ * (goro__fd_check_locked said 0): an edge woke a select's case on dir,
+ * and the select reads or writes nothing itself. The edge goes on, to the
+ * next waiter in dir - returned, to be made runnable once the lock is
+ * dropped - or into the remembered flag (for an I/O call that saw EAGAIN
+ * just before the edge and has not queued yet). */
+GORO_HIDDEN struct goro *goro__fd_edge_again_locked(struct goro_pollfd *pd, int dir);
 /* A woken waiter succeeded: the next one in dir tries its luck too. */
 GORO_HIDDEN void goro__fd_pass(struct goro_pollfd *pd, int dir);
 /* goro_fd_release: ends the number's life in goro (waiters wake with

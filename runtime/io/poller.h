@@ -1,15 +1,19 @@
 /* io/: descriptors, the poller and signals - everything libevent lives
  * here: the event bases, the descriptor records (netpoll.h), the I/O
- * calls (io.c) and goro_signal_notify (signal.c). Timers are the
- * scheduler's (sched/timer.c); libevent watches descriptors only.
+ * calls (io.c), a select's descriptor cases (select_fd.c) and
+ * goro_signal_notify (signal.c). Timers are the scheduler's
+ * (sched/timer.c); libevent watches descriptors only.
  *
- * This header is the poller contract, the only way the scheduler reaches
- * io/: goro__netpoll looks at a P's base and hands back what became
- * runnable, sleeping - when asked - no later than the P's first timer.
- * May call: sched/ (park, ready, timers), wait/ (channels, for signals),
- * base/. */
+ * This header is the poller contract, the only way lower layers reach
+ * io/: the scheduler through goro__netpoll, which looks at a P's base and
+ * hands back what became runnable, sleeping - when asked - no later than
+ * the P's first timer; wait/'s select through goro__select_fds.
+ * May call: sched/ (park, ready, timers), wait/ (channels, for signals;
+ * waiter queues), base/. */
 #ifndef GORO_IO_POLLER_H
 #define GORO_IO_POLLER_H
+
+#include <poll.h>
 
 #include "internal.h"
 
@@ -37,6 +41,51 @@ GORO_HIDDEN int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, in
 GORO_HIDDEN void goro__netpoll_break(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 extern GORO_HIDDEN _Atomic int goro__io_used;
+
+/* select_fd.c: a select's descriptor cases (GORO_FD_READ / _WRITE), for
+ * wait/chan.c - the select's one way into io/. The select owns the
+ * memory (struct goro_select_fds and its arrays, n entries each) and
+ * drives it through goro__select_fds, step by step:
+ *   PREPARE  before any lock: each descriptor case's record, registered
+ *            with a poller so that its edges come, or its error (fc[i]);
+ *            the distinct records in lock order (pds, npds). Returns how
+ *            many descriptor cases can ever be ready.
+ *   LOCK     after the select's channel locks: every record's lock but
+ *            skip's, in descriptor order. UNLOCK: the same, in reverse.
+ *   LOOK     under the locks: each descriptor case's result now, into
+ *            fc[i].ready: its readiness bit, a negative errno, or 0.
+ *   WOKEN    the waiter of case i was completed by an edge, and the
+ *            select holds no lock: its result, or 0 if the descriptor is
+ *            not ready any more (the select starts again). A descriptor
+ *            whose life ended meanwhile (goro_close) says -EBADF.
+ * A live case's waiter goes on fc[i].q, guarded by the lock of fc[i].pd
+ * (its object). Nothing in s is written after PREPARE but by LOOK. */
+struct goro_pollfd;
+struct goro_waitq;
+struct goro_fd_case {
+    int fd;                        /* *elem, read once; < 0: never ready */
+    int err;                       /* the case's result at once (-EBADF...) */
+    struct goro_pollfd *pd;        /* NULL: no record (switched off, or err) */
+    uint32_t gen;                  /* the record's generation at PREPARE */
+    struct goro_waitq *q;          /* where its waiter queues (with pd) */
+    int ready;                     /* LOOK's answer */
+};
+struct goro_select_fds {
+    const goro_case_t *cases;
+    int n;
+    struct goro_fd_case *fc;       /* [n]: descriptor cases' entries only */
+    struct pollfd *level;          /* [n]: LOOK's poll(2) */
+    struct goro_pollfd **pds;      /* [n]: the distinct records, in lock order */
+    int npds;
+};
+enum goro_select_fds_step {
+    GORO_SELECT_FDS_PREPARE, GORO_SELECT_FDS_LOCK, GORO_SELECT_FDS_UNLOCK,
+    GORO_SELECT_FDS_LOOK, GORO_SELECT_FDS_WOKEN,
+};
+/* i: the case, for WOKEN; skip: the record not to touch, for LOCK and
+ * UNLOCK (a partner completed the select's wait on it). */
+GORO_HIDDEN int goro__select_fds(struct goro_select_fds *s, enum goro_select_fds_step step,
+                                 int i, const void *skip);
 
 /* netpoll.c, for signal.c: base 0 of the running runtime watches fd for
  * reading; cb runs on a runtime thread's g0 and must not switch. */

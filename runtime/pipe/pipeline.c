@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
 #include "pipe/pipe.h"
 
 #define DEFAULT_WINDOW 1024
@@ -619,6 +618,18 @@ static long pipe_sink(void *arg)
 
 /* ---- the public calls ---- */
 
+/* The runtime, running: goro_workers() sizes the default budget. A
+ * pipeline starts it with the defaults, as the first go() would; one that
+ * runs already (goro_workers() > 0, or -EALREADY from a start that raced
+ * another) is what is wanted. */
+static int started(void)
+{
+    if (goro_workers() > 0)
+        return 0;
+    int err = goro_start(NULL);
+    return err == -EALREADY ? 0 : err;
+}
+
 int goro_pipeline_new(goro_pipeline_t **out, const goro_pipeline_attr_t *attr)
 {
     if (!out)
@@ -630,7 +641,7 @@ int goro_pipeline_new(goro_pipeline_t **out, const goro_pipeline_attr_t *attr)
         a.policy < GORO_PIPELINE_FAIL_FAST || a.policy > GORO_PIPELINE_SKIP_FAILED ||
         a.deadline < 0)
         return -EINVAL;
-    int err = goro__ensure_started();
+    int err = started();
     if (err)
         return err;
     struct goro_pipeline *p = calloc(1, sizeof *p);

@@ -2,17 +2,26 @@
  * Channels and select, with Go's semantics.
  *
  * A channel is a lock, a ring buffer of cap elements and two waiter
- * queues. Invariants (under ch->lock):
+ * queues. Invariants (under ch->lock; chan_check_locked asserts them):
+ *   - count <= cap, and the ring is consistent: the next value to
+ *     receive is at recvx, the next free slot at sendx = recvx + count
+ *     (mod cap); both 0 when unbuffered;
  *   - if count > 0 then recvq is empty (a receiver would have taken it);
  *   - if count < cap then sendq is empty (a sender would have buffered);
- *   - unbuffered (cap == 0): at most one of recvq, sendq is non-empty.
+ *   - unbuffered (cap == 0): at most one of recvq, sendq is non-empty -
+ *     except while one select waits both to send and to receive on it
+ *     (as in Go): then both queues start with that select's waiters.
+ * These hold for waiters whose wait has ended too (a deadline, a cancel):
+ * such a waiter stays queued until it removes itself, but the values and
+ * waiters that would contradict it pop the queue first, which drops it.
  * A partner that finds a waiter completes the exchange itself, copying
  * straight to or from the waiter's stack, marks it successful and makes it
  * runnable: the woken side never has to retry. Close wakes everybody with
  * success = false.
  *
  * select locks all its channels in address order, then its descriptors'
- * records in descriptor order (the lock order: see "select" below), polls
+ * records in descriptor order (the lock order: see "select" below; the
+ * descriptor cases are io/'s, io/select_fd.c), polls
  * the cases in a random order (fairness), and otherwise enqueues one
  * waiter per case; the first partner to claim the select's wait wins, the
  * others skip those waiters (waitq.h). The winner also removes the
@@ -23,12 +32,11 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-#include "io/netpoll.h"
+#include "io/poller.h"
 #include "wait/waitq.h"
 
 #define ELEM_MAX ((size_t)1 << 16)    /* copy by value: keep elements small */
@@ -92,6 +100,29 @@ static unsigned char *slot(struct goro_chan *ch, size_t i)
     return ch->buf + i * ch->elem_size;
 }
 
+/* Under ch->lock: the invariants at the top. Free in release builds. */
+static inline void chan_check_locked(struct goro_chan *ch)
+{
+#ifdef GORO_DEBUG
+    GORO_ASSERT(goro__lock_mine(&ch->lock));
+    /* chan: never more buffered than it holds */
+    GORO_ASSERT(ch->count <= ch->cap);
+    /* chan: the ring's ends agree with its count */
+    GORO_ASSERT(ch->cap ? ch->recvx < ch->cap && (ch->recvx + ch->count) % ch->cap == ch->sendx
+                        : ch->recvx == 0 && ch->sendx == 0);
+    /* chan: a buffered value never waits beside a parked receiver */
+    GORO_ASSERT(ch->count == 0 || !ch->recvq.head);
+    /* chan: a sender parks only beside a full buffer */
+    GORO_ASSERT(ch->count == ch->cap || !ch->sendq.head);
+    /* chan: unbuffered, senders and receivers never wait for each other,
+     * but for one select on both sides */
+    GORO_ASSERT(ch->cap || !ch->recvq.head || !ch->sendq.head ||
+                ch->recvq.head->g == ch->sendq.head->g);
+#else
+    (void)ch;
+#endif
+}
+
 /* The non-waiting part of a send, under ch->lock. Returns 0 if done (and
  * *wake is a receiver to make runnable, or NULL), -EPIPE if closed, -EAGAIN
  * if the sender would have to wait. */
@@ -102,15 +133,18 @@ static int try_send_locked(struct goro_chan *ch, const void *elem, struct goro *
         return -EPIPE;
     struct goro_waiter *w = goro__waitq_pop(&ch->recvq);
     if (w) {
+        GORO_ASSERT(ch->count == 0);  /* chan: a receiver waits only on an empty buffer */
         copy_elem(ch, w->elem, elem);
         w->success = true;
         *wake = w->g;
+        chan_check_locked(ch);
         return 0;
     }
     if (ch->count < ch->cap) {
         copy_elem(ch, slot(ch, ch->sendx), elem);
         ch->sendx = (ch->sendx + 1) % ch->cap;
         ch->count++;
+        chan_check_locked(ch);
         return 0;
     }
     return -EAGAIN;
@@ -123,6 +157,9 @@ static int try_recv_locked(struct goro_chan *ch, void *elem, struct goro **wake)
     *wake = NULL;
     struct goro_waiter *w = goro__waitq_pop(&ch->sendq);
     if (w) {
+        /* chan: a sender waits only beside a full buffer, whose head it
+         * may take the place of */
+        GORO_ASSERT(ch->count == ch->cap);
         if (ch->cap == 0) {
             copy_elem(ch, elem, w->elem);
         } else {
@@ -134,6 +171,7 @@ static int try_recv_locked(struct goro_chan *ch, void *elem, struct goro **wake)
         }
         w->success = true;
         *wake = w->g;
+        chan_check_locked(ch);
         return 1;
     }
     if (ch->count > 0) {
@@ -141,6 +179,7 @@ static int try_recv_locked(struct goro_chan *ch, void *elem, struct goro **wake)
         zero_elem(ch, slot(ch, ch->recvx));
         ch->recvx = (ch->recvx + 1) % ch->cap;
         ch->count--;
+        chan_check_locked(ch);
         return 1;
     }
     if (ch->closed) {
@@ -176,6 +215,11 @@ static int chan_op(struct goro_chan *ch, void *elem, bool send, bool block, int6
         goro__preempt_check();
         return r;
     }
+    chan_check_locked(ch);
+    /* chan: a sender parks only beside a full buffer, a receiver only
+     * beside an empty one (try_*_locked said -EAGAIN) */
+    GORO_ASSERT(send ? ch->count == ch->cap : ch->count == 0);
+    GORO_ASSERT(!ch->closed);       /* chan: nobody waits on a closed channel */
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = elem };
     int err = chan_wait(ch, send ? &ch->sendq : &ch->recvq, &w,
                         send ? GORO_W_CHAN_SEND : GORO_W_CHAN_RECV, deadline);
@@ -238,6 +282,9 @@ int goro_chan_close(goro_chan_t *ch)
     /* Collect everybody, then wake them after unlocking. */
     struct goro *wake = goro__waitq_take_all(&ch->recvq, false, ch->elem_size, NULL);
     wake = goro__waitq_take_all(&ch->sendq, false, 0, wake);
+    /* chan: a closed channel has nobody waiting on it */
+    GORO_ASSERT(!ch->recvq.head && !ch->sendq.head);
+    chan_check_locked(ch);
     goro__unlock(&ch->lock);
     goro__ready_list(wake);
     return 0;
@@ -266,20 +313,20 @@ size_t goro__chan_elem_size(const goro_chan_t *ch)
 /* ---- select ----
  *
  * A select's cases are channel cases (GORO_SEND, GORO_RECV) and
- * descriptor cases (GORO_FD_READ, GORO_FD_WRITE). A descriptor case waits
- * like goro_wait_fd: its waiter goes on the descriptor record's queue of
- * readers or writers (netpoll.h), where an edge, a passed turn or
- * goro_close claims it through the same group as the channel waiters.
+ * descriptor cases (GORO_FD_READ, GORO_FD_WRITE). The descriptor cases
+ * are io/'s (io/select_fd.c), reached through goro__select_fds
+ * (io/poller.h): their records, their lock order, their readiness. Here
+ * each case is a queue to wait on and the object whose lock guards it.
  *
  * Lock order. A select holds the locks of everything it waits on while it
  * looks at the cases and while it queues, so it takes them in one global
  * order: every channel lock in address order, then every descriptor
  * record lock in descriptor order. Nothing else holds two of these locks:
  * channel calls take one channel's lock; the poller's callbacks, the I/O
- * calls, goro_close and goro__fd_pass, goro__fd_edge_again take one record's lock and never a
- * channel's. (libevent's base lock is taken inside a record's lock when a
- * descriptor is registered, never the other way round; a select registers
- * its descriptors before it takes any lock.) So no cycle can form.
+ * calls and goro_close take one record's lock and never a channel's.
+ * (libevent's base lock is taken inside a record's lock when a descriptor
+ * is registered, never the other way round; a select registers its
+ * descriptors before it takes any lock.) So no cycle can form.
  */
 
 #define SELECT_STACK_CASES 16
@@ -294,27 +341,24 @@ size_t goro__chan_elem_size(const goro_chan_t *ch)
 struct select_locks {
     struct goro_chan **chans;      /* distinct, in address order */
     int nchans;
-    struct goro_pollfd **pds;      /* distinct, in descriptor order */
-    int npds;
+    struct goro_select_fds *fds;   /* NULL: no descriptor case */
     const void *skip;              /* not this one: a partner completed it */
 };
 
-static void select_lock(struct select_locks *l)
+static void select_lock(const struct select_locks *l)
 {
     for (int i = 0; i < l->nchans; i++)
         if (l->chans[i] != l->skip)
             goro__lock(&l->chans[i]->lock);
-    for (int i = 0; i < l->npds; i++)
-        if (l->pds[i] != l->skip)
-            goro__lock(&l->pds[i]->lock);
+    if (l->fds)
+        goro__select_fds(l->fds, GORO_SELECT_FDS_LOCK, 0, l->skip);
 }
 
 static void select_unlock(void *arg)
 {
-    struct select_locks *l = arg;
-    for (int i = l->npds - 1; i >= 0; i--)
-        if (l->pds[i] != l->skip)
-            goro__unlock(&l->pds[i]->lock);
+    const struct select_locks *l = arg;
+    if (l->fds)
+        goro__select_fds(l->fds, GORO_SELECT_FDS_UNLOCK, 0, l->skip);
     for (int i = l->nchans - 1; i >= 0; i--)
         if (l->chans[i] != l->skip)
             goro__unlock(&l->chans[i]->lock);
@@ -324,13 +368,6 @@ static int cmp_chan(const void *a, const void *b)
 {
     uintptr_t x = (uintptr_t)*(struct goro_chan *const *)a;
     uintptr_t y = (uintptr_t)*(struct goro_chan *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int cmp_pd(const void *a, const void *b)
-{
-    int x = (*(struct goro_pollfd *const *)a)->fd;
-    int y = (*(struct goro_pollfd *const *)b)->fd;
     return x < y ? -1 : x > y;
 }
 
@@ -358,13 +395,10 @@ static bool is_fd_case(const goro_case_t *c)
     return c->op == GORO_FD_READ || c->op == GORO_FD_WRITE;
 }
 
-static int fd_case_events(const goro_case_t *c)
+/* 0, or -EINVAL; *nfd: how many descriptor cases there are. */
+static int select_check(const goro_case_t *cases, int n, int flags, int *nfd)
 {
-    return c->op == GORO_FD_READ ? GORO_READABLE : GORO_WRITABLE;
-}
-
-static int select_check(const goro_case_t *cases, int n, int flags)
-{
+    *nfd = 0;
     if (!cases || n < 0 || n > SELECT_CASES_MAX || (flags & ~GORO_SELECT_NOWAIT))
         return -EINVAL;
     for (int i = 0; i < n; i++) {
@@ -375,17 +409,10 @@ static int select_check(const goro_case_t *cases, int n, int flags)
             return -EINVAL;
         if (c->ch && c->op == GORO_SEND && !c->elem && c->ch->elem_size)
             return -EINVAL;         /* nothing to send */
+        *nfd += is_fd_case(c);
     }
     return 0;
 }
-
-/* A descriptor case, as found before any lock is taken. */
-struct select_fd {
-    int fd;                        /* *elem, read once; < 0: never ready */
-    int err;                       /* the case's result at once (-EBADF...) */
-    struct goro_pollfd *pd;        /* NULL: no record (switched off, or err) */
-    uint32_t gen;
-};
 
 /* The select's working memory: on the stack for up to
  * SELECT_STACK_CASES cases, else one allocation. */
@@ -393,9 +420,7 @@ struct select_work {
     int *order;                    /* the cases in a random order */
     struct goro_waiter *waiters;   /* one per case */
     struct goro_chan **chans;      /* for select_locks */
-    struct goro_pollfd **pds;
-    struct select_fd *fds;         /* per case; descriptor cases only */
-    struct pollfd *level;          /* per case: poll(2) of descriptor cases */
+    struct goro_select_fds fds;    /* the descriptor cases (io/), if any */
     struct select_locks locks;
     void *heap;
 };
@@ -405,7 +430,7 @@ struct select_stack {
     struct goro_waiter waiters[SELECT_STACK_CASES];
     struct goro_chan *chans[SELECT_STACK_CASES];
     struct goro_pollfd *pds[SELECT_STACK_CASES];
-    struct select_fd fds[SELECT_STACK_CASES];
+    struct goro_fd_case fc[SELECT_STACK_CASES];
     struct pollfd level[SELECT_STACK_CASES];
 };
 
@@ -414,16 +439,22 @@ struct select_stack {
 static size_t select_heap_bytes(size_t m)
 {
     struct select_work *w;
-    return m * (sizeof *w->waiters + sizeof *w->chans + sizeof *w->pds + sizeof *w->fds +
-                sizeof *w->level + sizeof *w->order);
+    return m * (sizeof *w->waiters + sizeof *w->chans + sizeof *w->fds.pds +
+                sizeof *w->fds.fc + sizeof *w->fds.level + sizeof *w->order);
 }
 
-static int select_work_init(struct select_work *w, int n, struct select_stack *st)
+static int select_work_init(struct select_work *w, const goro_case_t *cases, int n,
+                            struct select_stack *st)
 {
     w->heap = NULL;
+    w->fds = (struct goro_select_fds){ .cases = cases, .n = n };
     if (n <= SELECT_STACK_CASES) {
-        *w = (struct select_work){ st->order, st->waiters, st->chans, st->pds, st->fds,
-                                   st->level, { 0 }, NULL };
+        w->order = st->order;
+        w->waiters = st->waiters;
+        w->chans = st->chans;
+        w->fds.pds = st->pds;
+        w->fds.fc = st->fc;
+        w->fds.level = st->level;
         return 0;
     }
     size_t m = (size_t)n;
@@ -434,113 +465,39 @@ static int select_work_init(struct select_work *w, int n, struct select_stack *s
     w->heap = p;
     w->waiters = (struct goro_waiter *)p;
     w->chans = (struct goro_chan **)(w->waiters + m);
-    w->pds = (struct goro_pollfd **)(w->chans + m);
-    w->fds = (struct select_fd *)(w->pds + m);
-    w->level = (struct pollfd *)(w->fds + m);
-    w->order = (int *)(w->level + m);
+    w->fds.pds = (struct goro_pollfd **)(w->chans + m);
+    w->fds.fc = (struct goro_fd_case *)(w->fds.pds + m);
+    w->fds.level = (struct pollfd *)(w->fds.fc + m);
+    w->order = (int *)(w->fds.level + m);
     return 0;
 }
 
-/* A descriptor case's record, registered with a poller so that edges
- * come; or the error that is its result at once. */
-static struct select_fd fd_case_prepare(const goro_case_t *c)
-{
-    struct select_fd f = { *(const int *)c->elem, 0, NULL, 0 };
-    if (f.fd < 0)
-        return f;                   /* switched off */
-    f.err = goro__fd_begin(f.fd, &f.pd, &f.gen);
-    if (!f.err)
-        f.err = goro__fd_arm(f.pd, f.gen);
-    if (f.err)
-        f.pd = NULL;
-    return f;
-}
-
-/* Under the select's locks: the level now, without waiting, of every
- * descriptor case. The level, not the poller's edges, says whether a case
- * is ready: an edge may be delivered after a read has taken what it
- * announced, and data left over by an earlier read brings no edge at all.
- * Polled under the locks, because an edge after this poll needs the
- * record's lock to be delivered: it finds the select's waiter queued. */
-static void select_poll_levels(const goro_case_t *cases, int n, struct select_work *w)
-{
-    bool any = false;
-    for (int i = 0; i < n; i++) {
-        bool live = is_fd_case(&cases[i]) && w->fds[i].pd;
-        w->level[i] = (struct pollfd){ .fd = live ? w->fds[i].fd : -1,
-                                       .events = cases[i].op == GORO_FD_READ ? POLLIN : POLLOUT };
-        any |= live;
-    }
-    if (!any)
-        return;
-    int r;
-    while ((r = poll(w->level, (nfds_t)n, 0)) < 0 && errno == EINTR)
-        ;
-    if (r < 0)                      /* no memory for it: wait for the edges */
-        for (int i = 0; i < n; i++)
-            w->level[i].revents = 0;
-}
-
 /* Picks the random order and the objects to lock; prepares the
- * descriptor cases. Returns how many cases can ever be ready. */
-static int select_prepare(const goro_case_t *cases, int n, struct select_work *w)
+ * descriptor cases (nfd of them). Returns how many cases can ever be
+ * ready. */
+static int select_prepare(const goro_case_t *cases, int n, int nfd, struct select_work *w)
 {
-    int nch = 0, npd = 0, live = 0;
+    int nch = 0, live = 0;
     for (int i = 0; i < n; i++) {
         int j = (int)(select_rand() % (uint32_t)(i + 1));   /* Fisher-Yates */
         w->order[i] = w->order[j];
         w->order[j] = i;
-        const goro_case_t *c = &cases[i];
-        if (is_fd_case(c)) {
-            w->fds[i] = fd_case_prepare(c);
-            if (w->fds[i].pd)
-                w->pds[npd++] = w->fds[i].pd;
-            live += w->fds[i].fd >= 0;
-        } else if (c->ch) {
-            w->chans[nch++] = c->ch;
+        if (cases[i].ch && !is_fd_case(&cases[i])) {
+            w->chans[nch++] = cases[i].ch;
             live++;
         }
     }
+    if (nfd)
+        live += goro__select_fds(&w->fds, GORO_SELECT_FDS_PREPARE, 0, NULL);
     w->locks = (struct select_locks){
         w->chans, sort_distinct((void **)w->chans, nch, cmp_chan),
-        w->pds, sort_distinct((void **)w->pds, npd, cmp_pd), NULL };
+        nfd && w->fds.npds ? &w->fds : NULL, NULL };
     return live;
 }
 
-/* What a poll(2) entry says of a descriptor case: its readiness bit,
- * -EBADF, or 0 (not ready). */
-static int fd_case_level(const goro_case_t *c, const struct pollfd *level)
-{
-    if (level->revents & POLLNVAL)
-        return -EBADF;              /* closed behind goro's back */
-    short seen = c->op == GORO_FD_READ ? POLLIN | POLLHUP | POLLERR : POLLOUT | POLLHUP | POLLERR;
-    return (level->revents & seen) ? fd_case_events(c) : 0;
-}
-
-/* Under the select's locks: the result of descriptor case i if it is
- * ready (the readiness bit, or a negative errno), else 0. */
-static int fd_case_ready_locked(const goro_case_t *c, const struct select_fd *f,
-                                const struct pollfd *level)
-{
-    if (!f->pd)
-        return f->err;              /* 0 for a switched-off case */
-    int r = goro__fd_check_locked(f->pd, f->gen, fd_case_events(c));
-    return r ? r : fd_case_level(c, level);
-}
-
-/* A case woken by an edge: is the descriptor still ready? (The edge may
- * be stale.) Its result, or 0 to wait again. */
-static int fd_case_level_now(const goro_case_t *c, const struct select_fd *f)
-{
-    struct pollfd level = { .fd = f->fd, .events = c->op == GORO_FD_READ ? POLLIN : POLLOUT };
-    int r;
-    while ((r = poll(&level, 1, 0)) < 0 && errno == EINTR)
-        ;
-    return r < 0 ? fd_case_events(c) : fd_case_level(c, &level);   /* no memory: trust it */
-}
-
 /* Under the select's locks: performs the first ready case in the random
- * order and returns its index (*wake: a partner to make runnable), or -1. */
+ * order and returns its index (*wake: a partner to make runnable), or -1.
+ * The descriptor cases' results were looked at (LOOK) in this hold. */
 static int select_try_locked(goro_case_t *cases, int n, struct select_work *w,
                              struct goro **wake)
 {
@@ -550,7 +507,7 @@ static int select_try_locked(goro_case_t *cases, int n, struct select_work *w,
         goro_case_t *c = &cases[i];
         int r;
         if (is_fd_case(c))
-            r = fd_case_ready_locked(c, &w->fds[i], &w->level[i]);
+            r = w->fds.fc[i].ready;
         else if (c->ch)
             r = c->op == GORO_SEND ? try_send_locked(c->ch, c->elem, wake)
                                    : try_recv_locked(c->ch, c->elem, wake);
@@ -565,16 +522,16 @@ static int select_try_locked(goro_case_t *cases, int n, struct select_work *w,
 }
 
 /* The queue case i waits on, or NULL for a case that is never ready. */
-static struct goro_waitq *case_queue(const goro_case_t *c, const struct select_fd *f)
+static struct goro_waitq *case_queue(const goro_case_t *c, const struct goro_fd_case *f)
 {
     if (is_fd_case(c))
-        return !f->pd ? NULL : c->op == GORO_FD_READ ? &f->pd->rq : &f->pd->wq;
+        return f->pd ? f->q : NULL;
     if (!c->ch)
         return NULL;
     return c->op == GORO_SEND ? &c->ch->sendq : &c->ch->recvq;
 }
 
-static const void *case_object(const goro_case_t *c, const struct select_fd *f)
+static const void *case_object(const goro_case_t *c, const struct goro_fd_case *f)
 {
     return is_fd_case(c) ? (const void *)f->pd : (const void *)c->ch;
 }
@@ -583,7 +540,8 @@ static const void *case_object(const goro_case_t *c, const struct select_fd *f)
 static int select_case_result(const goro_case_t *c, const struct goro_waiter *w)
 {
     if (is_fd_case(c))
-        return w->success ? fd_case_events(c) : -EBADF;    /* or goro_close */
+        return w->success ? (c->op == GORO_FD_READ ? GORO_READABLE : GORO_WRITABLE)
+                          : -EBADF;  /* or goro_close */
     if (c->op == GORO_SEND)
         return w->success ? 0 : -EPIPE;
     return w->success ? 1 : 0;
@@ -601,23 +559,34 @@ static int select_wait(goro_case_t *cases, int n, struct select_work *w, int64_t
 {
     struct goro *self = goro__waiter_self();
     bool on_fd = false;           /* a descriptor case: a wait on the world */
+    const struct goro_fd_case *fc = w->fds.fc;
     for (int i = 0; i < n; i++) {
-        struct goro_waitq *q = case_queue(&cases[i], &w->fds[i]);
+        struct goro_waitq *q = case_queue(&cases[i], &fc[i]);
         on_fd |= q && is_fd_case(&cases[i]);
         w->waiters[i] = (struct goro_waiter){ .g = self,
                                               .elem = is_fd_case(&cases[i]) ? NULL
                                                                             : cases[i].elem,
                                               .tag = i, .group = w->waiters,
                                               .ngroup = n,
-                                              .obj = q ? case_object(&cases[i], &w->fds[i])
+                                              .obj = q ? case_object(&cases[i], &fc[i])
                                                        : NULL };
         if (q)
             goro__waitq_push(q, &w->waiters[i]);
     }
+    /* The channels' invariants hold with the select's waiters queued (the
+     * one exception: an unbuffered channel it sends and receives on). */
+    for (int i = 0; i < n; i++)
+        if (!is_fd_case(&cases[i]) && cases[i].ch)
+            chan_check_locked(cases[i].ch);
     struct goro_park how = { .why = GORO_W_SELECT, .obj = w->waiters, .unlock = select_unlock,
                              .arg = &w->locks, .deadline = deadline, .real = on_fd };
     int outcome = goro__park(&how);
     int fired = self->wake_tag;
+    /* select: the first claim completes it - one case, whose waiter its
+     * partner took off the queue (waitq.h) */
+    GORO_ASSERT(outcome != GORO_WAKE_DONE ||
+                (fired >= 0 && fired < n && !w->waiters[fired].queued &&
+                 w->waiters[fired].obj));
 
     /* Leave the other queues. A partner that completed a case took our
      * waiters off its object already, and that object is not ours to
@@ -627,46 +596,45 @@ static int select_wait(goro_case_t *cases, int n, struct select_work *w, int64_t
     rest.skip = done;
     select_lock(&rest);
     for (int i = 0; i < n; i++) {
-        struct goro_waitq *q = case_queue(&cases[i], &w->fds[i]);
+        struct goro_waitq *q = case_queue(&cases[i], &fc[i]);
         if (q && w->waiters[i].obj != done)
             goro__waitq_remove(q, &w->waiters[i]);
+        /* select: none of its waiters outlives its wait on a queue (those
+         * on the partner's object went with the claim: drop_group) */
+        GORO_ASSERT(!w->waiters[i].queued);
     }
     select_unlock(&rest);
     if (outcome != GORO_WAKE_DONE)
         return goro__wake_error(outcome);
     goro_case_t *c = &cases[fired];
     int r = select_case_result(c, &w->waiters[fired]);
-    if (is_fd_case(c) && r > 0) {
-        r = fd_case_level_now(c, &w->fds[fired]);
-        if (r == 0)
-            return SELECT_AGAIN;
-        /* The select reads or writes nothing itself, and nobody knows how
-         * much its caller will take: the edge it used goes on, to the next
-         * waiter (or into the record's flag, for an I/O call on its way to
-         * wait). */
-        if (r > 0)
-            goro__fd_edge_again(w->fds[fired].pd, w->fds[fired].gen, r);
-    }
+    /* An edge may be stale, or the descriptor's life over by now: io/
+     * looks again (and passes the edge on if it is still ready). */
+    if (is_fd_case(c) && r > 0 &&
+        (r = goro__select_fds(&w->fds, GORO_SELECT_FDS_WOKEN, fired, NULL)) == 0)
+        return SELECT_AGAIN;
     c->result = r;
     return fired;
 }
 
 int goro_select_until(goro_case_t *cases, int n, int flags, int64_t deadline)
 {
-    int result = select_check(cases, n, flags);
+    int nfd;
+    int result = select_check(cases, n, flags, &nfd);
     if (result)
         return result;
     struct select_stack st;
     struct select_work w;
-    if (select_work_init(&w, n, &st))
+    if (select_work_init(&w, cases, n, &st))
         return -ENOMEM;
     do {
-        if (select_prepare(cases, n, &w) == 0) {
+        if (select_prepare(cases, n, nfd, &w) == 0) {
             result = (flags & GORO_SELECT_NOWAIT) ? -EAGAIN : -EDEADLK;
             goto out;
         }
         select_lock(&w.locks);
-        select_poll_levels(cases, n, &w);
+        if (nfd)
+            goro__select_fds(&w.fds, GORO_SELECT_FDS_LOOK, 0, NULL);
         struct goro *wake;
         result = select_try_locked(cases, n, &w, &wake);
         if (result >= 0 || (flags & GORO_SELECT_NOWAIT)) {

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "wait/future.h"
 #include "wait/waitq.h"
 
 struct flight_call {
@@ -49,6 +50,9 @@ struct flight_call {
     long result;                   /* once finished */
     goro_err_t *err;               /* once finished: the starter's, if it is to come */
     struct goro_waitq waiters;
+    int callers;                   /* every caller so far: > 1 is "shared" */
+    struct goro_future **futures;  /* goro_flight_start's, each held (future.h) */
+    int nfutures;
     char key[];
 };
 
@@ -114,6 +118,7 @@ static void grow(struct goro_flight *fl)
 
 static void insert(struct goro_flight *fl, struct flight_call *c)
 {
+    GORO_ASSERT(!c->keyed && !c->finished);     /* flight: a call is keyed once (1) */
     struct flight_call **b = bucket(fl, c->hash);
     c->next = *b;
     *b = c;
@@ -126,6 +131,7 @@ static void unkey(struct goro_flight *fl, struct flight_call *c)
 {
     if (!c->keyed)
         return;
+    GORO_ASSERT(fl->keyed > 0);
     struct flight_call **p = bucket(fl, c->hash);
     while (*p != c)
         p = &(*p)->next;
@@ -207,11 +213,26 @@ static void finish(struct flight_call *c, long result, goro_err_t *e)
         w->next = claimed;         /* off the queue and claimed: ours to chain */
         claimed = w;
     }
+    /* flight: a finished call has no waiter queued (2) */
+    GORO_ASSERT(!c->waiters.head && !c->keyed);
     bool starter_to_come = c->starting;
     if (starter_to_come)
         c->err = e;
+    GORO_ASSERT(fl->running > 0);   /* flight: counts never negative (4) */
     fl->running--;
+    goro_flight_result_t res = { .value = result, .shared = c->callers > 1 };
+    struct goro_future **futures = c->futures;
+    int nfutures = c->nfutures;
+    c->futures = NULL;
     goro__unlock(&fl->lock);
+    for (int i = 0; i < nfutures; i++) {
+        if (e)
+            goro_future_fail(futures[i], goro_err_copy(e));
+        else
+            goro_future_set(futures[i], &res);
+        goro__future_drop(futures[i]);
+    }
+    free(futures);
     /* Each claimed waiter stays parked, its record in place, until it is
      * made runnable here. */
     while ((w = claimed)) {
@@ -281,6 +302,9 @@ static void start(struct flight_call *c)
 static int await(struct goro_flight *fl, struct flight_call *c, struct flight_outcome *out,
                  int64_t deadline)
 {
+    /* flight: a caller never queues on a finished call (2); the set
+     * counts it (4) */
+    GORO_ASSERT(!c->finished && fl->users > 0);
     struct goro_waiter w = { .g = goro__waiter_self(), .elem = out };
     return goro__waitq_wait(&c->waiters, &w, &fl->lock, GORO_W_FLIGHT, c, deadline, false);
 }
@@ -291,6 +315,7 @@ static int starter_await(struct goro_flight *fl, struct flight_call *c,
                          struct flight_outcome *out, int64_t deadline)
 {
     goro__lock(&fl->lock);
+    GORO_ASSERT(c->starting);       /* flight: the starter comes for its call once (3) */
     c->starting = false;
     if (!c->finished)
         return await(fl, c, out, deadline);
@@ -304,6 +329,7 @@ static int starter_await(struct goro_flight *fl, struct flight_call *c,
 static void user_leave(struct goro_flight *fl)
 {
     goro__lock(&fl->lock);
+    GORO_ASSERT(fl->users > 0);     /* flight: counts never negative (4) */
     fl->users--;
     goro__unlock(&fl->lock);
 }
@@ -347,8 +373,10 @@ int goro_flight_do_until(goro_flight_t *fl, const char *key,
         goro__unlock(&fl->lock);
         r = -EDEADLK;
     } else if (c) {
+        c->callers++;
         r = await(fl, c, &out, deadline);
     } else {
+        fresh->callers = 1;
         goro__unlock(&fl->lock);
         start(fresh);
         r = starter_await(fl, fresh, &out, deadline);
@@ -374,6 +402,58 @@ int goro_flight_do(goro_flight_t *fl, const char *key, long (*fn)(const char *ke
                    void *arg, long *result, goro_err_t **err)
 {
     return goro_flight_do_until(fl, key, fn, arg, result, err, GORO_FOREVER);
+}
+
+/* goro_flight_start: f joins key's call, or a new one it starts. */
+int goro_flight_start(goro_flight_t *fl, const char *key,
+                      long (*fn)(const char *key, void *arg), void *arg,
+                      goro_future_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!fl || !key || !fn || !out)
+        return -EINVAL;
+    goro_future_t *f;
+    int r = goro_future_new(&f, sizeof(goro_flight_result_t));
+    if (r)
+        return r;
+    uint64_t hash = key_hash(key);
+    struct flight_call *fresh = call_new(fl, key, hash, fn, arg);
+    if (!fresh) {
+        goro_future_free(f);
+        return -ENOMEM;
+    }
+    goro__lock(&fl->lock);
+    struct flight_call *c = lookup(fl, key, hash);
+    bool starts = !c;
+    if (starts) {
+        c = fresh;
+        insert(fl, c);
+        fl->running++;
+        c->starting = false;        /* nobody comes for it: the finish frees it */
+    }
+    struct goro_future **more = realloc(c->futures, (size_t)(c->nfutures + 1) * sizeof *more);
+    if (!more) {
+        if (starts) {               /* nothing started: undo */
+            unkey(fl, c);
+            fl->running--;
+        }
+        goro__unlock(&fl->lock);
+        free(fresh);
+        goro_future_free(f);
+        return -ENOMEM;
+    }
+    c->futures = more;
+    c->futures[c->nfutures++] = f;
+    c->callers++;
+    goro__future_hold(f);           /* the finish's, until it has set f */
+    goro__unlock(&fl->lock);
+    if (starts)
+        start(c);
+    else
+        free(fresh);
+    *out = f;
+    return 0;
 }
 
 /* A waiter's object is its call (await): the runner alone finishes it. */

@@ -26,6 +26,11 @@
  *   3. A waiter for a slot or for the end is woken only after the lock is
  *      released, and the waker touches the group no more: the woken waiter
  *      may free it at once.
+ *   4. running is never negative nor, in a group with a limit, above the
+ *      limit (a spawn waits for a slot first) - unless goro_group_set_limit
+ *      lowered it: then the members running go on and no spawn is admitted
+ *      until running is below it; every listed member holds a slot, so at
+ *      running == 0 the list of members is empty.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -69,6 +74,8 @@ struct goro_group {
     bool waited;                   /* its wait has returned: admits nothing */
     int8_t lent;                   /* the class lent to every member, plus one (0: none) */
     int cancel_code;               /* 0, or why it was cancelled (ECANCELED, ETIMEDOUT) */
+    bool inherited;                /* ... by a cancel from above it, not its own */
+    goro_err_t *cause;             /* the cancel's cause (owned), or NULL: none given */
     bool won;                      /* GORO_GROUP_FIRST_RESULT: a member succeeded */
     long result;                   /* that member's result */
     int spawned, failed;
@@ -128,39 +135,98 @@ static void group_lend(struct goro_group *grp, int prio)
 
 /* ---- cancellation down the tree ---- */
 
-static void cancel_members(struct goro_group *grp, int code, struct goro **wake);
+static void cancel_members(struct goro_group *grp, int code, const goro_err_t *cause,
+                           struct goro **wake);
 static void fails_free(struct goro_group *grp);
-static void group_cancel(struct goro_group *grp, int code);
+static void group_cancel(struct goro_group *grp, int code, const goro_err_t *cause,
+                         bool inherited);
 
-/* h's flag, its current wait, then every group it made (see the top). */
-void goro__cancel_tree(struct goro *h)
+/* h's flag, its current wait, then every group it made (see the top).
+ * The groups learn why (code, and a copy of cause): a deadline above them
+ * reaches them as ETIMEDOUT. */
+void goro__cancel_tree_cause(struct goro *h, int code, const goro_err_t *cause)
 {
     if (goro__cancel_claim(h))
         goro__ready(h);
     goro__lock(&h->groups_lock);
     for (struct goro_group *grp = h->groups; grp; grp = grp->owner_next)
-        group_cancel(grp, ECANCELED);
+        group_cancel(grp, code, cause, true);
     goro__unlock(&h->groups_lock);
 }
 
-/* Under grp's lock: invariant 2. Spawners waiting for a slot are chained
- * on *wake, to be woken once the lock is dropped. */
-static void cancel_members(struct goro_group *grp, int code, struct goro **wake)
+void goro__cancel_tree(struct goro *h)
 {
-    if (!grp->cancel_code)
-        grp->cancel_code = code;
-    *wake = goro__waitq_take_all(&grp->admit, false, 0, *wake);
-    for (struct goro *m = grp->members; m; m = m->group_next)
-        goro__cancel_tree(m);
+    goro__cancel_tree_cause(h, ECANCELED, NULL);
 }
 
-static void group_cancel(struct goro_group *grp, int code)
+/* Under grp's lock: invariant 2. The first cancel sets why (code, a copy
+ * of cause), which goes down to every member's groups. Spawners waiting
+ * for a slot are chained on *wake, to be woken once the lock is dropped. */
+static void cancel_members(struct goro_group *grp, int code, const goro_err_t *cause,
+                           struct goro **wake)
+{
+    if (!grp->cancel_code) {
+        grp->cancel_code = code;
+        grp->cause = cause ? goro_err_copy(cause) : NULL;
+    }
+    *wake = goro__waitq_take_all(&grp->admit, false, 0, *wake);
+    /* group: once cancelled, no spawner waits for a slot (2) */
+    GORO_ASSERT(grp->cancel_code && !grp->admit.head);
+    for (struct goro *m = grp->members; m; m = m->group_next)
+        goro__cancel_tree_cause(m, grp->cancel_code, grp->cause);
+}
+
+static void group_cancel(struct goro_group *grp, int code, const goro_err_t *cause,
+                         bool inherited)
 {
     struct goro *wake = NULL;
     goro__lock(&grp->lock);
-    cancel_members(grp, code, &wake);
+    if (!grp->cancel_code)
+        grp->inherited = inherited;
+    cancel_members(grp, code, cause, &wake);
     goro__unlock(&grp->lock);
     goro__ready_list(wake);
+}
+
+/* Why the calling coroutine was cancelled: the cause given to it, else
+ * why its group was cancelled (the pointer stays valid while it is a
+ * member: a group's cause is set once), else a plain cancel's ECANCELED. */
+const goro_err_t *goro_cause(void)
+{
+    struct goro *self = goro__current();
+    if (!self || (self->flags & GORO_F_EXTERNAL))
+        return NULL;
+    goro_err_t *own = atomic_load_explicit(&self->cause, memory_order_acquire);
+    if (own)
+        return own;
+    const goro_err_t *c = NULL;
+    struct goro_group *grp = self->group;
+    if (grp) {
+        goro__lock(&grp->lock);
+        c = grp->cause ? grp->cause
+            : grp->cancel_code ? goro__err_stand_in(grp->cancel_code) : NULL;
+        goro__unlock(&grp->lock);
+    }
+    if (!c && atomic_load(&self->cancelled))
+        c = goro__err_stand_in(ECANCELED);
+    return c;
+}
+
+/* goro_cancel_cause's work, h alive: h keeps cause (or frees it: it has
+ * one already, or has ended), and its groups a copy of the cause it has. */
+void goro__cancel_with_cause(struct goro *h, goro_err_t *cause)
+{
+    /* The groups copy from a copy of our own: once published, h's cause
+     * may be freed by h's end at any moment. */
+    goro_err_t *mine = goro_err_copy(cause);
+    goro_err_t *expect = NULL;
+    if (!atomic_compare_exchange_strong(&h->cause, &expect, cause)) {
+        goro_err_free(cause);       /* the first cause wins, or h has ended */
+        goro_err_free(mine);
+        mine = NULL;                /* its groups have the first one's */
+    }
+    goro__cancel_tree_cause(h, ECANCELED, mine);
+    goro_err_free(mine);
 }
 
 /* The deadline, on a runtime thread's g0 or sysmon: never switches. */
@@ -168,7 +234,7 @@ static int64_t deadline_fire(struct goro_timer *t, int64_t now)
 {
     (void)now;
     group_cancel((struct goro_group *)((char *)t - offsetof(struct goro_group, timer)),
-                 ETIMEDOUT);
+                 ETIMEDOUT, NULL, false);
     return -1;
 }
 
@@ -222,10 +288,17 @@ int goro_group_new(goro_group_t **out, const goro_group_attr_t *attr)
      * later wait of its maker is. A cancel that walked the maker's list
      * before the link set the flag before it, so it is seen here. */
     if (self && atomic_load(&self->cancelled)) {
+        const goro_err_t *why = goro_cause();   /* before the lock: it takes its group's */
+        goro_err_t *cause = why && goro_err_msg(why) ? goro_err_copy(why) : NULL;
         goro__lock(&grp->lock);     /* a cancel walk may be here already */
-        if (!grp->cancel_code)
-            grp->cancel_code = ECANCELED;
+        if (!grp->cancel_code) {
+            grp->cancel_code = goro_err_code(why) == ETIMEDOUT ? ETIMEDOUT : ECANCELED;
+            grp->inherited = true;
+            grp->cause = cause;
+            cause = NULL;
+        }
         goro__unlock(&grp->lock);
+        goro_err_free(cause);
     }
     if (attr && attr->deadline > 0)
         goro__timer_start(&grp->timer, goro__current_p(), attr->deadline);
@@ -250,6 +323,7 @@ int goro_group_free(goro_group_t *grp)
     goro__timer_stop(&grp->timer);  /* waits for a deadline that is firing */
     owner_unlink(grp);
     goro_err_free(grp->first);      /* never waited for */
+    goro_err_free(grp->cause);
     fails_free(grp);
     free(grp);
     return 0;
@@ -287,12 +361,14 @@ static int refusal(const struct goro_group *grp)
     return grp->waited ? -EINVAL : grp->cancel_code ? -ECANCELED : 0;
 }
 
+/* Read without the lock: goro_group_set_limit moves a limit between 0
+ * and n only while no member runs (and spawns into it must not race it). */
 bool goro__group_limited(const struct goro_group *grp)
 {
-    return grp->limit != 0;         /* set when made, never changed */
+    return __atomic_load_n(&grp->limit, __ATOMIC_RELAXED) != 0;
 }
 
-int goro__group_admit(struct goro_group *grp)
+int goro__group_admit(struct goro_group *grp, bool wait)
 {
     goro__lock(&grp->lock);
     for (;;) {
@@ -306,6 +382,13 @@ int goro__group_admit(struct goro_group *grp)
             goro__unlock(&grp->lock);
             return 0;
         }
+        if (!wait) {
+            goro__unlock(&grp->lock);
+            return -EAGAIN;
+        }
+        /* group: a spawner waits for a slot only when all are taken (4);
+         * more may run than the limit after goro_group_set_limit lowered it */
+        GORO_ASSERT(grp->running >= grp->limit);
         struct goro_waiter w = { .g = goro__waiter_self() };
         err = goro__waitq_wait(&grp->admit, &w, &grp->lock, GORO_W_GROUP, grp,
                                GORO_FOREVER, false);
@@ -320,6 +403,8 @@ int goro__group_admit(struct goro_group *grp)
 static void slot_free(struct goro_group *grp, struct goro **wake)
 {
     grp->running--;
+    /* group: never negative; at 0 no member is left (invariants 1, 4) */
+    GORO_ASSERT(grp->running >= 0 && (grp->running > 0 || !grp->members));
     struct goro_waiter *w = goro__waitq_pop(&grp->admit);
     if (w) {
         w->g->next = *wake;
@@ -348,6 +433,11 @@ int goro__group_link(struct goro_group *grp, struct goro *g, bool admitted)
     }
     if (!admitted)
         grp->running++;             /* invariant 1: before it can run */
+    /* group: a member holds a slot (4); the limit was checked when it took
+     * the slot, and may have been lowered since (goro_group_set_limit) */
+    GORO_ASSERT(grp->running > 0);
+    /* group: a cancelled group admits nobody new (2) */
+    GORO_ASSERT(admitted || !grp->cancel_code);
     g->group = grp;
     LIST_PUSH(grp->members, g, group_prev, group_next);
     grp->spawned++;
@@ -366,7 +456,7 @@ static void member_failed(struct goro_group *grp, goro_err_t *e, struct goro **w
     if (grp->policy == GORO_GROUP_FIRST_ERROR) {
         if (!grp->cancel_code && !grp->first) {
             grp->first = e;
-            cancel_members(grp, ECANCELED, wake);
+            cancel_members(grp, ECANCELED, e, wake);   /* the members' cause */
         } else {
             goro_err_free(e);       /* a consequence of the first, or of the cancel */
         }
@@ -392,7 +482,7 @@ static void member_succeeded(struct goro_group *grp, long result, struct goro **
         return;
     grp->won = true;
     grp->result = result;
-    cancel_members(grp, ECANCELED, wake);   /* the others are not needed */
+    cancel_members(grp, ECANCELED, NULL, wake);   /* the others are not needed */
 }
 
 /* A coroutine ends (on its own stack, before its last switch): its groups
@@ -402,6 +492,9 @@ void goro__group_exit(struct goro *g, long result)
 {
     if (g->groups)
         orphan_groups(g);
+    goro_err_t *cause = atomic_exchange(&g->cause, GORO__CAUSE_ENDED);
+    if (cause)
+        goro_err_free(cause);       /* a later goro_cancel_cause frees its own */
     struct goro_group *grp = g->group;
     if (!grp)
         return;
@@ -425,7 +518,18 @@ int goro_group_cancel(goro_group_t *grp)
 {
     if (!grp)
         return -EINVAL;
-    group_cancel(grp, ECANCELED);
+    group_cancel(grp, ECANCELED, NULL, false);
+    return 0;
+}
+
+int goro_group_cancel_cause(goro_group_t *grp, goro_err_t *cause)
+{
+    if (!grp) {
+        goro_err_free(cause);
+        return -EINVAL;
+    }
+    group_cancel(grp, ECANCELED, cause, false);
+    goro_err_free(cause);           /* the group keeps a copy (first cause wins) */
     return 0;
 }
 
@@ -441,9 +545,13 @@ static void fails_free(struct goro_group *grp)
 static goro_err_t *cancel_error(const struct goro_group *grp)
 {
     char b[48];
-    return grp->cancel_code == ETIMEDOUT
-               ? goro_err_new(ETIMEDOUT, "%s: its deadline passed", label(grp, b, sizeof b))
-               : goro_err_new(ECANCELED, "%s was cancelled", label(grp, b, sizeof b));
+    const char *l = label(grp, b, sizeof b);
+    goro_err_t *cause = grp->cause ? goro_err_copy(grp->cause) : NULL;
+    if (grp->cancel_code == ETIMEDOUT)
+        return grp->inherited
+                   ? goro_err_wrap(cause, ETIMEDOUT, "%s: a deadline above it passed", l)
+                   : goro_err_wrap(cause, ETIMEDOUT, "%s: its deadline passed", l);
+    return goro_err_wrap(cause, ECANCELED, "%s was cancelled", l);
 }
 
 /* Under grp's lock, once every member has ended: what the wait returns.
@@ -493,7 +601,7 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
     /* A cancelled waiter still waits (its children must end first), but
      * its cancel reaches the group, even when it did not make it. */
     if (self && atomic_load(&self->cancelled))
-        group_cancel(grp, ECANCELED);
+        group_cancel(grp, ECANCELED, NULL, false);
     if (self)
         group_lend(grp, goro__prio_of(self));
     goro__lock(&grp->lock);
@@ -514,6 +622,8 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
             group_lend(grp, goro__prio_of(self));
         goro__lock(&grp->lock);
     }
+    /* group: its wait returns only when no member is left (1) */
+    GORO_ASSERT(grp->running == 0 && !grp->members && !grp->done.head);
     grp->waited = true;
     goro_err_t *e = outcome(grp);
     long r = grp->won ? grp->result : 0;
@@ -527,6 +637,31 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
     else
         goro_err_free(e);
     return code;
+}
+
+int goro_group_set_limit(goro_group_t *grp, int limit)
+{
+    if (!grp || limit < 0)
+        return -EINVAL;
+    struct goro *wake = NULL;
+    goro__lock(&grp->lock);
+    if ((limit == 0) != (grp->limit == 0) && grp->running) {
+        goro__unlock(&grp->lock);
+        return -EBUSY;              /* a spawn may be deciding how to take a slot */
+    }
+    __atomic_store_n(&grp->limit, limit, __ATOMIC_RELAXED);
+    /* A raised limit lets waiting spawners in now; a lowered one lets
+     * the running members finish and admits none until below it. */
+    for (int free = limit - grp->running; free > 0; free--) {
+        struct goro_waiter *w = goro__waitq_pop(&grp->admit);
+        if (!w)
+            break;
+        w->g->next = wake;
+        wake = w->g;
+    }
+    goro__unlock(&grp->lock);
+    goro__ready_list(wake);
+    return 0;
 }
 
 int goro_group_running(const goro_group_t *grp)

@@ -9,6 +9,16 @@
  * Ownership passes directly to the first waiter on release (mutex, rwlock,
  * semaphore): the woken coroutine already holds what it waited for, so it
  * never has to retry and no one can barge in front of a waiter for ever.
+ *
+ * Invariants, under each object's lock (asserted where they are kept):
+ *   - mutex: a waiter waits only on a held mutex (a release with waiters
+ *     hands it over; it is never left free with somebody waiting);
+ *   - rwlock: never a writer beside readers; readers never negative;
+ *   - semaphore: units never sit beside a waiter (a release with a waiter
+ *     hands its unit over), and the count is never negative;
+ *   - wait group: never negative, and at zero nobody waits;
+ *   - once: NEW -> its runner -> DONE, each step once; a waiter goes on
+ *     only once it is DONE.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -183,6 +193,7 @@ static int mutex_lock(goro_mutex_t *mu, int64_t deadline, bool firm)
             goro__unlock(&m->lk);
             return 0;
         }
+        GORO_ASSERT(m->holder.held);  /* mutex: a waiter waits only on a held mutex */
         /* 0: handed over by unlock, we own it. */
         int err = wait_lending(&m->q, &m->lk, &m->holder, GORO_W_MUTEX, mu, 0, deadline, firm);
         if (err != LEND_RETRY)
@@ -224,6 +235,8 @@ int goro_mutex_unlock(goro_mutex_t *mu)
     struct goro_waiter *w = goro__waitq_pop(&m->q);
     if (w)
         hand_over(&m->lk, &m->holder, w, true);     /* it stays locked, now by w */
+    /* mutex: a waiter waits only on a held mutex */
+    GORO_ASSERT(m->holder.held || !m->q.head);
     goro__unlock(&m->lk);
     if (w)
         goro__ready(w->g);          /* claimed by the pop */
@@ -270,6 +283,8 @@ static struct goro *grant_locked(struct rwlock_impl *r)
         w->g->next = wake;
         wake = w->g;
     }
+    /* rwlock: never a writer beside readers */
+    GORO_ASSERT(r->readers >= 0 && !(r->holder.held && r->readers));
     return wake;
 }
 
@@ -289,6 +304,8 @@ static int rw_lock(goro_rwlock_t *rw, bool writer, bool wait, int64_t deadline)
                 goro__holder_set(&r->holder, &r->lk, goro__waiter_self());
             else
                 r->readers++;
+            /* rwlock: never a writer beside readers */
+            GORO_ASSERT(!(r->holder.held && r->readers));
             goro__unlock(&r->lk);
             return 0;
         }
@@ -391,6 +408,9 @@ int goro_cond_wait_until(goro_cond_t *cv, goro_mutex_t *mu, int64_t deadline)
         goro__unlock(&c->lk);
         return err;
     }
+    /* cond: the waiter holds the cond's lock from before mu's release
+     * until it is queued and parked: no signal falls in between */
+    GORO_ASSERT(goro__lock_mine(&c->lk));
     err = wait_on(&c->q, &c->lk, GORO_W_COND, cv, 0, deadline, false);
     /* mu is taken back whatever happened, even when cancelled: the caller's
      * unlock path expects to hold it (as with pthread_cond_timedwait). */
@@ -465,6 +485,8 @@ static int sem_acquire(goro_sem_t *sem, bool wait, int64_t deadline)
         goro__unlock(&s->lk);
         return -EAGAIN;
     }
+    /* sem: units never sit beside a waiter */
+    GORO_ASSERT(s->count == 0);
     /* 0: release handed us its unit. */
     return wait_on(&s->q, &s->lk, GORO_W_SEM, sem, 0, deadline, false);
 }
@@ -486,6 +508,8 @@ int goro_sem_release(goro_sem_t *sem)
     struct goro_waiter *w = goro__waitq_pop(&s->q);
     if (!w)
         s->count++;
+    /* sem: units never sit beside a waiter; never negative */
+    GORO_ASSERT(s->count >= 0 && (s->count == 0 || !s->q.head));
     goro__unlock(&s->lk);
     if (w)
         goro__ready(w->g);          /* claimed by the pop */
@@ -525,6 +549,8 @@ int goro_waitgroup_add(goro_waitgroup_t *wg, long n)
     }
     w->count += n;
     struct goro *list = w->count == 0 ? take_all(&w->q) : NULL;
+    /* waitgroup: never negative, and at zero nobody waits */
+    GORO_ASSERT(w->count >= 0 && (w->count > 0 || !w->q.head));
     goro__unlock(&w->lk);
     ready_all(list);
     return 0;
@@ -550,6 +576,7 @@ int goro_waitgroup_wait_until(goro_waitgroup_t *wg, int64_t deadline)
         goro__unlock(&w->lk);
         return 0;
     }
+    GORO_ASSERT(w->count > 0);      /* waitgroup: a waiter waits only for a count above 0 */
     return wait_on(&w->q, &w->lk, GORO_W_WAITGROUP, wg, 0, deadline, false);
 }
 
@@ -590,6 +617,9 @@ static void once_finish(struct once_run *run)
         return;
     run->o = NULL;
     goro__lock(&o->lk);
+    /* once: only its runner finishes it, and only once (runner -> DONE) */
+    GORO_ASSERT(atomic_load_explicit(&o->state, memory_order_relaxed) != ONCE_NEW &&
+                atomic_load_explicit(&o->state, memory_order_relaxed) != ONCE_DONE);
     atomic_store_explicit(&o->state, ONCE_DONE, memory_order_release);
     struct goro *list = take_all(&o->q);
     goro__unlock(&o->lk);
@@ -644,8 +674,12 @@ int goro_once(goro_once_t *once, void (*fn)(void))
     if (st != ONCE_NEW) {
         /* Firm: returning before fn has run would break the promise. The
          * runner's end, however it comes, wakes us (once_run). */
-        return wait_on(&o->q, &o->lk, GORO_W_ONCE, once, 0, GORO_FOREVER, true);
+        int err = wait_on(&o->q, &o->lk, GORO_W_ONCE, once, 0, GORO_FOREVER, true);
+        /* once: a waiter goes on only once it is DONE (a firm wait) */
+        GORO_ASSERT(err || atomic_load_explicit(&o->state, memory_order_acquire) == ONCE_DONE);
+        return err;
     }
+    GORO_ASSERT(self != NULL);      /* once: NEW -> its runner, a record never NEW or DONE */
     atomic_store_explicit(&o->state, (uintptr_t)self, memory_order_relaxed);
     goro__unlock(&o->lk);
     once_run(o, fn);

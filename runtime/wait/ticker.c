@@ -31,6 +31,9 @@ static int64_t tick_fire(struct goro_timer *timer, int64_t now)
      * the ones passed over count as dropped. */
     int64_t missed = now > timer->when ? (now - timer->when) / t->period : 0;
     int64_t tick = timer->when + missed * t->period;
+    /* ticker: the tick offered is the latest time on the schedule, never
+     * a stale one, and the next one is ahead */
+    GORO_ASSERT(now <= timer->when || (tick <= now && now - tick < t->period));
     if (goro_chan_try_send(t->ch, &tick) != 0)
         atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&t->dropped, (uint64_t)missed, memory_order_relaxed);

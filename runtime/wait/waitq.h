@@ -1,7 +1,7 @@
 /* wait/: waiting on objects - waiter records and their queues (this
  * header, waitq.c), channels and select (chan.c), the sync primitives
  * (sync.c). May call: sched/ (park, ready, claim), base/, and for a
- * select's descriptor cases io/netpoll.h (named there).
+ * select's descriptor cases io/'s goro__select_fds (io/poller.h).
  *
  * Waiter records and FIFO queues of them, shared by channels, select and
  * the sync primitives. A waiter lives on the stack of the coroutine (or
@@ -48,8 +48,15 @@ struct goro_waiter {
     bool success;                  /* completed by a partner, not by close */
 };
 
+/* Queue invariants, under the owner's lock: head and tail are both set
+ * or both NULL; a waiter is on at most one queue at a time, and w->q
+ * names it while it is (queued); a select's waiter is its own case's
+ * (group[tag]) - one waiter per case. */
 static inline void goro__waitq_push(struct goro_waitq *q, struct goro_waiter *w)
 {
+    GORO_ASSERT(!w->queued);        /* waitq: a waiter is on one queue at most */
+    GORO_ASSERT(!q->head == !q->tail);
+    GORO_ASSERT(!w->group || (w->tag >= 0 && w->tag < w->ngroup && &w->group[w->tag] == w));
     w->next = NULL;
     w->prev = q->tail;
     if (q->tail)
@@ -65,6 +72,8 @@ static inline void goro__waitq_remove(struct goro_waitq *q, struct goro_waiter *
 {
     if (!w->queued)
         return;
+    GORO_ASSERT(w->q == q);         /* waitq: a waiter leaves only the queue it is on */
+    GORO_ASSERT(w->prev ? w->prev->next == w : q->head == w);
     if (w->prev)
         w->prev->next = w->next;
     else
@@ -97,6 +106,8 @@ static inline struct goro_waiter *goro__waitq_pop(struct goro_waitq *q)
     while ((w = q->head)) {
         goro__waitq_remove(q, w);
         if (goro__claim(w->g, GORO_WAKE_DONE)) {
+            /* select: the claim completes one case, the claimed waiter's own */
+            GORO_ASSERT(!w->group || &w->group[w->tag] == w);
             w->g->wake_tag = w->tag;
             if (w->group)
                 goro__waitq_drop_group(w);

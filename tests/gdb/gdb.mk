@@ -17,7 +17,7 @@ HOST_ARCH := $(shell uname -m)
 # The library embeds the script (runtime/debug/registry.c, .incbin).
 $(BUILD)/obj/runtime/debug/registry.o: $(GDB_SCRIPT)
 
-$(GDB_FIXTURE): tests/gdb/fixture.c include/goro.h $(STATIC_LIB)
+$(GDB_FIXTURE): tests/gdb/fixture.c $(PUBLIC_HEADERS) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)

@@ -39,7 +39,7 @@
     (likely(cond) ? (void)0 : goro__assert_failed(#cond, __FILE__, __LINE__))
 __attribute__((visibility("hidden"), noreturn, cold)) void
 goro__assert_failed(const char *cond, const char *file, int line);
-/* Run by park_commit, if set, just before it arms a wait (arming) and
+/* Run by goro__park_commit, if set, just before it arms a wait (arming) and
  * between arming it and the rest of its commit (armed): let a test hold
  * those windows open (tests/test_priority.c, tests/test_cancel.c). */
 struct goro;
@@ -177,7 +177,7 @@ struct goro {
     _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
     int wake_tag;                  /* the tag of the waiter that was claimed */
     _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
-    _Atomic uint8_t committing;    /* its park's commit is still running (sched.c) */
+    _Atomic uint8_t committing;    /* its park's commit is still running (park.c) */
     _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
     _Atomic int nopreempt;         /* depth of no-preempt sections */
     int saved_errno;
@@ -547,7 +547,7 @@ struct goro_sched {
      * used. */
     _Alignas(64) struct goro_classq classq;
     /* Bumped when a LOW coroutine is lent a class: queued LOW coroutines
-     * are looked at again (sched.c, pick_local). */
+     * are looked at again (sched.c, goro__pick_local). */
     _Atomic uint32_t low_rescan;
     bool prio_inherit;             /* GORO_PRIORITY_INHERIT=0 turns lending off */
 };

@@ -1044,11 +1044,12 @@ END_TEST
 #include "internal.h"
 
 /* ---- debug builds: a cancel that lands while the park still commits ----
- * Once park_commit has armed a wait, a lock-free claim (goro_cancel here)
- * may resume the coroutine on the other worker, and that one may run it to
- * its end and free its slab while park_commit still reads it. The debug
- * hook holds that window open on the parking worker: it waits for the
- * victim to be gone (its token says so, and a little longer for its slab to
+ * Once goro__park_commit (sched/park.c) has armed a wait, a lock-free
+ * claim (goro_cancel here) may resume the coroutine on the other worker,
+ * and that one may run it to its end and free its slab while the commit
+ * still reads it. The debug hook holds that window open on the parking
+ * worker: it waits for the victim to be gone (its token says so, and a
+ * little longer for its slab to
  * be unmapped: a 64 KiB stack in mprotect mode is) or for 500 ms, whichever
  * comes first. The victim must still be there when the hook gives up: it
  * may not end before its park has finished with it. */

@@ -150,7 +150,7 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void),
 }
 
 /* The two ends of every spawn. begin enters the runtime - a thread the
- * runtime does not own through the gate (sched.c), so that goro_shutdown
+ * runtime does not own through the gate (sched/outside.c), so that goro_shutdown
  * either waits for its coroutine or refuses it; a coroutine on its P -
  * and makes the coroutine (*g); the caller says how it starts; end
  * schedules it and leaves. */
@@ -528,7 +528,7 @@ int goro_detach(goro_t *h)
 
 /* Sets the flag every later wait checks, then claims the current wait if
  * there is one that may be cancelled. The store and the load of `wake`
- * are seq_cst, as are their counterparts when a wait is armed (sched.c),
+ * are seq_cst, as are their counterparts when a wait is armed (sched/park.c),
  * so a wait armed concurrently sees the flag or is seen here. */
 bool goro__cancel_claim(struct goro *h)
 {

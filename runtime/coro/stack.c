@@ -33,7 +33,7 @@
  * A P's cache is touched by the P's owner only, so another thread's failed
  * mapping cannot empty it. The monitor moves the caches of idle Ps (whose
  * owner has given them up) into the global pool once per IDLE_NS
- * (goro__spill_idle_caches in sched.c), where the ageing returns them:
+ * (goro__spill_idle_caches in sched/handoff.c), where the ageing returns them:
  * an idle program keeps no slab pooled for more than about three IDLE_NS,
  * in a cache or in the pool.
  */
@@ -439,7 +439,7 @@ void goro__slab_put(struct goro *g)
 }
 
 /* p's cache goes to the global pool, where ageing returns what is not
- * reused. The caller holds p: the monitor, while p idles (sched.c). */
+ * reused. The caller holds p: the monitor, while p idles (sched/handoff.c). */
 void goro__slab_cache_spill(struct goro_p *p)
 {
     if (!p->free_slabs)

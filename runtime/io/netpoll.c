@@ -292,7 +292,7 @@ int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
         while (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire))
             cpu_relax();
     }
-    /* A blocking loop is how an M sleeps (sched.c, note_sleep). A waker
+    /* A blocking loop is how an M sleeps (sched/idle.c, goro__note_sleep). A waker
      * sets the note, then activates break_ev; a non-blocking poller that
      * held the lock just now may have run break_ev's callback instead of
      * us. With the lock held only we can run it from here on, so the note

@@ -13,8 +13,8 @@
  * never notices.
  *
  * The hooks: spawn (coro.c), goro_start and goro_shutdown (runtime.c), the
- * I/O calls' entry and the descriptor records (netpoll.c), and in sched.c
- * the wait check (every wait that can fail), goro__park (firm waits, which
+ * I/O calls' entry and the descriptor records (netpoll.c), and in sched/
+ * park.c the wait check (every wait that can fail), goro__park (firm waits, which
  * skip that check) and goro_yield (the run queues hold the parent's
  * coroutines).
  *

@@ -41,9 +41,9 @@ void goro__prio_classes_used(void)
 
 /* g's class changed from was: if it waits for a lock, it is woken to lend
  * the new one on (see the top). A g that has chosen the class it lends
- * but not yet armed its wait cannot be claimed: park_commit (sched.c)
+ * but not yet armed its wait cannot be claimed: goro__park_commit (park.c)
  * compares that class with g's after arming. The loans' changes below,
- * the claim's load, the arming and park_commit's load are all seq_cst, so
+ * the claim's load, the arming and goro__park_commit's load are all seq_cst, so
  * one of the two sides sees the other. */
 static void pass_on(struct goro *g, int was)
 {

@@ -65,7 +65,10 @@ GORO_HIDDEN bool goro__holder_is(const struct goro_holder *h, const struct goro 
 GORO_HIDDEN void goro__holds_end(struct goro *g);
 GORO_HIDDEN void goro__holder_waiter(struct goro_holder *h, int prio, int delta);
 
-/* sched.c */
+/* sched.c (the M, the loop), switch.c (a coroutine's start and end),
+ * park.c (waiting and waking), handoff.c (entering on a P), outside.c
+ * (threads the runtime does not own, the spawn gate), worker.c (start,
+ * drain, stop) */
 GORO_HIDDEN struct goro_m *goro__m(void);
 GORO_HIDDEN struct goro *goro__current(void);
 /* The record a thread the runtime does not own waits with. */
@@ -177,13 +180,13 @@ GORO_HIDDEN void goro__preempt_signal(struct goro_m *m);
  * debug/ may make a worker do; it preempts nothing by itself. */
 GORO_HIDDEN void goro__m_ask_sample(struct goro_m *m);
 GORO_HIDDEN bool goro__preempt_async(void);
-/* sched.c: is a preemption asked for p's current slice? Yield if so. */
+/* switch.c: is a preemption asked for p's current slice? Yield if so. */
 GORO_HIDDEN bool goro__preempt_requested(struct goro_p *p);
 GORO_HIDDEN void goro__preempt_check(void);
 /* uc: the copied signal frame's ucontext, which rt_sigreturn restores. */
 GORO_HIDDEN void goro__preempt_park(void *uc);
 
-/* sched.c: threads the runtime does not own that wait in a goro call now (g:
+/* outside.c: threads the runtime does not own that wait in a goro call now (g:
  * the stand-in record with the wait; NULL for goro_shutdown), under a
  * lock: fn must not wait. For the deadlock check and its report. */
 GORO_HIDDEN void goro__outside_waits(void (*fn)(struct goro *g, pid_t tid, bool timed,
@@ -198,7 +201,7 @@ GORO_HIDDEN bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t 
 GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
 GORO_HIDDEN void goro__sysmon_stop(void);
 GORO_HIDDEN void goro__sysmon_kick(void);
-/* sched.c, for sysmon */
+/* handoff.c (sched.c: attach, inject_global), for sysmon */
 #define GORO_P_RETAKING ((struct goro_m *)1)
 GORO_HIDDEN bool goro__handoff(struct goro_p *p, struct goro_m *m);
 GORO_HIDDEN bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,

@@ -16,7 +16,7 @@
  *     slice and not looked at its timers for as long (it does at every
  *     switch): run its due timers here;
  *   - coroutines pinned to a thread that lost its P UNPIN_SLICES ago and
- *     is still away: to the global queue (sched.c, goro__unpin_stuck);
+ *     is still away: to the global queue (handoff.c, goro__unpin_stuck);
  *   - pooled stacks idle for a second or two: back to the kernel (stack.c);
  *     sysmon does not sleep deeply while the pool holds any;
  *   - a slice that has lasted the stall threshold: report it (stall.c);
@@ -182,7 +182,7 @@ static void check_timers(struct goro_p *p, int64_t now)
 }
 
 /* Coroutines that wait in the global queue while every P is busy get a
- * P's attention within GQ_WAIT (pick_local reads want_global). */
+ * P's attention within GQ_WAIT (goro__pick_local reads want_global). */
 #define GQ_WAIT GORO_MSEC
 
 static void check_global(int64_t now)

@@ -33,8 +33,8 @@
  *    timer put back after it fired as for one started: while it fired it
  *    was in no heap, and the owner may have gone to sleep meanwhile
  *    without an alarm for it.
- * 4. A WAKE timer is started before its wait is armed (sched.c,
- *    park_commit): a frame must not be claimable before its timer exists.
+ * 4. A WAKE timer is started before its wait is armed (park.c,
+ *    goro__park_commit): a frame must not be claimable before its timer exists.
  *    A timer that fires in between finds `wake` IDLE - a coroutine resets
  *    it to IDLE only after it has stopped its timer, so IDLE here means
  *    "being parked" - and moves it to TIMEDOUT (one CAS loop takes ARMED
@@ -64,6 +64,21 @@ static void slot_set(struct goro_timers *ts, uint32_t i, struct goro_timer_slot 
     atomic_store_explicit(&s.t->idx, (int32_t)i, memory_order_relaxed);
 }
 
+#ifdef GORO_DEBUG
+/* The heap's order at slot i: its parent is due no later, its children no
+ * earlier. A sift ends with it true where it stopped. */
+static bool heap_ordered_at(const struct goro_timers *ts, uint32_t i)
+{
+    int64_t when = ts->heap[i].when;
+    if (i > 0 && ts->heap[(i - 1) / ARITY].when > when)
+        return false;
+    for (uint32_t k = i * ARITY + 1; k <= i * ARITY + ARITY && k < ts->n; k++)
+        if (ts->heap[k].when < when)
+            return false;
+    return true;
+}
+#endif
+
 static void sift_up(struct goro_timers *ts, uint32_t i)
 {
     struct goro_timer_slot s = ts->heap[i];
@@ -75,6 +90,7 @@ static void sift_up(struct goro_timers *ts, uint32_t i)
         i = parent;
     }
     slot_set(ts, i, s);
+    GORO_ASSERT(heap_ordered_at(ts, i));    /* the heap's order */
 }
 
 static void sift_down(struct goro_timers *ts, uint32_t i)
@@ -94,6 +110,7 @@ static void sift_down(struct goro_timers *ts, uint32_t i)
         i = best;
     }
     slot_set(ts, i, s);
+    GORO_ASSERT(heap_ordered_at(ts, i));    /* the heap's order */
 }
 
 /* Takes slot i out; the last slot fills the hole. */
@@ -322,7 +339,7 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
         if (!won)
             continue;               /* its waker, or its park, makes it runnable */
         /* Threads the runtime does not own time their waits on their
-         * futex (sched.c, park_external): a timer is a coroutine's. */
+         * futex (outside.c, goro__park_external): a timer is a coroutine's. */
         GORO_ASSERT(!(g->flags & GORO_F_EXTERNAL));
         GORO_TRACE(GORO_TEV_TIMER, g->id, 0, 0, 0, 0);
         atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);

@@ -845,5 +845,6 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #include "goro/pipeline.h"
 #include "goro/debug.h"
 #include "goro/cxx.h"
+#include "goro/stream.h"
 
 #endif /* GORO_H */

@@ -26,6 +26,31 @@
  * pooled: a connection that ends hands its stack to the next one. */
 static const goro_attr_t serve_attr = { .name = "echo" };
 
+/* --lines: a line protocol through the buffered reader and writer; the
+ * echo of pipelined lines goes out in one write once none is left. */
+#define LINE_BUF 4096
+
+static bool serve_lines(int fd)
+{
+    goro_reader_t r;
+    goro_writer_t w;
+    const char *p;
+    ssize_t n;
+    if (goro_reader_init(&r, fd, LINE_BUF) < 0)
+        return false;
+    if (goro_writer_init(&w, fd, LINE_BUF) == 0) {
+        while ((n = goro_reader_read_delim_until(&r, '\n', &p, idle_deadline())) > 0) {
+            if (goro_writer_write(&w, p, (size_t)n) < 0 ||
+                (goro_reader_buffered(&r) == 0 && goro_writer_flush(&w) < 0))
+                break;
+            stats_echoed();
+        }
+        goro_writer_destroy(&w);
+    }
+    goro_reader_destroy(&r);
+    return true;
+}
+
 static void serve(int fd)
 {
     struct conn conn;
@@ -34,7 +59,7 @@ static void serve(int fd)
     size_t size = sizeof small;
     ssize_t n;
 
-    if (conn_open(&conn, fd) == 0) {
+    if (conn_open(&conn, fd) == 0 && !(echod_lines && serve_lines(fd))) {
         while ((n = goro_read_until(fd, buf, size, idle_deadline())) > 0) {
             if (goro_write_all(fd, buf, (size_t)n) < 0)
                 break;

@@ -16,6 +16,7 @@
 #define DEFAULT_PORT 7007
 
 static int64_t idle_timeout_ns;
+bool echod_lines;
 
 static const char usage_text[] =
     "usage: echod [options]\n"
@@ -36,6 +37,8 @@ static const char usage_text[] =
     "                             (default 2)\n"
     "      --status-interval SECS status line every SECS (default: 1 with -v,\n"
     "                             otherwise only on SIGUSR1)\n"
+    "      --lines                echo lines (up to 4 KiB each) through the buffered\n"
+    "                             reader and writer (docs/streams.md)\n"
     "  -v, --verbose              status line every second\n"
     "  -h, --help                 this text\n"
     "\n"
@@ -86,7 +89,7 @@ static void set_defaults(struct echod_options *opt)
 void options_parse(int argc, char **argv, struct echod_options *opt)
 {
     cli_program = "echod";
-    enum { OPT_STATUS_INTERVAL = 256 };
+    enum { OPT_STATUS_INTERVAL = 256, OPT_LINES };
     static const struct option longs[] = {
         { "bind", required_argument, NULL, 'b' },
         { "port", required_argument, NULL, 'p' },
@@ -97,6 +100,7 @@ void options_parse(int argc, char **argv, struct echod_options *opt)
         { "grace", required_argument, NULL, 'g' },
         { "status-interval", required_argument, NULL, OPT_STATUS_INTERVAL },
         { "verbose", no_argument, NULL, 'v' },
+        { "lines", no_argument, NULL, OPT_LINES },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -116,6 +120,7 @@ void options_parse(int argc, char **argv, struct echod_options *opt)
             opt->status_interval = parse_seconds("--status-interval", optarg);
             break;
         case 'v': opt->verbose = true; break;
+        case OPT_LINES: opt->lines = echod_lines = true; break;
         case 'h': cli_usage(usage_text, 0);
         default: cli_usage(usage_text, 2);
         }

@@ -374,12 +374,12 @@ ratios_for() {
     local n="echo_c$1_s$2" g gl go gp gop bc bv t=0
     g=$(val "$n" goro)
     [[ -z $g ]] && return
+    (($1 >= 1000)) && t=1
     gl=$(val "$n" goro_lines)       # --lines: goro_reader/writer, against raw
     if [[ -n $gl ]]; then
         echo "name=${n}_lines impl=goro_lines ratio_vs=goro value=$(quotient "$gl" "$g") unit=x"
         ((t)) && target "${n}_lines_vs_raw" "$(quotient "$gl" "$g")" ">=" 0.95
     fi
-    (($1 >= 1000)) && t=1
     go=$(val "$n" go)
     if [[ -n $go ]]; then
         ratio "$n" go "$g" "$go"

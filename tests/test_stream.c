@@ -347,6 +347,72 @@ START_TEST(writer_deadline_on_a_slow_peer)
 }
 END_TEST
 
+/* End to end over a socket, on any workers: a writer with a small buffer
+ * (both of its paths: gathered and beside the buffer) sends lines of
+ * random lengths, a reader with a larger one checks every line. */
+enum { PIPE_LINES = 20000 };
+
+static size_t line_len(uint32_t i)
+{
+    return (i * 2654435761u >> 7) % 200;
+}
+
+static long line_writer(int fd, long n)
+{
+    goro_writer_t w;
+    char buf[256];
+    if (goro_writer_init(&w, fd, 64) != 0)
+        return -1;
+    for (long i = 0; i < n; i++) {
+        size_t len = line_len((uint32_t)i);
+        for (size_t k = 0; k < len; k++)
+            buf[k] = (char)('a' + (i + (long)k) % 26);
+        buf[len] = '\n';
+        if (goro_writer_write(&w, buf, len + 1) != (ssize_t)len + 1)
+            break;
+    }
+    int e = goro_writer_flush(&w);
+    goro_writer_destroy(&w);
+    goro_close(fd);
+    return e;
+}
+
+static long lines_e2e_body(void)
+{
+    int sv[2];
+    EXPECT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+    long n = t_scale(PIPE_LINES);
+    goro_t *h = go(line_writer, sv[1], n);
+    goro_reader_t r;
+    EXPECT(goro_reader_init(&r, sv[0], 256) == 0, "init");
+    long i = 0;
+    const char *line;
+    size_t len;
+    int rc;
+    while ((rc = goro_reader_read_line(&r, &line, &len)) == 1) {
+        bool ok = len == line_len((uint32_t)i);
+        for (size_t k = 0; ok && k < len; k++)
+            ok = line[k] == (char)('a' + (i + (long)k) % 26);
+        if (!ok) {
+            t_fail("line %ld: %zu bytes", i, len);
+            break;
+        }
+        i++;
+    }
+    goro_reader_destroy(&r);
+    goro_close(sv[0]);          /* a writer still at work gets -EPIPE */
+    long wr = -1;
+    goro_join(h, &wr);
+    EXPECT(rc == 0 && i == n && wr == 0, "rc %d, %ld of %ld lines, writer %ld", rc, i, n, wr);
+    return 0;
+}
+
+START_TEST(lines_end_to_end_over_a_socket)
+{
+    run(lines_e2e_body);
+}
+END_TEST
+
 /* ---- goro_copy ---- */
 
 enum { COPY_BYTES = 3 << 20 };
@@ -622,6 +688,7 @@ Suite *stream_suite(void)
     tcase_add_test(tc, cancellation_mid_read);
     tcase_add_test(tc, writer_coalesces_and_errors_stick);
     tcase_add_test(tc, writer_deadline_on_a_slow_peer);
+    tcase_add_test(tc, lines_end_to_end_over_a_socket);
     tcase_add_test(tc, copy_splices_sockets_and_pipes);
     tcase_add_test(tc, copy_sendfile_and_fallback);
     tcase_add_test(tc, descriptor_passing);

@@ -228,10 +228,44 @@ static long cancelled_reader(int fd)
     return rc;
 }
 
+static long cancelled_copy(int dst, int src)
+{
+    atomic_store(&parked, 1);
+    int64_t copied = -1;
+    int64_t rc = goro_copy(dst, src, -1, &copied);
+    return rc == -ECANCELED && copied == 3 ? rc : -1;
+}
+
+/* A copy between sockets that waits for more after 3 bytes. */
+static long cancel_copy_body(void)
+{
+    int a[2], b[2];
+    EXPECT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a) == 0, "a");
+    EXPECT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, b) == 0, "b");
+    EXPECT(goro_write_all(a[0], "abc", 3) == 3, "write");
+    atomic_store(&parked, 0);
+    goro_t *h = go(cancelled_copy, b[0], a[1]);
+    char buf[3];
+    EXPECT(goro_read_full(b[1], buf, 3) == 3, "copied");
+    while (!atomic_load(&parked))
+        goro_sleep(GORO_MSEC);
+    goro_sleep(5 * GORO_MSEC);
+    goro_cancel(h);
+    long rc = 0;
+    goro_join(h, &rc);
+    EXPECT(rc == -ECANCELED, "cancelled copy: %ld", rc);
+    for (int i = 0; i < 2; i++) {
+        goro_close(a[i]);
+        goro_close(b[i]);
+    }
+    return 0;
+}
+
 static long cancel_body(void)
 {
     int sv[2];
     EXPECT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+    atomic_store(&parked, 0);
     goro_t *h = go(cancelled_reader, sv[0]);
     while (!atomic_load(&parked))
         goro_sleep(GORO_MSEC);
@@ -248,6 +282,7 @@ static long cancel_body(void)
 START_TEST(cancellation_mid_read)
 {
     run(cancel_body);
+    run(cancel_copy_body);
 }
 END_TEST
 

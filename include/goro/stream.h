@@ -45,8 +45,8 @@ extern "C" {
  * ------------------------------------------------------------------------ */
 
 /* A source: reads at most n bytes into buf, waiting (parked) until some
- * arrive, end of file, or deadline (absolute, goro_now()'s clock; < 0:
- * none). Returns the count, 0 at end of file, or a negative errno. */
+ * arrive, end of file, or deadline (absolute, goro_now()'s clock;
+ * GORO_FOREVER: none). Returns the count, 0 at end of file, or a negative errno. */
 typedef ssize_t goro_read_fn(void *ctx, void *buf, size_t n, int64_t deadline);
 
 /* The largest buffer a reader or writer takes (-EINVAL beyond). */
@@ -144,7 +144,7 @@ size_t goro_reader_discard(goro_reader_t *r, size_t n);
  * ------------------------------------------------------------------------ */
 
 /* A sink: writes at least one byte of the iovcnt entries (like writev),
- * waiting until it can or deadline (< 0: none). Returns the count or a
+ * waiting until it can or deadline (GORO_FOREVER: none). Returns the count or a
  * negative errno. */
 typedef ssize_t goro_writev_fn(void *ctx, const struct iovec *iov, int iovcnt,
                                int64_t deadline);
@@ -193,15 +193,16 @@ int goro_writer_error(const goro_writer_t *w);
  * ------------------------------------------------------------------------ */
 
 /* Copies from src to dst until end of file or max bytes (max < 0: no
- * limit), parking on either descriptor when it is not ready, never
+ * limit; may switch), parking on either descriptor when it is not ready, never
  * blocking a worker on a socket or a pipe. The kernel does the moving
  * where it can: splice when either side is a pipe, splice through a
  * private pipe between sockets, sendfile from a regular file; else read
  * and write through a buffer. Reading a regular file (sendfile or read)
  * may block the worker on the disk, as goro_read does. Returns the byte
  * count, or a negative errno - -EINVAL (negative descriptor), -EBADF,
- * -ETIMEDOUT past deadline (< 0: none), -ECANCELED, the system calls' -
- * and then *copied (if not NULL) says how many bytes reached dst. */
+ * -ETIMEDOUT past deadline (GORO_FOREVER: none), -ECANCELED, the system calls' -
+ * and then *copied (if not NULL) says how many bytes reached dst. The
+ * descriptors are then registered with goro: close them with goro_close. */
 int64_t goro_copy(int dst, int src, int64_t max, int64_t *copied);
 int64_t goro_copy_until(int dst, int src, int64_t max, int64_t *copied, int64_t deadline);
 
@@ -209,8 +210,10 @@ int64_t goro_copy_until(int dst, int src, int64_t max, int64_t *copied, int64_t 
  * Messages and descriptor passing (unix sockets)
  * ------------------------------------------------------------------------ */
 
-/* recvmsg/sendmsg that park: the count (0: end of file) or a negative
- * errno, never -EAGAIN. sendmsg never raises SIGPIPE (-EPIPE). */
+/* recvmsg/sendmsg that park (may switch): the count (0: end of file) or
+ * a negative errno (-EINVAL for fd < 0 or a NULL msg), never -EAGAIN
+ * unless flags holds MSG_DONTWAIT (then they do not wait). sendmsg never
+ * raises SIGPIPE (-EPIPE). */
 ssize_t goro_recvmsg(int fd, struct msghdr *msg, int flags);
 ssize_t goro_recvmsg_until(int fd, struct msghdr *msg, int flags, int64_t deadline);
 ssize_t goro_sendmsg(int fd, const struct msghdr *msg, int flags);
@@ -219,7 +222,7 @@ ssize_t goro_sendmsg_until(int fd, const struct msghdr *msg, int flags, int64_t 
 /* The most descriptors one message carries (the kernel's SCM_MAX_FD). */
 #define GORO_MAX_PASS_FDS 253
 
-/* Sends the nfds descriptors fds (1..GORO_MAX_PASS_FDS) with the len bytes
+/* Sends (may switch) the nfds descriptors fds (1..GORO_MAX_PASS_FDS) with the len bytes
  * of data (at least one: they carry the descriptors) in one message on
  * the unix socket sock. Returns the data bytes sent (possibly fewer than
  * len on a stream socket: the descriptors went with the first) or a
@@ -228,7 +231,7 @@ ssize_t goro_send_fds(int sock, const int *fds, int nfds, const void *data, size
 ssize_t goro_send_fds_until(int sock, const int *fds, int nfds, const void *data, size_t len,
                             int64_t deadline);
 
-/* Receives a message: up to len bytes of data, and up to *nfds
+/* Receives (may switch) a message: up to len bytes of data, and up to *nfds
  * descriptors into fds (close-on-exec); *nfds is set to the count that
  * came. Returns the data bytes (0: end of file) or a negative errno:
  * -EINVAL, -EMSGSIZE when more descriptors came than fit (the kernel

@@ -27,28 +27,31 @@
 static const goro_attr_t serve_attr = { .name = "echo" };
 
 /* --lines: a line protocol through the buffered reader and writer; the
- * echo of pipelined lines goes out in one write once none is left. */
+ * echo of pipelined lines goes out in one write once none is left. A
+ * coroutine of its own, so that its stack holds no unused echo buffer. */
 #define LINE_BUF 4096
 
-static bool serve_lines(int fd)
+static void serve_lines(int fd)
 {
+    struct conn conn;
     goro_reader_t r;
     goro_writer_t w;
     const char *p;
     ssize_t n;
-    if (goro_reader_init(&r, fd, LINE_BUF) < 0)
-        return false;
-    if (goro_writer_init(&w, fd, LINE_BUF) == 0) {
-        while ((n = goro_reader_read_delim_until(&r, '\n', &p, idle_deadline())) > 0) {
-            if (goro_writer_write(&w, p, (size_t)n) < 0 ||
-                (goro_reader_buffered(&r) == 0 && goro_writer_flush(&w) < 0))
-                break;
-            stats_echoed();
+
+    if (conn_open(&conn, fd) == 0 && goro_reader_init(&r, fd, LINE_BUF) == 0) {
+        if (goro_writer_init(&w, fd, LINE_BUF) == 0) {
+            while ((n = goro_reader_read_delim_until(&r, '\n', &p, idle_deadline())) > 0) {
+                if (goro_writer_write(&w, p, (size_t)n) < 0 ||
+                    (goro_reader_buffered(&r) == 0 && goro_writer_flush(&w) < 0))
+                    break;
+                stats_echoed();
+            }
+            goro_writer_destroy(&w);
         }
-        goro_writer_destroy(&w);
+        goro_reader_destroy(&r);
     }
-    goro_reader_destroy(&r);
-    return true;
+    conn_close(&conn);
 }
 
 static void serve(int fd)
@@ -59,7 +62,7 @@ static void serve(int fd)
     size_t size = sizeof small;
     ssize_t n;
 
-    if (conn_open(&conn, fd) == 0 && !(echod_lines && serve_lines(fd))) {
+    if (conn_open(&conn, fd) == 0) {
         while ((n = goro_read_until(fd, buf, size, idle_deadline())) > 0) {
             if (goro_write_all(fd, buf, (size_t)n) < 0)
                 break;
@@ -87,7 +90,9 @@ static void accept_loop(int listener)
             continue;
         }
         accept_succeeded();
-        if (goro_go(NULL, &serve_attr, serve, fd) != 0) {
+        int err = echod_lines ? goro_go(NULL, &serve_attr, serve_lines, fd)
+                              : goro_go(NULL, &serve_attr, serve, fd);
+        if (err != 0) {
             goro_close(fd);               /* no memory for a stack: drop it */
             conns_unreserve();
         }

@@ -12,6 +12,7 @@
  *   goro/pipeline.h    pipelines
  *   goro/debug.h       dumps, stall and deadlock watches, leaks, the trace
  *   goro/cxx.h         the C++ forms (C++17)
+ *   goro/process.h     child processes: spawn, pipes, wait, kill
  *   goro/stream.h      buffered readers and writers, goro_copy, fd passing
  * Including goro.h is all a program needs; each goro/ header may also be
  * included alone (it includes goro.h first).
@@ -846,6 +847,7 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #include "goro/pipeline.h"
 #include "goro/debug.h"
 #include "goro/cxx.h"
+#include "goro/process.h"
 #include "goro/stream.h"
 
 #endif /* GORO_H */

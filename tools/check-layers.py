@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-ORDER = ["base", "sched", "coro", "wait", "io", "pipe", "top"]
+ORDER = ["base", "sched", "coro", "wait", "io", "pipe", "proc", "top"]
 
 # The contracts by which a lower layer may call up (each named in the
 # header of the layer that provides it).

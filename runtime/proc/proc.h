@@ -1,7 +1,11 @@
 /* proc/: child processes (docs/process.md) - spawn through posix_spawn,
  * waits parked on a pidfd (or polled where there is none), kill, and the
  * deadline that kills. Built on the public API only, as pipe/ is: this
- * layer calls nothing below it but through goro.h. */
+ * layer calls nothing below it but through goro.h.
+ *
+ * layer: proc - child processes, built on the public API (goro.h) alone
+ * may call: nothing
+ */
 #ifndef GORO_PROC_PROC_H
 #define GORO_PROC_PROC_H
 

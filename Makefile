@@ -108,6 +108,8 @@ PIPELINE_BIN := $(BUILD)/samples/pipeline
 DEPS_STAMP := build/.deps-ok
 
 # The echo server sample (ECHOD_BIN, ECHOLOAD_BIN): before `all`, which names them.
+# libgoro-tls (TLS_* variables, test-tls, install-tls); echod links it.
+include tls/tls.mk
 include samples/echod/echod.mk
 
 # V=1 shows full command lines.
@@ -384,6 +386,7 @@ check-layers:
 test: $(TEST_BIN) $(CXX_TEST_BINS) check-layers
 	$(RUNNER) $(TEST_BIN)
 	$(MAKE) --no-print-directory test-cxx
+	$(MAKE) --no-print-directory test-tls
 	$(MAKE) --no-print-directory test-echod
 	$(MAKE) --no-print-directory test-fetch
 	$(MAKE) --no-print-directory test-pipeline
@@ -454,10 +457,11 @@ install: lib $(BUILD)/goro.pc $(BUILD)/cmake $(MAN_STAMP)
 	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/docs/
 	install -m 644 $(DOC_IMGS) $(DESTDIR)$(DOCDIR)/docs/img/
 	$(MAKE) --no-print-directory install-gdb
+	$(MAKE) --no-print-directory install-tls
 	@tools/post-install.sh '$(PREFIX)' '$(LIBDIR)' '$(DESTDIR)'
 
 # Everything install put down, and the directories that were goro's alone.
-uninstall: $(MAN_STAMP)
+uninstall: $(MAN_STAMP) uninstall-tls
 	rm -f $(DESTDIR)$(INCLUDEDIR)/goro.h $(DESTDIR)$(LIBDIR)/libgoro.a \
 	  $(DESTDIR)$(LIBDIR)/libgoro.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	  $(DESTDIR)$(LIBDIR)/libgoro.so.$(VERSION) $(DESTDIR)$(LIBDIR)/pkgconfig/goro.pc \
@@ -515,6 +519,11 @@ test-install: $(DEPS_STAMP)
 	  printf '  %-17s %s\n' $$p "$$(cat $$p.out)"; done
 	@ldd $(INSTALL_TEST)/c-shared | grep -q '$(INSTALL_STAGE)/lib/$(SONAME)' || \
 	  { echo "c-shared does not load the staged libgoro:"; ldd $(INSTALL_TEST)/c-shared; exit 1; }
+	@! ldd $(INSTALL_TEST)/c-shared | grep -q libssl || \
+	  { echo "c-shared, without TLS, loads OpenSSL:"; ldd $(INSTALL_TEST)/c-shared; exit 1; }
+	cd $(INSTALL_TEST) && $(CC) -o tls-shared $(CURDIR)/tests/install/tls.c \
+	  $$($(STAGE_PC) --cflags --libs goro-tls) $$($(STAGE_PC) --variable=rpath goro) && \
+	  env -u LD_LIBRARY_PATH ./tls-shared
 	env -u LD_LIBRARY_PATH cmake -S tests/install -B $(INSTALL_TEST)/cmake \
 	  -DCMAKE_PREFIX_PATH=$(INSTALL_STAGE) -DCMAKE_BUILD_TYPE=Release > $(INSTALL_TEST)/cmake.out
 	cmake --build $(INSTALL_TEST)/cmake -j2 > $(INSTALL_TEST)/cmake-build.out 2>&1 || \

@@ -194,6 +194,11 @@ run GORO_WORKERS=1 "$B/preempt"
 run --as preempt:preempt_nw GOMAXPROCS="$ncpu" "$P/go/preempt"
 run --as preempt:preempt_nw GORO_WORKERS="$ncpu" "$B/preempt"
 
+# ---- accept + first echo + close per second: goro_listen/goro_dial against
+# net.Listen/net.Dial, all CPUs (the goro run right after Go's) ----
+run GOMAXPROCS="$ncpu" "$P/go/accept"
+run GORO_WORKERS="$ncpu" "$B/accept"
+
 # ---- scheduled pipelines: two CPU-bound jobs, 2 workers (docs/pipelines.md) ----
 run GOMAXPROCS=2 "$P/go/pipeline"
 run GORO_WORKERS=2 "$B/pipeline"
@@ -267,6 +272,8 @@ ratio trace_off_cost_skynet goro skynet_tracepoints goro skynet_notrace goro "<=
 ratio trace_on_cost_skynet goro skynet_traced goro skynet_notrace goro "<=" 1.15
 # a future's set + get against a channel hand-off, same run
 ratio future_vs_chan_handoff goro future_handoff goro future_chan_handoff goro "<=" 1.0
+# connections per second (goro over Go: higher is better)
+ratio accept_vs_go goro accept goro accept go ">=" 1.3
 # Pipelines: speed-ups (the baseline's time over the pipeline's).
 ratio pipeline_balanced_vs_loop goro pipeline_balanced_loop goro pipeline_balanced_dhondt goro ">=" 1.7
 ratio pipeline_moving_vs_loop goro pipeline_moving_loop goro pipeline_moving_dhondt goro

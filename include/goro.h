@@ -13,6 +13,7 @@
  *   goro/debug.h       dumps, stall and deadlock watches, leaks, the trace
  *   goro/cxx.h         the C++ forms (C++17)
  *   goro/process.h     child processes: spawn, pipes, wait, kill
+ *   goro/net.h         listen and dial by name, Happy Eyeballs
  *   goro/stream.h      buffered readers and writers, goro_copy, fd passing
  * Including goro.h is all a program needs; each goro/ header may also be
  * included alone (it includes goro.h first).
@@ -848,6 +849,7 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #include "goro/debug.h"
 #include "goro/cxx.h"
 #include "goro/process.h"
+#include "goro/net.h"
 #include "goro/stream.h"
 
 #endif /* GORO_H */

@@ -39,6 +39,7 @@ Suite *deadlock_suite(void);    /* test_deadlock.c: deadlock reports, goro_leaks
 Suite *trace_suite(void);       /* test_trace.c: the execution trace, its file, the SVG tool */
 Suite *clock_suite(void);       /* test_clock.c: the virtual clock, seeded interleavings */
 Suite *process_suite(void);     /* test_process.c: child processes, pipes, waits, kills */
+Suite *net_suite(void);         /* test_net.c: listen, dial by name, Happy Eyeballs */
 Suite *stream_suite(void);      /* test_stream.c: buffered streams, goro_copy, fd passing */
 
 #define GORO_TEST_SUITES \
@@ -47,6 +48,7 @@ Suite *stream_suite(void);      /* test_stream.c: buffered streams, goro_copy, f
     signal_suite, \
     offload_suite, io_suite, fdreuse_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
     dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, priority_suite, pipeline_suite, \
-    process_suite, stream_suite
+    process_suite, \
+    net_suite, stream_suite
 
 #endif

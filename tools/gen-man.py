@@ -38,6 +38,8 @@ PAGES = [
      ['Time, deadlines'], None),
     ('goro_io', 'descriptor I/O that parks the coroutine, not the thread', ['I/O'], None),
     ('goro_preempt', 'preemption control', ['Preemption'], None),
+    ('goro_net', 'listen and dial by name: Happy Eyeballs, accept back-off',
+     ['Listening and dialling'], None),
     ('goro_signal', 'signals delivered to a descriptor', ['Signals'], None),
     ('goro_process', 'child processes: spawn, pipes, parked wait, kill, deadlines',
      ['Child processes'], None),

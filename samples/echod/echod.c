@@ -62,7 +62,10 @@ static void serve(int fd)
     size_t size = sizeof small;
     ssize_t n;
 
-    if (conn_open(&conn, fd) == 0) {
+    int opened = conn_open(&conn, fd);
+    if (opened == 0 && tls_on()) {
+        tls_echo(fd);
+    } else if (opened == 0) {
         while ((n = goro_read_until(fd, buf, size, idle_deadline())) > 0) {
             if (goro_write_all(fd, buf, (size_t)n) < 0)
                 break;
@@ -82,14 +85,12 @@ static void accept_loop(int listener)
     for (;;) {
         if (conns_reserve() < 0)          /* --max-conns; cancelled at shutdown */
             return;
-        int fd = goro_accept(listener, NULL, NULL);
-        if (fd < 0) {
+        int fd = goro_accept_backoff(listener, NULL, NULL, &accept_opts, GORO_FOREVER);
+        if (fd < 0) {                     /* cancelled at shutdown, or closed */
             conns_unreserve();
-            if (accept_failed(fd) < 0)
-                return;
-            continue;
+            return;
         }
-        accept_succeeded();
+        stats_accepted();
         int err = echod_lines ? goro_go(NULL, &serve_attr, serve_lines, fd)
                               : goro_go(NULL, &serve_attr, serve, fd);
         if (err != 0) {
@@ -114,6 +115,7 @@ int main(int argc, char **argv)
     }
     signals_subscribe();                  /* before "listening": a stop may follow at once */
     conns_init(opt.max_conns);
+    tls_setup(&opt);
 
     int listener = listen_tcp(opt.bind, opt.port);
     fprintf(stderr, "echod: %d workers, %zu KiB stacks, descriptor limit %ld\n",

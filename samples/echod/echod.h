@@ -21,6 +21,7 @@ struct echod_options {
     int64_t status_interval;    /* ns between status lines; 0: only on SIGUSR1 */
     bool verbose;
     bool lines;                 /* --lines: echo lines through goro_reader/writer */
+    const char *tls_cert, *tls_key;   /* --tls CERT KEY; NULL: plain TCP */
 };
 extern bool echod_lines;        /* opt.lines, for the connections */
 
@@ -31,10 +32,19 @@ void options_parse(int argc, char **argv, struct echod_options *opt);
 /* The deadline of a read that may wait for the idle timeout. */
 int64_t idle_deadline(void);
 
+/* ---- tls.c: --tls ---- */
+
+/* Builds the TLS configuration when --tls was given (exits on a bad
+ * certificate or key); tls_on() says whether it was. */
+void tls_setup(const struct echod_options *opt);
+bool tls_on(void);
+/* The echo loop over TLS on fd, an open connection (closed by the caller). */
+void tls_echo(int fd);
+
 /* ---- listener.c ---- */
 
-/* A listening TCP socket on address:port (IPv4 or IPv6 literal), ready for
- * goro_accept; exits with a message when that is impossible. */
+/* goro_listen on address:port (IPv4 or IPv6 literal); prints the bound
+ * address; exits with a message when that is impossible. */
 int listen_tcp(const char *address, int port);
 
 /* Raises the soft descriptor limit to the hard one; returns the limit. */
@@ -96,13 +106,9 @@ void status_loop(int64_t interval_ns);
 
 /* ---- accept_backoff.c: the descriptor limit ---- */
 
-/* After a failed goro_accept: at the descriptor limit, says so once and
- * sleeps before the next attempt (longer each time, up to 100 ms). Returns
- * 0 to try again, or the error when accepting should stop. */
-int accept_failed(int err);
-
-/* After a successful accept: the next failure starts with a short pause. */
-void accept_succeeded(void);
+/* goro_accept_backoff's options: at the descriptor limit it says so once
+ * and counts the refusals; its sleeps grow to 100 ms. */
+extern const goro_accept_opts_t accept_opts;
 
 /* Accepts refused for lack of descriptors so far. */
 unsigned long fd_limit_hits(void);

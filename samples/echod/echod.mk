@@ -30,7 +30,7 @@ $(sort $(ECHOD_OBJS) $(ECHOLOAD_OBJS)): $(BUILD)/obj/samples/echod/%.o: samples/
     $(wildcard samples/echod/*.h) $(HEADERS) $(DEPS_STAMP) $(SYSROOT_STAMP)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(ECHOD_CFLAGS) -c $< -o $@
 
 $(ECHOD_PROBE_OBJS): $(BUILD)/obj/tests/echod/%.o: tests/echod/%.c $(HEADERS) \
     $(DEPS_STAMP) $(SYSROOT_STAMP)
@@ -38,15 +38,21 @@ $(ECHOD_PROBE_OBJS): $(BUILD)/obj/tests/echod/%.o: tests/echod/%.c $(HEADERS) \
 	$(call say,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(ECHOD_BIN): $(ECHOD_OBJS) $(STATIC_LIB)
+# Both link libgoro-tls (--tls; tls/tls.mk), where it is built.
+ECHOD_TLS := $(if $(TLS_BUILT),$(TLS_STATIC_LIB))
+ECHOD_TLS_LIBS := $(if $(TLS_BUILT),$(SSL_LIBS))
+ECHOD_CFLAGS := $(if $(TLS_BUILT),-DECHOD_TLS)
+$(ECHOD_BIN): $(ECHOD_OBJS) $(ECHOD_TLS) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $(ECHOD_OBJS) $(STATIC_LIB) $(LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $(ECHOD_OBJS) $(ECHOD_TLS) $(STATIC_LIB) \
+	  $(ECHOD_TLS_LIBS) $(LIBS)
 
-$(ECHOLOAD_BIN): $(ECHOLOAD_OBJS) $(STATIC_LIB)
+$(ECHOLOAD_BIN): $(ECHOLOAD_OBJS) $(ECHOD_TLS) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	$(call say,LINK,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $(ECHOLOAD_OBJS) $(STATIC_LIB) $(LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $(ECHOLOAD_OBJS) $(ECHOD_TLS) $(STATIC_LIB) \
+	  $(ECHOD_TLS_LIBS) $(LIBS)
 
 $(ECHOD_PROBE_BIN): $(ECHOD_PROBE_OBJS) $(STATIC_LIB)
 	@mkdir -p $(@D)

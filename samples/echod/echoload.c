@@ -7,6 +7,7 @@
  * forks one or more of these load processes and tells each, through a
  * pipe, when to start counting, when to stop and when to close; each
  * reports counts and latencies back through another pipe. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
@@ -41,6 +42,7 @@ struct client {
 static struct {
     const struct load_options *opt;
     struct sockaddr_in target;
+    char target_text[INET_ADDRSTRLEN + 8];   /* the same, for goro_dial */
     _Atomic int phase;
     _Atomic long connected;
     _Atomic long failures[F_KINDS];
@@ -122,42 +124,38 @@ static int dial(const struct client *c)
 {
     const struct load_options *opt = load.opt;
     struct sockaddr_in source = load_source(c->id);
-    int one = 1;
+    char local[INET_ADDRSTRLEN + 4];
+    int fd = -1, one = 1;
 
+    /* Port chosen at connect, per (source, server) pair: 64k per source. */
+    inet_ntop(AF_INET, &source.sin_addr, local, INET_ADDRSTRLEN);
+    strcat(local, ":0");
     goro_sem_acquire(&load.dialing);
-    int fd = goro_socket(AF_INET, SOCK_STREAM, 0);
-    int err = fd < 0 ? fd : 0;
-    if (!err) {
-        /* Port chosen at connect, per (source, server) pair: 64k per source. */
-        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (bind(fd, (struct sockaddr *)&source, sizeof source) != 0)
-            err = -errno;
-    }
-    if (!err)
-        err = goro_connect_until(fd, (struct sockaddr *)&load.target, sizeof load.target,
-                                 goro_now() + (int64_t)(opt->timeout * GORO_SEC));
+    int err = goro_dial_opts("tcp4", load.target_text, &(goro_dial_opts_t){ .local = local },
+                             goro_now() + (int64_t)(opt->timeout * GORO_SEC), &fd);
     goro_sem_release(&load.dialing);
     if (err) {
-        if (fd >= 0)
-            goro_close(fd);
         load_failed(F_CONNECT, -err);
         return err;
     }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     load_connected();
     return fd;
 }
 
 /* One message there and back: 0, -errno, or 1 when the echo differs. */
-static int round_trip(int fd, const unsigned char *out, unsigned char *in, size_t size)
+static int round_trip(int fd, struct goro_tls_conn *tls, const unsigned char *out,
+                      unsigned char *in, size_t size)
 {
     int64_t deadline = goro_now() + (int64_t)(load.opt->timeout * GORO_SEC);
     for (size_t off = 0; off < size; off += LOAD_PIECE) {
         size_t n = size - off < LOAD_PIECE ? size - off : LOAD_PIECE;
-        ssize_t w = goro_write_all_until(fd, out + off, n, NULL, deadline);
+        ssize_t w = tls ? load_tls_write_all(tls, out + off, n, deadline)
+                        : goro_write_all_until(fd, out + off, n, NULL, deadline);
         if (w < 0)
             return (int)w;
-        ssize_t r = goro_read_full_until(fd, in + off, n, NULL, deadline);
+        ssize_t r = tls ? load_tls_read_full(tls, in + off, n, deadline)
+                        : goro_read_full_until(fd, in + off, n, NULL, deadline);
         if (r < 0 || (size_t)r < n)
             return r < 0 ? (int)r : -ECONNRESET;   /* an early end */
         if (load.opt->verify && memcmp(in + off, out + off, n) != 0)
@@ -177,13 +175,14 @@ void load_note_round(int64_t ns)
 }
 
 /* The closed loop, until told to stop (true) or something fails (false). */
-static bool echo_loop(int fd, struct client *c, unsigned char *out, unsigned char *in)
+static bool echo_loop(int fd, struct goro_tls_conn *tls, struct client *c, unsigned char *out,
+                      unsigned char *in)
 {
     size_t size = load.opt->size;
     while (load_phase_now() != STOPPED) {
         load_fill(out, size, c->id, c->rounds);
         int64_t t0 = goro_now();
-        int r = round_trip(fd, out, in, size);
+        int r = round_trip(fd, tls, out, in, size);
         if (r == 1) {
             load_failed(F_VERIFY, 0);
             return false;
@@ -208,13 +207,24 @@ static void client(struct client *c)
         fd = dial(c);
     else
         load_failed(F_CONNECT, ENOMEM);
+    struct goro_tls_conn *tls = NULL;
+    int err;
+    if (fd >= 0 && load.opt->tls &&
+        (err = load_tls_open(fd, &tls, goro_now() + (int64_t)(load.opt->timeout * GORO_SEC)))) {
+        load_failed(F_CONNECT, -err);
+        goro_close(fd);
+        fd = -1;
+    }
     goro_waitgroup_done(&load.dialed);
-    if (fd >= 0 && !echo_loop(fd, c, buf, buf + load.opt->size)) {
+    if (fd >= 0 && !echo_loop(fd, tls, c, buf, buf + load.opt->size)) {
+        load_tls_close(tls);
+        tls = NULL;
         goro_close(fd);                    /* broken: do not hold it */
         fd = -1;
     }
     goro_waitgroup_done(&load.stopped);
     goro_chan_recv(load.released, NULL);   /* hold the connection until then */
+    load_tls_close(tls);
     if (fd >= 0)
         goro_close(fd);
     free(buf);
@@ -413,10 +423,14 @@ static int setup(const struct load_options *opt, int proc, long count, int repor
     load.report_fd = report_fd;
     load.target = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr = opt->host,
                                         .sin_port = htons((uint16_t)opt->port) };
+    inet_ntop(AF_INET, &opt->host, load.target_text, INET_ADDRSTRLEN);
+    snprintf(load.target_text + strlen(load.target_text), 8, ":%d", opt->port);
     /* The lean engine's connections are not coroutines: one worker serves
      * the pipes. */
     int workers = opt->engine == ENGINE_EPOLL ? 1 : opt->workers;
-    goro_config_t config = { .workers = workers, .stack_size = 32 * 1024 };
+    /* An OpenSSL handshake needs more than the echo loop's 32 KiB. */
+    goro_config_t config = { .workers = workers,
+                             .stack_size = opt->tls ? 128 * 1024 : 32 * 1024 };
     int err = goro_start(&config);
     if (!err)
         err = goro_chan_new(&load.released, 0, 0);
@@ -424,6 +438,7 @@ static int setup(const struct load_options *opt, int proc, long count, int repor
         fprintf(stderr, "echoload: cannot start: %s\n", strerror(-err));
         return -1;
     }
+    load_tls_setup(opt);
     goro_sem_init(&load.dialing, DIALING_MAX);
     goro_waitgroup_add(&load.dialed, count);
     goro_waitgroup_add(&load.stopped, count);

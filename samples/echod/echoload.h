@@ -29,6 +29,8 @@ struct load_options {
     int procs;
     enum load_engine { ENGINE_GORO, ENGINE_EPOLL } engine;
     bool quiet, verify, allow_errors;
+    bool tls;                   /* --tls: the goro engine speaks TLS */
+    const char *tls_ca;         /* --ca FILE: verify the server; NULL: do not */
 };
 
 void load_options_parse(int argc, char **argv, struct load_options *opt);
@@ -102,6 +104,19 @@ struct sockaddr_in load_source(long id);
 /* Larger messages go out in pieces, each echoed before the next is sent,
  * so neither side's socket buffers need to hold a whole message. */
 #define LOAD_PIECE (32 * 1024)
+
+/* ---- load_tls.c: --tls (the goro engine only) ---- */
+
+struct goro_tls_conn;
+/* Builds the client configuration when --tls was given; exits on error. */
+void load_tls_setup(const struct load_options *opt);
+/* A TLS client on fd, handshaken by deadline: 0 and *conn, or -errno. */
+int load_tls_open(int fd, struct goro_tls_conn **conn, int64_t deadline);
+/* goro_write_all_until's and goro_read_full_until's forms over TLS. */
+ssize_t load_tls_write_all(struct goro_tls_conn *c, const void *buf, size_t n, int64_t deadline);
+ssize_t load_tls_read_full(struct goro_tls_conn *c, void *buf, size_t n, int64_t deadline);
+/* Sends close_notify (briefly) and frees c; NULL is fine. */
+void load_tls_close(struct goro_tls_conn *c);
 
 /* ---- load_epoll.c: the lean engine (--engine epoll) ----
  * All of a process's connections on one plain thread with one epoll set,

@@ -43,6 +43,9 @@ static const char usage_text[] =
     "      --verify           compare every echoed byte (the default)\n"
     "      --no-verify        only count bytes\n"
     "      --allow-errors     exit 0 even if some connection failed\n"
+    "      --tls              speak TLS (engine goro; the server's certificate is\n"
+    "                         not verified unless --ca is given)\n"
+    "      --ca FILE          with --tls: verify the server against FILE and --host\n"
     "  -q, --quiet            no progress line\n"
     "  -h, --help             this text\n"
     "\n"
@@ -126,7 +129,7 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
 {
     cli_program = "echoload";
     enum { O_WARMUP = 256, O_RAMP, O_SOURCES, O_PROCS, O_HOLD, O_TIMEOUT, O_VERIFY,
-           O_NO_VERIFY, O_ALLOW_ERRORS, O_ENGINE };
+           O_NO_VERIFY, O_ALLOW_ERRORS, O_ENGINE, O_TLS, O_CA };
     static const struct option longs[] = {
         { "host", required_argument, NULL, 'H' },
         { "port", required_argument, NULL, 'p' },
@@ -144,6 +147,8 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
         { "verify", no_argument, NULL, O_VERIFY },
         { "no-verify", no_argument, NULL, O_NO_VERIFY },
         { "allow-errors", no_argument, NULL, O_ALLOW_ERRORS },
+        { "tls", no_argument, NULL, O_TLS },
+        { "ca", required_argument, NULL, O_CA },
         { "quiet", no_argument, NULL, 'q' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -171,6 +176,8 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
         case O_VERIFY: opt->verify = true; break;
         case O_NO_VERIFY: opt->verify = false; break;
         case O_ALLOW_ERRORS: opt->allow_errors = true; break;
+        case O_TLS: opt->tls = true; break;
+        case O_CA: opt->tls_ca = optarg; break;
         case 'q': opt->quiet = true; break;
         case 'h': cli_usage(usage_text, 0);
         default: cli_usage(usage_text, 2);
@@ -182,6 +189,10 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
     }
     if (opt->duration <= 0 || opt->timeout <= 0) {
         fputs("echoload: --duration and --timeout must be above 0\n", stderr);
+        exit(2);
+    }
+    if ((opt->tls_ca && !opt->tls) || (opt->tls && opt->engine == ENGINE_EPOLL)) {
+        fputs("echoload: --ca needs --tls, and --tls the goro engine\n", stderr);
         exit(2);
     }
     finish(opt);

@@ -95,7 +95,7 @@ static long accept_loop(struct server *s, goro_group_t *servers)
     return fd == -ECANCELED ? 0 : fd;
 }
 
-/* A listening socket on an ephemeral port of 127.0.0.1 (closed at once for
+/* goro_listen on an ephemeral port of 127.0.0.1 (closed at once for
  * a CLOSED server: connecting to it is refused). */
 static int server_open(struct server *s)
 {
@@ -121,20 +121,17 @@ static int server_open(struct server *s)
 
 /* ---- the client ---- */
 
-/* GET /page/<page> from 127.0.0.1:port. NULL on a 200 (*len: the body's
+/* GET /page/<page> from localhost:port. NULL on a 200 (*len: the body's
  * length), else the error, with what went wrong below it as its cause. */
 static goro_err_t *get(uint16_t port, int page, long *len)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    char buf[1024];
+    char buf[1024], addr[32];
     goro_err_t *cause = NULL;
-    int fd = goro_socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return goro_err_new(fd, "socket");
-    int r = goro_connect(fd, (struct sockaddr *)&a, sizeof a);
+    int fd = -1;
+    snprintf(addr, sizeof addr, "localhost:%u", port);
+    int r = goro_dial("tcp4", addr, GORO_FOREVER, &fd);   /* resolved on the pool */
     if (r < 0) {
-        cause = goro_err_new(r, "connect to 127.0.0.1:%u", port);
+        cause = goro_err_new(r, "dial %s", addr);
         goto out;
     }
     int n = snprintf(buf, sizeof buf, "GET /page/%d HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", page);
@@ -161,7 +158,8 @@ static goro_err_t *get(uint16_t port, int page, long *len)
     else
         *len = (long)strlen(body + 4);
 out:
-    goro_close(fd);
+    if (fd >= 0)
+        goro_close(fd);
     return cause ? goro_err_wrap(cause, goro_err_code(cause), "GET 127.0.0.1:%u/page/%d",
                                  port, page)
                  : NULL;

@@ -25,6 +25,7 @@ int main(void)
     goro_stall_stats_t st;                          /* goro/debug.h */
     err |= goro_stall_stats(&st);
     err |= goro_process_pid(NULL) != -1;            /* goro/process.h */
+    err |= goro_listen_addr(-1, NULL, 0) >= 0;     /* goro/net.h */
     err |= goro_reader_buffered(NULL) != 0;         /* goro/stream.h */
     return err != 0 || r != 1;
 }

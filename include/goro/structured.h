@@ -291,12 +291,8 @@ int goro_flight_waiting(goro_flight_t *fl, const char *key);
  * or a caller is inside goro_flight_do (fl is left as it was). */
 int goro_flight_free(goro_flight_t *fl);
 
-/* ========================================================================
- * Structured concurrency, second layer (docs/structured.md): weighted
- * semaphores, futures, cancellation causes, TryGo and SetLimit.
- * ======================================================================== */
-
-/* ---- Weighted semaphore: n units at a time, all or nothing, FIFO ----
+/* ------------------------------------------------------------------------
+ * Weighted semaphores: n units at a time, all or nothing, FIFO
  *
  *   goro_wsem_t mem;
  *   goro_wsem_init(&mem, 64 << 20);              // 64 MB of buffers
@@ -312,7 +308,8 @@ int goro_flight_free(goro_flight_t *fl);
  * even when they would fit (otherwise it could starve). A waiter that
  * gives up (deadline, cancel) holds nothing and lets those behind it in.
  * The object is the caller's (no allocation); destroy it when no caller
- * waits. */
+ * waits.
+ * ------------------------------------------------------------------------ */
 typedef struct goro_wsem { uintptr_t opaque[5]; } goro_wsem_t;
 #define GORO_WSEM_INIT(size) { { 0, (uintptr_t)(size) } }
 
@@ -335,7 +332,8 @@ int goro_wsem_waiting(goro_wsem_t *sem);
 /* 0, -EINVAL, or -EBUSY while a caller waits. */
 int goro_wsem_destroy(goro_wsem_t *sem);
 
-/* ---- Futures: one value (or an error object) for many waiters ----
+/* ------------------------------------------------------------------------
+ * Futures: one value (or an error object) for many waiters (docs/structured.md)
  *
  *   goro_future_t *f;
  *   goro_future_new(&f, sizeof(struct page));     // the value's size, fixed
@@ -355,7 +353,8 @@ int goro_wsem_destroy(goro_wsem_t *sem);
  * Lifetime: goro_future_new() -> goro_future_set() or _fail() (once, from
  * any coroutine or thread) and goro_future_get()s (before or after the
  * set) -> goro_future_free() by its owner once no get waits. The done
- * channel is the future's: freed with it, not by the caller. */
+ * channel is the future's: freed with it, not by the caller.
+ * ------------------------------------------------------------------------ */
 typedef struct goro_future goro_future_t;
 
 /* A pending future for a value of size bytes (0: an event with no value).
@@ -404,7 +403,8 @@ int goro_flight_start(goro_flight_t *fl, const char *key,
                       long (*fn)(const char *key, void *arg), void *arg,
                       goro_future_t **f);
 
-/* ---- Cancellation with a cause (Go's context.Cause) ----
+/* ------------------------------------------------------------------------
+ * Cancellation with a cause (Go's context.Cause) (docs/structured.md)
  *
  * goro_cancel_cause(h, err) is goro_cancel(h) that also says why. The
  * cause reaches every coroutine the cancel reaches: h itself, and the
@@ -413,7 +413,8 @@ int goro_flight_start(goro_flight_t *fl, const char *key,
  * do the groups below it (their waits return -ETIMEDOUT, "a deadline above
  * it passed"); the first failure of a FIRST_ERROR group is its members'
  * cause. The waits themselves still end with -ECANCELED: the cause says
- * why. The first cause wins; later ones are freed. */
+ * why. The first cause wins; later ones are freed.
+ * ------------------------------------------------------------------------ */
 
 /* Cancels h as goro_cancel does, with cause (taken in every case: kept by
  * h until it ends, or freed). 0 or -EINVAL (NULL h or cause). */
@@ -431,7 +432,8 @@ int goro_group_cancel_cause(goro_group_t *g, goro_err_t *cause);
  * to keep it. */
 const goro_err_t *goro_cause(void);
 
-/* ---- Groups: TryGo, SetLimit ----
+/* ------------------------------------------------------------------------
+ * Groups: TryGo, SetLimit (docs/structured.md)
  *
  * goro_group_try_go(g, fn, args...) is goro_group_go that never waits for
  * a slot: -EAGAIN when `limit` members run (nothing spawned); the other
@@ -440,7 +442,8 @@ const goro_err_t *goro_cause(void);
  * waiting spawners in at once; lowering it admits no one until fewer than
  * n run (running members are not stopped). Moving between no limit and a
  * limit is refused with -EBUSY while members run. 0, -EINVAL, -EBUSY.
- * A group is not reused after its wait (-EINVAL): make a new one. */
+ * A group is not reused after its wait (-EINVAL): make a new one.
+ * ------------------------------------------------------------------------ */
 #define GORO__GROUP_TRY ((uintptr_t)2)
 static inline goro_group_t *goro__group_try_arg(goro_group_t *g)
 {

@@ -41,6 +41,7 @@
  * place to read errors from; ERR_get_error() after these calls finds
  * nothing.
  */
+#include "../goro.h"    /* first, as every goro/ header: goro.h, then its own */
 #ifndef GORO_TLS_H
 #define GORO_TLS_H
 

@@ -24,7 +24,9 @@
 #   ECHO_DURATION   seconds measured per run (default 5; plus 1 s warm-up)
 #   ECHO_CONNS      connection counts (default "100 1000 10000")
 #   ECHO_SIZES      message sizes in bytes (default "64 4096")
-#   ECHO_IMPLS      servers (default "goro epoll1 epoll2 libevent go")
+#   ECHO_IMPLS      servers (default "goro goro_lines epoll1 epoll2 libevent go";
+#                   goro_lines: echod --lines, whose ratio to goro is
+#                   target-checked >= 0.95 at 1000 connections)
 #   ECHO_WORKERS    threads of goro, Go and epoll2 (default 2)
 #   ECHO_REPS       runs per server and point, best reported (default 1)
 #   ECHO_CLIENT     echoload's engine: epoll (default) or goro (a coroutine
@@ -71,7 +73,7 @@ DURATION=${ECHO_DURATION:-5}
 WARMUP=1
 read -r -a CONNS <<<"${ECHO_CONNS:-$def_conns}"
 read -r -a SIZES <<<"${ECHO_SIZES:-$def_sizes}"
-read -r -a IMPLS <<<"${ECHO_IMPLS:-goro epoll1 epoll2 libevent go}"
+read -r -a IMPLS <<<"${ECHO_IMPLS:-goro goro_lines epoll1 epoll2 libevent go}"
 WORKERS=${ECHO_WORKERS:-2}
 REPS=${ECHO_REPS:-1}
 CLIENT=${ECHO_CLIENT:-epoll}
@@ -111,6 +113,7 @@ failed=0
 server_cmd() {
     case $1 in
         goro)     echo "$build/samples/echod --port $2 --workers $WORKERS" ;;
+        goro_lines) echo "$build/samples/echod --port $2 --workers $WORKERS --lines" ;;
         epoll1)   echo "$P/echo_epoll --port $2 --threads 1" ;;
         epoll2)   echo "$P/echo_epoll --port $2 --threads $WORKERS" ;;
         libevent) echo "$P/echo_libevent --port $2" ;;
@@ -368,10 +371,15 @@ best_c() {
 # ratios_for CONNS SIZE: goro against Go and the fastest C server;
 # targets against Go at 1000 connections and more, against C at 64 B.
 ratios_for() {
-    local n="echo_c$1_s$2" g go gp gop bc bv t=0
+    local n="echo_c$1_s$2" g gl go gp gop bc bv t=0
     g=$(val "$n" goro)
     [[ -z $g ]] && return
     (($1 >= 1000)) && t=1
+    gl=$(val "$n" goro_lines)       # --lines: goro_reader/writer, against raw
+    if [[ -n $gl ]]; then
+        echo "name=${n}_lines impl=goro_lines ratio_vs=goro value=$(quotient "$gl" "$g") unit=x"
+        ((t)) && target "${n}_lines_vs_raw" "$(quotient "$gl" "$g")" ">=" 0.95
+    fi
     go=$(val "$n" go)
     if [[ -n $go ]]; then
         ratio "$n" go "$g" "$go"

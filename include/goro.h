@@ -14,6 +14,7 @@
  *   goro/cxx.h         the C++ forms (C++17)
  *   goro/process.h     child processes: spawn, pipes, wait, kill
  *   goro/net.h         listen and dial by name, Happy Eyeballs
+ *   goro/stream.h      buffered readers and writers, goro_copy, fd passing
  * Including goro.h is all a program needs; each goro/ header may also be
  * included alone (it includes goro.h first).
  *
@@ -849,5 +850,6 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #include "goro/cxx.h"
 #include "goro/process.h"
 #include "goro/net.h"
+#include "goro/stream.h"
 
 #endif /* GORO_H */

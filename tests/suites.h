@@ -40,6 +40,7 @@ Suite *trace_suite(void);       /* test_trace.c: the execution trace, its file, 
 Suite *clock_suite(void);       /* test_clock.c: the virtual clock, seeded interleavings */
 Suite *process_suite(void);     /* test_process.c: child processes, pipes, waits, kills */
 Suite *net_suite(void);         /* test_net.c: listen, dial by name, Happy Eyeballs */
+Suite *stream_suite(void);      /* test_stream.c: buffered streams, goro_copy, fd passing */
 
 #define GORO_TEST_SUITES \
     spawn_suite, err_suite, args_suite, context_suite, stack_suite, errors_suite, \
@@ -48,6 +49,6 @@ Suite *net_suite(void);         /* test_net.c: listen, dial by name, Happy Eyeba
     offload_suite, io_suite, fdreuse_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
     dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, priority_suite, pipeline_suite, \
     process_suite, \
-    net_suite
+    net_suite, stream_suite
 
 #endif

@@ -47,6 +47,8 @@ PAGES = [
     ('goro_signal', 'signals delivered to a descriptor', ['Signals'], None),
     ('goro_process', 'child processes: spawn, pipes, parked wait, kill, deadlines',
      ['Child processes'], None),
+    ('goro_stream', 'buffered readers and writers, goro_copy, descriptor passing',
+     ['Buffered reader', 'Buffered writer', 'Copying', 'Messages'], None),
     ('goro_debug', 'dumps, traces, stall and deadlock watches, leak reports',
      ['Debugging'], None),
 ]

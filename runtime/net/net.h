@@ -1,8 +1,11 @@
-/* net/: listen and dial by name (docs/net.md). Built on the public API
- * only, as pipe/ is: this layer calls nothing below it but through goro.h
- * (goro_socket, goro_connect, goro_select, goro_offload, channels).
+/* net/: listen and dial by name (docs/net.md), and streams
+ * (docs/streams.md: stream.c, copy.c, msg.c - buffered readers and
+ * writers, goro_copy, descriptor passing). Built on the public API only,
+ * as pipe/ is: this layer calls nothing below it but through goro.h
+ * (goro_socket, goro_connect, goro_select, goro_offload, channels,
+ * goro_read/goro_write, goro_wait_fd).
  *
- * layer: net - listen and dial by name, built on the public API (goro.h) alone
+ * layer: net - listen and dial by name, streams, built on the public API (goro.h) alone
  * may call: nothing
  */
 #ifndef GORO_NET_NET_H

@@ -26,6 +26,34 @@
  * pooled: a connection that ends hands its stack to the next one. */
 static const goro_attr_t serve_attr = { .name = "echo" };
 
+/* --lines: a line protocol through the buffered reader and writer; the
+ * echo of pipelined lines goes out in one write once none is left. A
+ * coroutine of its own, so that its stack holds no unused echo buffer. */
+#define LINE_BUF 4096
+
+static void serve_lines(int fd)
+{
+    struct conn conn;
+    goro_reader_t r;
+    goro_writer_t w;
+    const char *p;
+    ssize_t n;
+
+    if (conn_open(&conn, fd) == 0 && goro_reader_init(&r, fd, LINE_BUF) == 0) {
+        if (goro_writer_init(&w, fd, LINE_BUF) == 0) {
+            while ((n = goro_reader_read_delim_until(&r, '\n', &p, idle_deadline())) > 0) {
+                if (goro_writer_write(&w, p, (size_t)n) < 0 ||
+                    (goro_reader_buffered(&r) == 0 && goro_writer_flush(&w) < 0))
+                    break;
+                stats_echoed();
+            }
+            goro_writer_destroy(&w);
+        }
+        goro_reader_destroy(&r);
+    }
+    conn_close(&conn);
+}
+
 static void serve(int fd)
 {
     struct conn conn;
@@ -63,7 +91,9 @@ static void accept_loop(int listener)
             return;
         }
         stats_accepted();
-        if (goro_go(NULL, &serve_attr, serve, fd) != 0) {
+        int err = echod_lines ? goro_go(NULL, &serve_attr, serve_lines, fd)
+                              : goro_go(NULL, &serve_attr, serve, fd);
+        if (err != 0) {
             goro_close(fd);               /* no memory for a stack: drop it */
             conns_unreserve();
         }

@@ -20,8 +20,10 @@ struct echod_options {
     int64_t grace;              /* ns in-flight echoes get at shutdown */
     int64_t status_interval;    /* ns between status lines; 0: only on SIGUSR1 */
     bool verbose;
+    bool lines;                 /* --lines: echo lines through goro_reader/writer */
     const char *tls_cert, *tls_key;   /* --tls CERT KEY; NULL: plain TCP */
 };
+extern bool echod_lines;        /* opt.lines, for the connections */
 
 /* Fills opt from the command line; prints usage and exits on --help or a
  * bad option. */

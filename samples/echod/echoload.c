@@ -81,6 +81,13 @@ void load_fill(unsigned char *msg, size_t size, long id, uint64_t round)
         size_t n = size - i < 8 ? size - i : 8;
         memcpy(msg + i, &x, n);
     }
+    /* One line, so that echod --lines echoes it whole: "\n" at the end
+     * and nowhere else. */
+    for (size_t i = 0; i + 1 < size; i++)
+        if (msg[i] == '\n')
+            msg[i] = ' ';
+    if (size)
+        msg[size - 1] = '\n';
 }
 
 /* ---- failures ---- */

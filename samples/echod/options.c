@@ -17,6 +17,7 @@
 #define TLS_MIN_STACK (128 * 1024)
 
 static int64_t idle_timeout_ns;
+bool echod_lines;
 
 static const char usage_text[] =
     "usage: echod [options]\n"
@@ -37,6 +38,8 @@ static const char usage_text[] =
     "                             (default 2)\n"
     "      --status-interval SECS status line every SECS (default: 1 with -v,\n"
     "                             otherwise only on SIGUSR1)\n"
+    "      --lines                echo lines (up to 4 KiB each) through the buffered\n"
+    "                             reader and writer (docs/streams.md)\n"
     "  -v, --verbose              status line every second\n"
     "      --tls CERT KEY         serve TLS with this certificate and key (PEM\n"
     "                             files; docs/tls.md); stacks of 128k at least\n"
@@ -89,7 +92,7 @@ static void set_defaults(struct echod_options *opt)
 void options_parse(int argc, char **argv, struct echod_options *opt)
 {
     cli_program = "echod";
-    enum { OPT_STATUS_INTERVAL = 256, OPT_TLS };
+    enum { OPT_STATUS_INTERVAL = 256, OPT_LINES, OPT_TLS };
     static const struct option longs[] = {
         { "bind", required_argument, NULL, 'b' },
         { "port", required_argument, NULL, 'p' },
@@ -100,6 +103,7 @@ void options_parse(int argc, char **argv, struct echod_options *opt)
         { "grace", required_argument, NULL, 'g' },
         { "status-interval", required_argument, NULL, OPT_STATUS_INTERVAL },
         { "verbose", no_argument, NULL, 'v' },
+        { "lines", no_argument, NULL, OPT_LINES },
         { "tls", required_argument, NULL, OPT_TLS },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -120,6 +124,7 @@ void options_parse(int argc, char **argv, struct echod_options *opt)
             opt->status_interval = parse_seconds("--status-interval", optarg);
             break;
         case 'v': opt->verbose = true; break;
+        case OPT_LINES: opt->lines = echod_lines = true; break;
         case OPT_TLS:               /* two arguments: CERT KEY */
             if (optind >= argc)
                 cli_usage(usage_text, 2);
@@ -137,6 +142,10 @@ void options_parse(int argc, char **argv, struct echod_options *opt)
     if (opt->status_interval < 0)
         opt->status_interval = opt->verbose ? GORO_SEC : 0;
     idle_timeout_ns = opt->idle_timeout;
+    if (opt->lines && opt->tls_cert != NULL) {
+        fprintf(stderr, "echod: --lines does not combine with --tls\n");
+        cli_usage(usage_text, 2);
+    }
     /* An OpenSSL handshake needs more stack than the echo loop's page. */
     if (opt->tls_cert != NULL && opt->stack_size < TLS_MIN_STACK)
         opt->stack_size = TLS_MIN_STACK;

@@ -26,5 +26,6 @@ int main(void)
     err |= goro_stall_stats(&st);
     err |= goro_process_pid(NULL) != -1;            /* goro/process.h */
     err |= goro_listen_addr(-1, NULL, 0) >= 0;     /* goro/net.h */
+    err |= goro_reader_buffered(NULL) != 0;         /* goro/stream.h */
     return err != 0 || r != 1;
 }

@@ -629,6 +629,43 @@ START_TEST(notify_with_one_worker)
 }
 END_TEST
 
+/* A coroutine waits for a signal while the one worker sleeps in its
+ * poller: the signals' callback runs on that worker's own g0, inside its
+ * sleep, and readies the waiter onto the worker's own queue. The worker
+ * must see that before it sleeps again (it once went back to its poller
+ * and the waiter never ran: echod -w 1 ignored SIGTERM). */
+static long wait_for_usr2(goro_chan_t *sigs)
+{
+    int sig = 0;
+    int r = goro_chan_recv(sigs, &sig);
+    return r == 1 ? sig : r;
+}
+
+START_TEST(one_idle_worker_wakes_for_a_signal)
+{
+    t_restart(&(goro_config_t){ .workers = 1 });
+    goro_chan_t *sigs = t_chan_new(sizeof(int), 4);
+    static const int usr2[] = { SIGUSR2 };
+    ck_assert_int_eq(goro_signal_notify(sigs, usr2, 1), 0);
+    for (int round = 0; round < 20; round++) {
+        goro_t *h = go(wait_for_usr2, sigs);
+        t_settle();                  /* the waiter parks; the worker sleeps */
+        kill(getpid(), SIGUSR2);
+        long got = 0;
+        int r = goro_join_until(h, &got, goro_now() + (int64_t)(t_timeout(5) * GORO_SEC));
+        if (r != 0) {
+            goro_cancel(h);
+            goro_join(h, NULL);
+        }
+        ck_assert_msg(r == 0 && got == SIGUSR2, "round %d: the waiter never ran (join %d, "
+                      "got %ld)", round, r, got);
+    }
+    ck_assert_int_eq(goro_signal_stop(sigs), 0);
+    ck_assert_int_eq(goro_chan_free(sigs), 0);
+    ck_assert_int_eq(goro_shutdown(), 0);
+}
+END_TEST
+
 /* ---- (d) subscriptions end with the runtime ---- */
 
 START_TEST(shutdown_ends_subscriptions)
@@ -1269,6 +1306,7 @@ Suite *signal_suite(void)
     tcase_add_test(tc, notify_under_load);
     tc = t_tcase(s, "one worker", 60);
     tcase_add_test(tc, notify_with_one_worker);
+    tcase_add_test(tc, one_idle_worker_wakes_for_a_signal);
     tc = t_tcase(s, "shutdown", 60);
     tcase_add_test(tc, shutdown_ends_subscriptions);
     tc = t_tcase(s, "preemption and dump", 60);

@@ -58,6 +58,13 @@ bool goro__note_sleep(struct goro_m *m)
             int64_t slept_from = virt ? goro__real_now() : 0;
             if (goro__netpoll(m->p, &m->note, goro__runq_room(m->p), &m->slept) > 0)
                 return false;
+            /* A callback of the poll (the signals' doorbell, say) may have
+             * readied a coroutine the ordinary way, onto this P's own
+             * queue: with one P, nobody else would ever run it
+             * (invariant 5: the producer's check skips the wake-up when
+             * the only P is its own). */
+            if (!goro__runq_empty(m->p))
+                return false;
             if (virt && goro__clock_slept(m->p, slept_from))
                 return false;       /* the clock moved: a timer is due */
             if (goro__timers_due(m->p))

@@ -122,4 +122,11 @@ static inline uint32_t pipe_ring_len(const struct pipe_ring *r)
     return r->tail - r->head;
 }
 
+/* order.c: a stage's ring (slots: a power of two) and the ordered heap. */
+int goro__pipe_ring_init(struct pipe_ring *r, uint32_t slots);
+void goro__pipe_ring_push(struct pipe_ring *r, struct pipe_item it);
+struct pipe_item goro__pipe_ring_pop(struct pipe_ring *r);
+void goro__pipe_heap_push(struct goro_pipeline *p, struct pipe_item it);
+struct pipe_item goro__pipe_heap_pop(struct goro_pipeline *p);
+
 #endif

@@ -66,56 +66,6 @@ void goro__pipe_lock(struct goro_pipeline *p)
         goro_yield();
 }
 
-/* ---- rings and the ordered heap ---- */
-
-static int ring_init(struct pipe_ring *r, uint32_t slots)
-{
-    r->slot = malloc(sizeof *r->slot * slots);
-    r->mask = slots - 1;
-    r->head = r->tail = 0;
-    return r->slot ? 0 : -ENOMEM;
-}
-
-static void ring_push(struct pipe_ring *r, struct pipe_item it)
-{
-    r->slot[r->tail++ & r->mask] = it;
-}
-
-static struct pipe_item ring_pop(struct pipe_ring *r)
-{
-    return r->slot[r->head++ & r->mask];
-}
-
-static void heap_push(struct goro_pipeline *p, struct pipe_item it)
-{
-    uint32_t i = p->nheap++;
-    while (i > 0 && p->heap[(i - 1) / 2].seq > it.seq) {
-        p->heap[i] = p->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    p->heap[i] = it;
-}
-
-static struct pipe_item heap_pop(struct goro_pipeline *p)
-{
-    struct pipe_item top = p->heap[0], last = p->heap[--p->nheap];
-    uint32_t i = 0, n = p->nheap;
-    for (;;) {
-        uint32_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && p->heap[c + 1].seq < p->heap[c].seq)
-            c++;
-        if (p->heap[c].seq >= last.seq)
-            break;
-        p->heap[i] = p->heap[c];
-        i = c;
-    }
-    if (n)
-        p->heap[i] = last;
-    return top;
-}
-
 /* ---- state ---- */
 
 static void let_go(struct goro_pipeline *p, void *item)
@@ -399,15 +349,15 @@ static void pass_on(struct goro_pipeline *p, int s, const struct pipe_item *buf,
     for (int i = 0; i < n; i++) {
         if (buf[i].item == PIPE_HOLE) {
             if (p->attr.ordered)
-                heap_push(p, buf[i]);
+                goro__pipe_heap_push(p, buf[i]);
             else
                 p->left++;
         } else if (!last) {
-            ring_push(&p->stage[s + 1].queue, buf[i]);
+            goro__pipe_ring_push(&p->stage[s + 1].queue, buf[i]);
         } else if (p->attr.ordered) {
-            heap_push(p, buf[i]);
+            goro__pipe_heap_push(p, buf[i]);
         } else {
-            ring_push(&p->outq, buf[i]);
+            goro__pipe_ring_push(&p->outq, buf[i]);
         }
     }
 }
@@ -454,7 +404,7 @@ static long pipe_worker(void *arg)
         struct pipe_stage *st = &p->stage[s];
         int n = batch_size(p, s);
         for (int i = 0; i < n; i++)
-            w->buf[i] = ring_pop(&st->queue);
+            w->buf[i] = goro__pipe_ring_pop(&st->queue);
         st->seats++;
         last = s;
         wake(p);                     /* room upstream, the source, a next worker */
@@ -535,7 +485,7 @@ static long pipe_source(void *arg)
                 return 0;
             }
         }
-        ring_push(&p->stage[0].queue, (struct pipe_item){ p->next_seq++, item });
+        goro__pipe_ring_push(&p->stage[0].queue, (struct pipe_item){ p->next_seq++, item });
         wake(p);
         goro_mutex_unlock(&p->mu);
     }
@@ -552,7 +502,7 @@ static int sink_take(struct goro_pipeline *p, struct pipe_item *got, int max)
 {
     int n = 0;
     while (n < max && sink_ready(p)) {
-        struct pipe_item it = p->attr.ordered ? heap_pop(p) : ring_pop(&p->outq);
+        struct pipe_item it = p->attr.ordered ? goro__pipe_heap_pop(p) : goro__pipe_ring_pop(&p->outq);
         p->left++;                   /* ordered: sink_ready's next number */
         if (it.item != PIPE_HOLE)
             got[n++] = it;
@@ -713,12 +663,12 @@ static int make_rings(struct goro_pipeline *p)
         slots <<= 1;
     int r = 0;
     for (int s = 0; s < p->nstages && r == 0; s++)
-        r = ring_init(&p->stage[s].queue, slots);
+        r = goro__pipe_ring_init(&p->stage[s].queue, slots);
     if (r == 0 && p->attr.ordered) {
         p->heap = malloc(sizeof *p->heap * slots);
         r = p->heap ? 0 : -ENOMEM;
     } else if (r == 0) {
-        r = ring_init(&p->outq, slots);
+        r = goro__pipe_ring_init(&p->outq, slots);
     }
     return r;
 }
@@ -728,10 +678,10 @@ static void let_go_all(struct goro_pipeline *p)
 {
     for (int s = 0; s < p->nstages; s++)
         while (pipe_ring_len(&p->stage[s].queue))
-            let_go(p, ring_pop(&p->stage[s].queue).item);
+            let_go(p, goro__pipe_ring_pop(&p->stage[s].queue).item);
     if (p->outq.slot)
         while (pipe_ring_len(&p->outq))
-            let_go(p, ring_pop(&p->outq).item);
+            let_go(p, goro__pipe_ring_pop(&p->outq).item);
     for (uint32_t i = 0; i < p->nheap; i++)
         let_go(p, p->heap[i].item);
     p->nheap = 0;

@@ -28,7 +28,7 @@ CONTRACTS = {
     # wait/group.h: the tree of groups, for coro/ (spawn, end, cancel).
     ("coro", "wait"): {"goro__cancel_tree", "goro__cancel_with_cause", "goro__group_limited", "goro__group_admit",
                        "goro__group_admit_undo",
-                       "goro__group_link", "goro__group_exit"},
+                       "goro__group_link", "goro__group_exit", "goro__scope_free"},
     # io/poller.h: a select's descriptor cases, for wait/chan.c.
     ("wait", "io"): {"goro__select_fds"},
 }

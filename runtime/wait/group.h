@@ -27,4 +27,7 @@ GORO_HIDDEN int goro__group_link(struct goro_group *grp, struct goro *g, bool ad
  * leaves its own, with its error or result. */
 GORO_HIDDEN void goro__group_exit(struct goro *g, long result);
 
+/* A handle's release (coro.c): h's done channel (wait/scope.c) goes. */
+GORO_HIDDEN void goro__scope_free(struct goro_watchers *w);
+
 #endif

@@ -9,7 +9,7 @@ Suite *spawn_suite(void);       /* test_spawn.c: spawn/join/detach, ids, names, 
 Suite *err_suite(void);         /* test_err.c: error objects, through exit and join */
 Suite *group_suite(void);       /* test_group.c: groups, policies, limits, the cancel tree */
 Suite *flight_suite(void);      /* test_flight.c: single-flight: shared computations */
-Suite *structured_suite(void);  /* test_structured.c: weighted sem, futures, causes, locals */
+Suite *structured_suite(void);  /* test_structured.c: weighted sem, futures, causes, TryGo */
 Suite *watch_suite(void);       /* test_watch.c: done channels, after-functions, timers */
 Suite *priority_suite(void);    /* test_priority.c: classes, inheritance, inversion */
 Suite *pipeline_suite(void);    /* test_pipeline.c: the allocator, pipelines end to end */

@@ -374,8 +374,9 @@ test-strict: $(STATIC_LIB)
 	done
 	@echo "strict: every spawn form in C11/C17/C2x/GNU11 and C++17/20, gcc and clang; each header alone; the two errors as they should read"
 
-# runtime/'s calls go down its layers, or through a named contract
-# (tools/check-layers.py, docs/architecture.md).
+# runtime/'s calls and #includes go down its layers, or through a named
+# contract, as the face headers say; the map in docs/architecture.md is
+# theirs (tools/check-layers.py; --markdown writes it anew).
 .PHONY: check-layers
 check-layers:
 	python3 tools/check-layers.py

@@ -1,7 +1,7 @@
 /*
  * goro: Go-style concurrency for C.
  *
- * This header and the four beside it in goro/, which it includes at its
+ * This header and the ones beside it in goro/, which it includes at its
  * end, are the whole public contract. Everything in them is prefixed
  * goro_ / GORO_, except the spawn macro `go`. This one holds the core, in
  * the order a program meets it: the runtime, spawning and joining,
@@ -12,6 +12,7 @@
  *   goro/pipeline.h    pipelines
  *   goro/debug.h       dumps, stall and deadlock watches, leaks, the trace
  *   goro/cxx.h         the C++ forms (C++17)
+ *   goro/process.h     child processes: spawn, pipes, wait, kill
  * Including goro.h is all a program needs; each goro/ header may also be
  * included alone (it includes goro.h first).
  *
@@ -845,5 +846,6 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #include "goro/pipeline.h"
 #include "goro/debug.h"
 #include "goro/cxx.h"
+#include "goro/process.h"
 
 #endif /* GORO_H */

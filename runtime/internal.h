@@ -1,17 +1,16 @@
 /* The runtime's data model - coroutines (struct goro), processors
  * (goro_p), worker threads (goro_m) and the scheduler's state - shared by
- * every layer of runtime/, and the layers' headers. Not installed.
+ * every layer of runtime/. Not installed.
  *
- * runtime/ is in layers; calls go down, and up only through the named
- * contracts each layer's header lists:
- *   runtime.c   goro_start / goro_shutdown: starts and stops the layers
- *   io/         descriptors, the poller, timers, signals (libevent)
- *   wait/       wait queues, channels, select, the sync primitives
- *   coro/       a coroutine's life, stacks, tokens, offload, C++
- *   sched/      Ps and Ms, run queues, park/ready, preemption, sysmon
- *   base/       locks, futexes, environment, sanitizer hooks
- *   debug/      registry, crash reports, dumps (beside all: reads all)
- * Lock order: docs/architecture.md, "Locks". */
+ * runtime/ is in layers, a folder each. What a layer is, whom it may call
+ * and the contracts it offers and uses are in the first comment of its
+ * face header (sched/sched.h, io/poller.h, ...); tools/check-layers.py
+ * reads them, checks every call and #include against them and writes the
+ * map into docs/architecture.md. Each file includes the faces it uses;
+ * this one only base/'s. Lock order: base/lock.h.
+ *
+ * in layer: base
+ */
 #ifndef GORO_INTERNAL_H
 #define GORO_INTERNAL_H
 
@@ -595,17 +594,6 @@ static inline bool goro__classes_in_use(void)
     return GORO_CLASSES && atomic_load_explicit(&goro__sched.classes_used, memory_order_relaxed);
 }
 
-/* runtime.c */
-GORO_HIDDEN int goro__ensure_started(void);
-
-/* wait/chan.c, for io/signal.c: the element size ch was made with. */
-GORO_HIDDEN size_t goro__chan_elem_size(const goro_chan_t *ch);
-
-/* The layers' own headers (each says what it owns and what it may call). */
 #include "base/env.h"
-#include "sched/sched.h"
-#include "coro/coro.h"
-#include "io/poller.h"
-#include "debug/debug.h"
 
 #endif

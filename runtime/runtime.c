@@ -9,6 +9,11 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "runtime.h"
+#include "sched/sched.h"
+#include "coro/coro.h"
+#include "io/poller.h"
+#include "debug/debug.h"
 
 #define DEFAULT_STACK (256 * 1024)
 #define DEFAULT_SLICE (10 * GORO_MSEC)

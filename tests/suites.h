@@ -39,12 +39,14 @@ Suite *stall_suite(void);       /* test_stall.c: stall reports, their histogram 
 Suite *deadlock_suite(void);    /* test_deadlock.c: deadlock reports, goro_leaks */
 Suite *trace_suite(void);       /* test_trace.c: the execution trace, its file, the SVG tool */
 Suite *clock_suite(void);       /* test_clock.c: the virtual clock, seeded interleavings */
+Suite *process_suite(void);     /* test_process.c: child processes, pipes, waits, kills */
 
 #define GORO_TEST_SUITES \
     spawn_suite, err_suite, args_suite, context_suite, stack_suite, errors_suite, \
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
     signal_suite, \
     offload_suite, io_suite, fdreuse_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
-    dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, watch_suite, priority_suite, pipeline_suite
+    dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, watch_suite, priority_suite, pipeline_suite, \
+    process_suite
 
 #endif

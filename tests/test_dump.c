@@ -26,6 +26,7 @@
 
 #include "helpers.h"
 #include "internal.h"
+#include "debug/debug.h"
 #include "suites.h"
 
 /* ---- text helpers ---- */

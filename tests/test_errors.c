@@ -427,28 +427,40 @@ START_TEST(debug_lock_taken_again_aborts)
 }
 END_TEST
 
-/* The lock order (docs/architecture.md, "Locks"): a lock taken while one
- * of a higher rank is held aborts with a message, the same lock classes in
- * the right order do not. */
+/* The lock order (base/lock.h): a lock taken while one of a higher rank
+ * is held aborts with a message; every rank taken in the order does not,
+ * two object locks neither. A lock made without a rank (GORO_LOCK_INIT)
+ * ranks as an object lock: after start and signal, before the rest. */
 #define ORDER_MESSAGE "goro: lock order: an object lock taken while holding the " \
                       "scheduler lock\n"
+#define START_MESSAGE "goro: lock order: the start lock taken while holding an " \
+                      "object lock\n"
 
-static int order_child(void *wrong)
+static int order_child(void *how)
 {
     struct rlimit no_core = { 0, 0 };
     setrlimit(RLIMIT_CORE, &no_core);       /* the abort is expected */
+    goro_lock_t start = GORO_LOCK_INIT_RANK(GORO_RANK_START);
+    goro_lock_t sig = GORO_LOCK_INIT_RANK(GORO_RANK_SIGNAL);
+    goro_lock_t record = GORO_LOCK_INIT_RANK(GORO_RANK_RECORD);
     goro_lock_t sched = GORO_LOCK_INIT_RANK(GORO_RANK_SCHED);
+    goro_lock_t timers = GORO_LOCK_INIT_RANK(GORO_RANK_TIMERS);
+    goro_lock_t leaf = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
     goro_lock_t object = GORO_LOCK_INIT, other = GORO_LOCK_INIT;
-    if (wrong) {
+    if (how == (void *)1) {
         goro__lock(&sched);
         goro__lock(&object);
+    } else if (how == (void *)2) {
+        goro__lock(&object);
+        goro__lock(&start);
     } else {
-        goro__lock(&object);
-        goro__lock(&other);                 /* two objects: a select does */
-        goro__lock(&sched);
-        goro__unlock(&sched);
-        goro__unlock(&other);
-        goro__unlock(&object);
+        goro_lock_t *in_order[] = { &start, &sig, &object, &other, /* a select's two */
+                                    &record, &sched, &timers, &leaf };
+        int n = (int)(sizeof in_order / sizeof in_order[0]);
+        for (int i = 0; i < n; i++)
+            goro__lock(in_order[i]);
+        for (int i = n - 1; i >= 0; i--)
+            goro__unlock(in_order[i]);
     }
     printf("no complaint\n");
     return 0;
@@ -465,6 +477,11 @@ START_TEST(debug_lock_order_is_checked)
                   "the wrong order: status %#x, want SIGABRT; output: %s", st, out);
     ck_assert_msg(strncmp(out, ORDER_MESSAGE, strlen(ORDER_MESSAGE)) == 0,
                   "the wrong order: output does not start with the message: %s", out);
+    st = t_run_child(order_child, (void *)2, t_timeout(5), out, sizeof out);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+                  "start under an object: status %#x, want SIGABRT; output: %s", st, out);
+    ck_assert_msg(strncmp(out, START_MESSAGE, strlen(START_MESSAGE)) == 0,
+                  "start under an object: output does not start with the message: %s", out);
 }
 END_TEST
 #endif

@@ -39,6 +39,8 @@ PAGES = [
     ('goro_io', 'descriptor I/O that parks the coroutine, not the thread', ['I/O'], None),
     ('goro_preempt', 'preemption control', ['Preemption'], None),
     ('goro_signal', 'signals delivered to a descriptor', ['Signals'], None),
+    ('goro_process', 'child processes: spawn, pipes, parked wait, kill, deadlines',
+     ['Child processes'], None),
     ('goro_debug', 'dumps, traces, stall and deadlock watches, leak reports',
      ['Debugging'], None),
 ]

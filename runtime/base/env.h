@@ -1,7 +1,15 @@
-/* base/: what every layer uses and that calls nothing of goro's -
- * runtime locks and futexes (lock.h), the sanitizers' fiber hooks
- * (sanitizer.h), and here settings from the environment and one-time
- * warnings. */
+/* base/: what every layer uses - runtime locks and futexes (lock.h, with
+ * the lock order), the sanitizers' fiber hooks (sanitizer.h), the data
+ * model (internal.h), and here settings from the environment, goro_now's
+ * clock and one-time warnings. It calls nothing of goro's but what a
+ * fatal end reports (debug/'s "fatal": the backtrace, the trace under way)
+ * when a lock check or goro__fatal_abort ends the process.
+ *
+ * layer: base - locks and futexes, the data model, settings from the
+ *     environment, the clock, one-time warnings, the sanitizers' hooks
+ * may call: nothing
+ * uses: fatal
+ */
 #ifndef GORO_BASE_ENV_H
 #define GORO_BASE_ENV_H
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "debug/debug.h"
 #include "base/lock.h"
 
 #ifdef GORO_DEBUG
@@ -50,26 +51,29 @@ __attribute__((noreturn, cold)) static void taken_again(void)
 /* ---- the lock order (lock.h) ---- */
 
 static const char *const rank_names[] = {
-    [GORO_RANK_OBJECT] = "an object lock", [GORO_RANK_START] = "the start lock",
-    [GORO_RANK_SIGNAL] = "the signal lock", [GORO_RANK_RECORD] = "a descriptor record",
+    [GORO_RANK_START] = "the start lock", [GORO_RANK_SIGNAL] = "the signal lock",
+    [GORO_RANK_OBJECT] = "an object lock", [GORO_RANK_RECORD] = "a descriptor record",
     [GORO_RANK_SCHED] = "the scheduler lock", [GORO_RANK_TIMERS] = "a timer heap",
     [GORO_RANK_LEAF] = "a leaf lock",
-};
-/* Where each rank stands in the order (lock.h): lower first. */
-static const int rank_order[] = {
-    [GORO_RANK_START] = 1, [GORO_RANK_SIGNAL] = 2, [GORO_RANK_OBJECT] = 3,
-    [GORO_RANK_RECORD] = 4, [GORO_RANK_SCHED] = 5, [GORO_RANK_TIMERS] = 6,
-    [GORO_RANK_LEAF] = 7,
 };
 
 #define HELD_MAX 64
 static __thread goro_lock_t *held[HELD_MAX];
 static __thread int nheld;
 
+/* The rank as stored: an unset one stays 0, as GORO_LOCK_INIT made it. */
+static int32_t rank_bits(goro_lock_t *l)
+{
+    return (int32_t)((uint32_t)atomic_load_explicit(&l->holder, memory_order_relaxed) &
+                     0xff000000u);
+}
+
+/* The lock's rank, its place in the order (lock.h): an unset one is an
+ * object's. */
 static int rank_of(goro_lock_t *l)
 {
     int r = (int)((uint32_t)atomic_load_explicit(&l->holder, memory_order_relaxed) >> 24);
-    return r <= GORO_RANK_LEAF ? r : GORO_RANK_OBJECT;
+    return r > GORO_RANK_UNSET && r <= GORO_RANK_LEAF ? r : GORO_RANK_OBJECT;
 }
 
 __attribute__((noreturn, cold)) static void out_of_order(int taking, int holding)
@@ -89,18 +93,17 @@ void goro__lock_taken(goro_lock_t *l)
     for (int i = 0; i < nheld; i++) {
         int h = rank_of(held[i]);
         bool same_ok = h == r && (r == GORO_RANK_OBJECT || r == GORO_RANK_RECORD);
-        if (rank_order[h] > rank_order[r] || (h == r && !same_ok))
+        if (h > r || (h == r && !same_ok))
             out_of_order(r, h);
     }
     if (nheld < HELD_MAX)
         held[nheld++] = l;
-    atomic_store_explicit(&l->holder, (int32_t)r << 24 | goro__lock_self(), memory_order_relaxed);
+    atomic_store_explicit(&l->holder, rank_bits(l) | goro__lock_self(), memory_order_relaxed);
 }
 
 void goro__lock_released(goro_lock_t *l)
 {
-    int r = rank_of(l);
-    atomic_store_explicit(&l->holder, (int32_t)r << 24, memory_order_relaxed);
+    atomic_store_explicit(&l->holder, rank_bits(l), memory_order_relaxed);
     for (int i = nheld - 1; i >= 0; i--)
         if (held[i] == l) {
             held[i] = held[--nheld];

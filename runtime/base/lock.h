@@ -38,19 +38,34 @@ static inline void spin_or_yield(int step, int spins)
  * instead it prints why and aborts (lock.c). The field fits in the padding
  * the sync objects' layouts already have (sync.c asserts their sizes).
  *
- * The lock order (docs/architecture.md, "Locks"), checked by debug builds:
- * every lock has a rank, and a thread may take a lock only if every lock
- * it holds ranks lower - or, for object locks and descriptor records, the
- * same (a select holds several, in its own order). The rank lives in the
- * top byte of `holder`; a lock that was never given one is an object lock. */
+ * The lock order, checked by debug builds: every lock has a rank, and a
+ * thread may take a lock only if every lock it holds ranks lower - or, for
+ * object locks and descriptor records, the same (a select holds several,
+ * in its own order). The rank lives in the top byte of `holder`.
+ *
+ * The order of this enum IS the acquisition order: a lock is taken only
+ * under locks above it here, never under one below it. To add a lock,
+ * put its rank where it is taken (after every lock held when it is taken,
+ * before every lock taken under it) and say what it guards; the rules for
+ * each are in docs/architecture.md, "Locks". */
 enum goro_lock_rank {
-    GORO_RANK_OBJECT,              /* a channel's, a sync object's, a token's */
-    GORO_RANK_START,               /* runtime.c: start and stop */
-    GORO_RANK_SIGNAL,              /* io/signal.c: subscriptions */
-    GORO_RANK_RECORD,              /* a descriptor record's */
-    GORO_RANK_SCHED,               /* goro__sched.lock */
-    GORO_RANK_TIMERS,              /* a P's timer heap */
-    GORO_RANK_LEAF,                /* nothing is taken under it */
+    /* 0: a lock never given a rank (GORO_LOCK_INIT, calloc) - an object's
+     * lock; it ranks as GORO_RANK_OBJECT (lock.c, rank_of). */
+    GORO_RANK_UNSET,
+    GORO_RANK_START,               /* runtime.c: the layers' start and stop */
+    GORO_RANK_SIGNAL,              /* io/signal.c: the subscriptions; signals are
+                                      sent to channels under it */
+    GORO_RANK_OBJECT,              /* an object's: a channel's, a sync object's, a
+                                      group's, a flight's, a token's, a coroutine's
+                                      holds_lock (prio.c); every unranked lock */
+    GORO_RANK_RECORD,              /* a descriptor record (io/netpoll.h); libevent's
+                                      base lock is taken under it */
+    GORO_RANK_SCHED,               /* goro__sched.lock: Ps, Ms, the global queue,
+                                      the idle and spare lists */
+    GORO_RANK_TIMERS,              /* a P's timer heap (sched/timer.c) */
+    GORO_RANK_LEAF,                /* nothing is taken under it: an M's pin_lock,
+                                      the stack pool's, the registry's, the token
+                                      table's, preemption's code ranges, ... */
 };
 
 typedef struct {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "debug/debug.h"
 
 void goro__warn_once(_Atomic int *once, const char *fmt, ...)
 {

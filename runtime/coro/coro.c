@@ -8,10 +8,13 @@
 #include <string.h>
 
 #include "internal.h"
+#include "coro/coro.h"
+#include "sched/sched.h"
+#include "runtime.h"
+#include "debug/debug.h"
 #include "wait/group.h"
 #include "base/sanitizer.h"
 #include "coro/token.h"
-#include "wait/waitq.h"
 
 /* Filled by goro__capture (via goro__capture_store) and consumed by
  * goro__spawn_captured in the same go() expression. Between the two the

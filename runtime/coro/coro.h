@@ -3,12 +3,23 @@
  * mapped and guarded), the tokens that cancel detached ones (token.c), the offload
  * pool for blocking calls (offload.c) and C++ support (cxx.c).
  *
- * May call: sched/ (park, ready, the spawn gate), base/, debug/'s
- * registry, and runtime.c's goro__ensure_started (the first spawn starts
- * the runtime). sched/ calls up into it only through the contract of a
- * coroutine's life, marked "for sched/" below: the end of a coroutine
- * (goro__release), the stack cache (slab put, trimming) and the C++
- * switch hooks (cxx_eh.h). */
+ * Calls sched/ (park, ready, the spawn gate) and base/; the tree of groups
+ * (wait/group.h: a spawn into a group, a coroutine's end, a cancel), the
+ * first use that starts the runtime and debug/'s registry and trace. sched/
+ * calls up into it only through the contract of a coroutine's life,
+ * marked "for sched/" below: the end of a coroutine (goro__release) and
+ * the stack cache (slab put, trimming); the C++ switch hooks: cxx_eh.h.
+ *
+ * layer: coro - a coroutine's life: spawn, entry, exit, join, detach,
+ *     cancellation; stacks, tokens, the offload pool, C++ support
+ * may call: sched, base
+ * uses: groups, start, reports, fatal
+ * contract life for sched: goro__release goro__slab_put
+ *     goro__slab_trim_idle goro__slab_trim_tick goro__slab_trim_pending
+ *     goro__slab_cache_spill
+ * contract stacks for debug: goro__page_size goro__stacks_in_arenas
+ *     goro__stack_space_counts goro__stack_space_each
+ */
 #ifndef GORO_CORO_CORO_H
 #define GORO_CORO_CORO_H
 

@@ -15,6 +15,8 @@
 #include <unwind.h>
 
 #include "internal.h"
+#include "coro/coro.h"
+#include "sched/sched.h"
 #include "coro/cxx_eh.h"
 
 /* ---- finding the C++ runtime ---- */

@@ -13,7 +13,10 @@
  * call below is one load and a branch not taken. The copying is out of
  * line (runtime/coro/cxx.c): it reads thread-local storage, whose address the
  * compiler must not carry across the switch (it may resume on another
- * thread). See docs/cxx.md. */
+ * thread). See docs/cxx.md.
+ *
+ * contract cxx for sched: goro__cxx_eh_save goro__cxx_eh_restore
+ */
 #ifndef GORO_CXX_EH_H
 #define GORO_CXX_EH_H
 

@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "coro/coro.h"
+#include "sched/sched.h"
 
 struct goro_err {
     int code;                      /* positive errno value, 0: none given */

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "coro/coro.h"
+#include "sched/sched.h"
 
 #define JOB_PENDING 0u
 #define JOB_DONE 1u

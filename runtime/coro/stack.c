@@ -48,6 +48,9 @@
 #include <valgrind/valgrind.h>
 
 #include "internal.h"
+#include "coro/coro.h"
+#include "debug/debug.h"
+#include "sched/sched.h"
 #include "base/sanitizer.h"
 #include "coro/token.h"
 

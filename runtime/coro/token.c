@@ -28,6 +28,8 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "coro/coro.h"
+#include "sched/sched.h"
 #include "wait/group.h"
 #include "coro/token.h"
 

@@ -36,6 +36,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sched/sched.h"
+#include "io/poller.h"
 #include "base/env.h"
 #include "debug/debug.h"
 

@@ -2,8 +2,29 @@
  * exported goro_debug description gdb reads (registry.c), the crash and
  * overflow reports with their backtraces (fault.c) and goro_dump (dump.c).
  *
- * May read everything (it reports on it) and calls base/ and sched/'s
- * accessors (goro__m, goro__current); every layer may call it. */
+ * It reads the records of every layer (internal.h's data model) to report
+ * on them, and calls base/ and, of the other layers, only what they offer
+ * it by name: the scheduler's read-only "inspect", the one request it may
+ * make of a worker ("sample": a stall sample), the stack space, the wait
+ * graph and the signal subscriptions. Every layer reports through it.
+ *
+ * layer: debug - what people and tools see: the registry gdb reads, crash
+ *     and stall reports, dumps, the deadlock check, the wait graph, leaks,
+ *     the execution trace
+ * may call: base
+ * uses: inspect, sample, stacks, waitgraph, signals
+ * contract fatal for all: goro__backtrace_fd goro__trace_die
+ * contract reports for sched, coro, io: goro__registry_add
+ *     goro__registry_remove goro__registry_last goro__trace_on
+ *     goro__trace_name goro__trace_emit goro__trace_addr goro__sigaction
+ *     goro__sig_chain
+ * contract monitor for sched: goro__registry_set_ms
+ *     goro__fault_thread_init goro__fault_thread_fini goro__dump_out
+ *     goro__deadlock_pending goro__stall_leaving goro__stall_asked
+ *     goro__stall_answer goro__stall_sample goro__stall_check
+ *     goro__stall_check_threads goro__stall_flush goro__stall_handoff
+ *     goro__stall_pending
+ */
 #ifndef GORO_DEBUG_DEBUG_H
 #define GORO_DEBUG_DEBUG_H
 

@@ -26,6 +26,9 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "debug/debug.h"
+#include "sched/sched.h"
+#include "coro/coro.h"
 
 struct dump {
     struct goro_out *out;

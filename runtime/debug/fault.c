@@ -42,6 +42,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "debug/debug.h"
+#include "sched/sched.h"
 
 #define ALTSTACK_MIN (64 * 1024)    /* signal frames are KBs with AVX-512 */
 #define MAX_FRAMES 64

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "coro/coro.h"
 #include "debug/debug.h"
 
 #define PAGE 4096u

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "debug/debug.h"
 
 /* Version 2. All fields are fixed-size and laid out without padding, so
  * the script can read the table with one struct format (it checks `size`).

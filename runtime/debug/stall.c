@@ -46,6 +46,7 @@
 #include <sys/syscall.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 #include "base/env.h"
 #include "debug/debug.h"
 
@@ -392,7 +393,7 @@ static void stall_begin(struct goro_stall_track *tr, int worker, int64_t now)
     atomic_store_explicit(&m->stall.req, tr->req, memory_order_relaxed);
     tr->asked_at = now;
     tr->phase = PHASE_ASKED;
-    goro__preempt_signal(m);
+    goro__m_ask_sample(m);
 }
 
 /* over: the stall ended before the answer came (then it is reported

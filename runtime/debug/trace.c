@@ -54,6 +54,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "coro/coro.h"
+#include "sched/sched.h"
 #include "base/env.h"
 #include "base/sanitizer.h"
 #include "debug/debug.h"

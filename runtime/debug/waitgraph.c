@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 #include "debug/debug.h"
 #include "wait/waitq.h"
 

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "io/poller.h"
+#include "sched/sched.h"
 #include "io/netpoll.h"
 
 /* errno right now. Not inlined and opaque to the optimiser: glibc's

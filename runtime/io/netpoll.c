@@ -42,6 +42,10 @@
 #include <event2/thread.h>
 
 #include "internal.h"
+#include "io/poller.h"
+#include "debug/debug.h"
+#include "sched/sched.h"
+#include "runtime.h"
 #include "io/netpoll.h"
 #include "wait/waitq.h"
 

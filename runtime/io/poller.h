@@ -2,14 +2,26 @@
  * here: the event bases, the descriptor records (netpoll.h), the I/O
  * calls (io.c), a select's descriptor cases (select_fd.c) and
  * goro_signal_notify (signal.c). Timers are the scheduler's
- * (sched/timer.c); libevent watches descriptors only.
+ * (sched/timer.c: the heaps, their deadlines and their firing); libevent
+ * watches descriptors, and one timerfd per base, the P's alarm, which ends
+ * a sleeping poll at the P's first timer.
  *
  * This header is the poller contract, the only way lower layers reach
  * io/: the scheduler through goro__netpoll, which looks at a P's base and
  * hands back what became runnable, sleeping - when asked - no later than
- * the P's first timer; wait/'s select through goro__select_fds.
- * May call: sched/ (park, ready, timers), wait/ (channels, for signals;
- * waiter queues), base/. */
+ * the P's first timer; wait/'s select through goro__select_fds. Calls
+ * sched/ (park, ready, the first timer's deadline), wait/ (waiter queues;
+ * channels, for signals) and base/; upward, the first use that starts the
+ * runtime and the signal handlers' chaining (debug/).
+ *
+ * layer: io - descriptors, the poller and signals: all of libevent
+ * may call: wait, sched, base
+ * uses: start, reports, fatal
+ * contract poller for sched: goro__netpoll goro__netpoll_break
+ *     goro__netpoll_init goro__netpoll_fini goro__netpoll_forget_all
+ * contract select-fd for wait: goro__select_fds
+ * contract signals for debug: goro__signal_subscribers
+ */
 #ifndef GORO_IO_POLLER_H
 #define GORO_IO_POLLER_H
 
@@ -19,8 +31,8 @@
 
 /* netpoll.c: the poller. The scheduler's only way in is goro__netpoll,
  * which hands back the coroutines a look at one P's event base made
- * runnable; everything libevent (bases, descriptor records, timers) stays
- * behind it. */
+ * runnable; everything libevent (the bases, the descriptor records, the
+ * alarm that ends a sleeping poll) stays behind it. */
 /* From an event callback, inside goro__netpoll's loop: g (already
  * claimed) joins that poll's result. */
 GORO_HIDDEN void goro__ready_polled(struct goro *g);

@@ -41,6 +41,11 @@
 #include <event2/event_struct.h>
 
 #include "internal.h"
+#include "io/poller.h"
+#include "debug/debug.h"
+#include "sched/sched.h"
+#include "runtime.h"
+#include "wait/waitq.h"
 
 /* ---- subscriptions ---- */
 

@@ -1,7 +1,11 @@
 /* pipe/: pipelines (docs/pipelines.md) - stages on bounded queues, served
  * by worker coroutines that the allocator moves between stages. Built on
  * the public API only (groups, mutex, cond, error objects): this layer
- * calls nothing below it but through goro.h. */
+ * calls nothing below it but through goro.h.
+ *
+ * layer: pipe - pipelines, built on the public API (goro.h) alone
+ * may call: nothing
+ */
 #ifndef GORO_PIPE_PIPE_H
 #define GORO_PIPE_PIPE_H
 

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 
 GORO_HIDDEN _Atomic int goro__fork_child;
 

@@ -39,6 +39,7 @@
 #include <valgrind/valgrind.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 #include "base/sanitizer.h"
 #include "debug/debug.h"
 #include "sigframe.h"
@@ -255,6 +256,13 @@ void goro__preempt_signal(struct goro_m *m)
     si.si_value.sival_int = GORO_URG_TAG;
     if (syscall(SYS_rt_tgsigqueueinfo, getpid(), __atomic_load_n(&m->tid, __ATOMIC_ACQUIRE), SIGURG, &si) != 0)
         atomic_store_explicit(&m->signal_pending, 0, memory_order_relaxed);
+}
+
+/* The tagged SIGURG is also how the handler learns of a stall sample asked
+ * for (goro__stall_asked): one on its way serves both. */
+void goro__m_ask_sample(struct goro_m *m)
+{
+    goro__preempt_signal(m);
 }
 
 bool goro__preempt_async(void)

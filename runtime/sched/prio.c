@@ -26,6 +26,7 @@
 #include <errno.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 
 static uint32_t loan_unit(int prio)
 {

@@ -112,6 +112,9 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sched/sched.h"
+#include "io/poller.h"
+#include "coro/coro.h"
 #include "base/sanitizer.h"
 #include "debug/debug.h"                /* goro__stall_leaving */
 #include "coro/cxx_eh.h"                 /* C++: exception state per coroutine */

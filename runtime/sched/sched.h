@@ -5,10 +5,23 @@
  * switch, preemption (preempt.c) and the monitor thread (sysmon.c), and
  * the refusal of a forked child (fork.c).
  *
- * May call: base/, and three named contracts upward - the poller
- * (io/poller.h: goro__netpoll and the deadline timers), the coroutine's
- * life (coro/coro.h: goro__release at its end, the stack cache, the C++
- * switch hooks) and the reports (debug/debug.h). Nothing else above. */
+ * Calls base/ and, upward, only named contracts: the poller (io/poller.h:
+ * goro__netpoll), the coroutine's life (coro/coro.h: goro__release at its
+ * end, the stack cache; coro/cxx_eh.h: the C++ switch hooks) and the
+ * reports (debug/debug.h). debug/ reads it through "inspect" (read only)
+ * and may ask a worker for a stall sample ("sample"), nothing more.
+ *
+ * layer: sched - the scheduler: Ps and Ms, run queues, idle lists and
+ *     hand-off, the runtime's threads, park and ready, the switch,
+ *     preemption, the monitor thread, timers
+ * may call: base
+ * uses: poller, life, cxx, reports, monitor, fatal
+ * contract inspect for debug: goro__m goro__current goro__forked
+ *     goro__forked_error goro__task_file goro__m_task_file
+ *     goro__m_thread_state goro__outside_waits goro__sched_activity
+ *     goro__timers_first
+ * contract sample for debug: goro__m_ask_sample
+ */
 #ifndef GORO_SCHED_SCHED_H
 #define GORO_SCHED_SCHED_H
 
@@ -165,6 +178,10 @@ GORO_HIDDEN int goro__forked_park(const struct goro_park *how);
 /* preempt.c */
 GORO_HIDDEN int goro__preempt_install(void);
 GORO_HIDDEN void goro__preempt_signal(struct goro_m *m);
+/* For debug/stall.c, which has asked m for a stall sample (m->stall.req):
+ * m's thread is interrupted so that its handler answers. The one thing
+ * debug/ may make a worker do; it preempts nothing by itself. */
+GORO_HIDDEN void goro__m_ask_sample(struct goro_m *m);
 GORO_HIDDEN bool goro__preempt_async(void);
 /* sched.c: is a preemption asked for p's current slice? Yield if so. */
 GORO_HIDDEN bool goro__preempt_requested(struct goro_p *p);

@@ -47,6 +47,9 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sched/sched.h"
+#include "io/poller.h"
+#include "coro/coro.h"
 #include "debug/debug.h"
 
 #define DELAY_MIN (20 * GORO_USEC)

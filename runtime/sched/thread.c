@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 
 /* ---- which mask ---- */
 

@@ -49,7 +49,9 @@
 #include <time.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 #include "io/poller.h"
+#include "debug/debug.h"
 
 /* ---- the heap (under its lock) ---- */
 

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 #include "io/poller.h"
 #include "wait/waitq.h"
 

@@ -34,6 +34,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sched/sched.h"
+#include "coro/coro.h"
 #include "wait/future.h"
 #include "wait/waitq.h"
 

@@ -39,6 +39,9 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sched/sched.h"
+#include "runtime.h"
+#include "coro/coro.h"
 #include "coro/token.h"
 #include "wait/group.h"
 #include "wait/waitq.h"

@@ -1,6 +1,10 @@
 /* wait/group.c: the tree of groups, for coro/ - a spawn into a group, a
- * coroutine's end and goro_cancel call up into it (the contract named in
- * tools/check-layers.py). */
+ * coroutine's end and goro_cancel call up into it.
+ *
+ * contract groups for coro: goro__cancel_tree goro__group_limited
+ *     goro__group_admit goro__group_admit_undo goro__group_link
+ *     goro__group_exit goro__cancel_with_cause goro__scope_free
+ */
 #ifndef GORO_WAIT_GROUP_H
 #define GORO_WAIT_GROUP_H
 

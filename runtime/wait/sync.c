@@ -24,6 +24,8 @@
 #include <errno.h>
 
 #include "internal.h"
+#include "sched/sched.h"
+#include "coro/coro.h"
 #include "wait/waitq.h"
 
 /* Held while holder.held; its waiters lend their class to the holder

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "wait/waitq.h"
+#include "sched/sched.h"
+#include "runtime.h"
 
 struct goro_ticker {
     struct goro_timer timer;       /* first: fire gets the ticker from it */

@@ -1,6 +1,7 @@
 /* Parking on a wait queue under its object's lock: the one wait of
  * channels and the sync primitives (waitq.h). */
 #include "internal.h"
+#include "sched/sched.h"
 #include "wait/waitq.h"
 
 /* Inlined into goro__waitq_wait: every channel wait parks through it. */

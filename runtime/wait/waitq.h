@@ -1,7 +1,16 @@
 /* wait/: waiting on objects - waiter records and their queues (this
  * header, waitq.c), channels and select (chan.c), the sync primitives
- * (sync.c). May call: sched/ (park, ready, claim), base/, and for a
- * select's descriptor cases io/'s goro__select_fds (io/poller.h).
+ * (sync.c), groups (group.c), single-flight (flight.c) and tickers
+ * (ticker.c). Calls sched/ (park, ready, claim), coro/ (a cancel's claim,
+ * the error objects, goro_exit's unwinding) and base/; upward, a select's
+ * descriptor cases (io/poller.h: goro__select_fds) and the first use that
+ * starts the runtime. debug/ reads who holds what through "waitgraph".
+ *
+ * layer: wait - waiting on objects: waiter queues, channels and select,
+ *     the sync primitives, groups, single-flight, tickers
+ * may call: coro, sched, base
+ * uses: select-fd, start, fatal
+ * contract waitgraph for debug: goro__wait_holder goro__select_chans
  *
  * Waiter records and FIFO queues of them, shared by channels, select and
  * the sync primitives. A waiter lives on the stack of the coroutine (or
@@ -27,6 +36,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 
 struct goro_waitq {
     struct goro_waiter *head, *tail;
@@ -178,5 +188,8 @@ GORO_HIDDEN enum goro_held goro__flight_holder(const void *obj, goro_copy_fn *co
  * which the leak scan must not take for references. */
 GORO_HIDDEN int goro__select_chans(const void *obj, goro_copy_fn *copy, const void **chans,
                                    int max, size_t *heap_bytes);
+
+/* chan.c, for io/signal.c: the element size ch was made with. */
+GORO_HIDDEN size_t goro__chan_elem_size(const goro_chan_t *ch);
 
 #endif

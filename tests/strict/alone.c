@@ -24,5 +24,6 @@ int main(void)
         err |= goro_pipeline_free(p);
     goro_stall_stats_t st;                          /* goro/debug.h */
     err |= goro_stall_stats(&st);
+    err |= goro_process_pid(NULL) != -1;            /* goro/process.h */
     return err != 0 || r != 1;
 }

@@ -26,6 +26,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "coro/coro.h"
+#include "sched/sched.h"
 
 #define KEYS_MAX 1024              /* indexes; a key is one of them + a generation */
 #define DTOR_ROUNDS 4              /* PTHREAD_DESTRUCTOR_ITERATIONS */

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "sched/sched.h"
 #include "wait/scope.h"
 
 enum { ARMED, FIRED, STOPPED };

@@ -134,6 +134,9 @@ run "$P/spawn_pthread"
 # ---- a future's set + get against a channel hand-off (1 worker) ----
 run "$B/future"
 
+# ---- a coroutine-local read (1 worker) ----
+run "$B/local"
+
 # ---- channel ping-pong (1 worker) ----
 run GOMAXPROCS=1 "$P/go/pingpong"
 run "$B/chan_pingpong"
@@ -274,6 +277,8 @@ ratio trace_on_cost_skynet goro skynet_traced goro skynet_notrace goro "<=" 1.15
 ratio future_vs_chan_handoff goro future_handoff goro future_chan_handoff goro "<=" 1.0
 # connections per second (goro over Go: higher is better)
 ratio accept_vs_go goro accept goro accept go ">=" 1.3
+# a coroutine-local read
+target_val local_get goro "<=" 2
 # Pipelines: speed-ups (the baseline's time over the pipeline's).
 ratio pipeline_balanced_vs_loop goro pipeline_balanced_loop goro pipeline_balanced_dhondt goro ">=" 1.7
 ratio pipeline_moving_vs_loop goro pipeline_moving_loop goro pipeline_moving_dhondt goro

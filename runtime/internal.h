@@ -91,7 +91,7 @@ enum goro_wait {
     GORO_W_NONE, GORO_W_JOIN, GORO_W_CHAN_SEND, GORO_W_CHAN_RECV,
     GORO_W_SELECT, GORO_W_MUTEX, GORO_W_RWLOCK, GORO_W_COND, GORO_W_SEM,
     GORO_W_WAITGROUP, GORO_W_ONCE, GORO_W_SLEEP, GORO_W_IO, GORO_W_OFFLOAD,
-    GORO_W_GROUP, GORO_W_FLIGHT, GORO_W_FUTURE,
+    GORO_W_GROUP, GORO_W_FLIGHT, GORO_W_FUTURE, GORO_W_BARRIER,
     GORO_W__COUNT
 };
 
@@ -146,6 +146,26 @@ struct goro_m;
 struct goro_p;
 struct event;
 struct event_base;
+
+/* A coroutine's value for a key (coro/local.c): the value and the
+ * generation of the key it was set under. */
+#define GORO_LOCALS 8
+struct goro_local {
+    void *value;
+    uint32_t gen;
+};
+
+/* Watching a scope - a coroutine or a group - for its cancel
+ * (wait/scope.c): embedded in the scope, under the scope's lock (a
+ * coroutine's groups_lock, a group's lock); zero is "not cancelled, not
+ * ended". */
+struct goro_afterfn;
+struct goro_watchers {
+    goro_chan_t *done;             /* made on first request; closed by the cancel */
+    struct goro_afterfn *afters;   /* armed after-functions, not yet told */
+    bool fired;                    /* cancelled: done closed, afters told */
+    bool ended;                    /* the scope is over: afters told it will not fire */
+};
 
 /*
  * A coroutine. It lives at the top of its own stack mapping ("slab"), so a
@@ -204,10 +224,15 @@ struct goro {
     struct goro *group_prev, *group_next;
     struct goro_group *groups;
     goro_lock_t groups_lock;
+    /* Its done channel and after-functions (wait/scope.c), under
+     * groups_lock; the channel lives until the handle is released. */
+    struct goro_watchers watch;
     /* Run by its end, on its own stack, with the result it ended with (and
      * g->err): how a computation that waiters share hands its outcome to
      * them (wait/flight.c). NULL: nothing. */
     void (*end_hook)(struct goro *g, long result);
+    /* goro_waitgroup_go's wait group: its end counts it done. */
+    goro_waitgroup_t *wg;
     /* The locks it holds (sched/prio.c): their holder records, linked
      * through h->next, under holds_lock; its end takes them all off. */
     struct goro_holder *holds;
@@ -225,6 +250,13 @@ struct goro {
     /* Per life too, but set at every spawn instead (GORO_LIFE_ZEROED ends
      * the cleared part: fewer bytes to clear). */
     uintptr_t min_sp;              /* lowest sp seen at switches (trim hint) */
+    /* Coroutine-local values (coro/local.c): not cleared at a spawn but
+     * by the end of a life that set any (locals_used), so a spawn pays
+     * nothing for them. */
+    uint8_t locals_used;
+    uint32_t locals_more_n;        /* entries in locals_more */
+    struct goro_local *locals_more;    /* keys past GORO_LOCALS, or NULL */
+    struct goro_local locals[GORO_LOCALS];
     char name[32];                 /* name[0] cleared; the rest may be stale */
 
     /* Not per life: the g0 records' thread stacks (for ASan), and the

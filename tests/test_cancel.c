@@ -132,6 +132,57 @@ static long wait_group_slot(void)
 
 static long wait_flight(void) { return t_bw_flight_wait(GORO_FOREVER); }
 
+/* A future nobody sets yet: the cancelled get leaves it pending and
+ * unwaited (it frees), and a later set reaches a later get. */
+static goro_future_t *bw_future;
+static void future_setup(void) { ck_assert_int_eq(goro_future_new(&bw_future, sizeof(long)), 0); }
+
+static long wait_future(void)
+{
+    long v = -1;
+    goro_err_t *err = NULL;
+    int r = goro_future_get(bw_future, &v, &err);
+    if (err)
+        t_fail("future: an error object from a get that gave up");
+    return r;
+}
+
+static void future_after(void)
+{
+    ck_assert_int_eq(goro_future_ready(bw_future), 0);
+    long v = 5, got = -1;
+    ck_assert_int_eq(goro_future_set(bw_future, &v), 0);
+    ck_assert_int_eq(goro_future_get(bw_future, &got, NULL), 0);
+    ck_assert_int_eq(got, 5);
+    ck_assert_int_eq(goro_future_free(bw_future), 0);
+}
+
+/* A weighted semaphore with every unit held: the cancelled acquire takes
+ * nothing and leaves the queue. */
+static goro_wsem_t bw_wsem;
+static void wsem_setup(void)
+{
+    ck_assert_int_eq(goro_wsem_init(&bw_wsem, 3), 0);
+    ck_assert_int_eq(goro_wsem_acquire(&bw_wsem, 2), 0);
+}
+
+/* A barrier of two with nobody else: the cancelled waiter leaves the
+ * round, which is empty again. */
+static goro_barrier_t bw_barrier;
+static void barrier_setup(void) { ck_assert_int_eq(goro_barrier_init(&bw_barrier, 2), 0); }
+static long wait_barrier(void) { return goro_barrier_wait(&bw_barrier); }
+static void barrier_after(void) { ck_assert_int_eq(goro_barrier_destroy(&bw_barrier), 0); }
+
+static long wait_wsem(void) { return goro_wsem_acquire(&bw_wsem, 2); }
+
+static void wsem_after(void)
+{
+    ck_assert_int_eq(goro_wsem_waiting(&bw_wsem), 0);
+    ck_assert_int_eq(goro_wsem_held(&bw_wsem), 2);
+    ck_assert_int_eq(goro_wsem_release(&bw_wsem, 2), 0);
+    ck_assert_int_eq(goro_wsem_destroy(&bw_wsem), 0);
+}
+
 static const struct blocker blockers[] = {
     { "read", t_bw_pair_setup, wait_read, t_bw_after_read, NULL },
     { "recv", t_bw_pair_setup, wait_recv, t_bw_after_read, NULL },
@@ -156,6 +207,9 @@ static const struct blocker blockers[] = {
     { "join", t_bw_join_setup, wait_join, t_bw_after_join, NULL },
     { "group slot", t_bw_group_full_setup, wait_group_slot, t_bw_after_group, NULL },
     { "flight", t_bw_flight_setup, wait_flight, t_bw_after_flight, NULL },
+    { "future", future_setup, wait_future, future_after, NULL },
+    { "weighted sem", wsem_setup, wait_wsem, wsem_after, NULL },
+    { "barrier", barrier_setup, wait_barrier, barrier_after, NULL },
 };
 enum { NBLOCKERS = sizeof blockers / sizeof blockers[0] };
 

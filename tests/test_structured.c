@@ -1,6 +1,6 @@
 /* The second layer of structured concurrency (docs/structured.md): the
- * weighted semaphore, futures, cancellation causes, done channels,
- * coroutine-local storage.
+ * weighted semaphore, futures, cancellation causes, TryGo and SetLimit
+ * (done channels and coroutine-local storage: test_watch.c).
  *
  * Coroutines never call ck_assert (see helpers.h). */
 #define _GNU_SOURCE

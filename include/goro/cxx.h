@@ -55,12 +55,15 @@ extern "C" {
  * destroys it. */
 struct goro__cxx_escaped {
     void (*destroy)(struct goro__cxx_escaped *e);
+    const char *what;              /* the exception's what() (a group's error), or NULL */
 };
 void goro__cxx_register(void *(*get_globals)(void));
 int goro__cxx_keep(struct goro__cxx_escaped *e);
 int goro__cxx_join_until(goro_t *h, long *result, struct goro__cxx_escaped **escaped,
                          int64_t deadline);
 int goro__cxx_exiting(void);
+int goro__err_set_escaped(goro_err_t *e, struct goro__cxx_escaped *x);
+struct goro__cxx_escaped *goro__err_take_escaped(goro_err_t *e);
 
 #pragma GCC visibility pop
 #ifdef __cplusplus
@@ -151,10 +154,17 @@ inline void keep_escaped() noexcept
     if (e) {
         e->destroy = &destroy_escaped;
         e->error = std::current_exception();
+        try {
+            throw;                  /* the message of a group's error */
+        } catch (const std::exception &x) {
+            e->what = x.what();     /* lives as long as e->error */
+        } catch (...) {
+        }
         if (goro__cxx_keep(e) == 0)
             return;
         delete e;
-        std::fprintf(stderr, "goro: an exception escaped detached coroutine %llu\n",
+        std::fprintf(stderr, "goro: an exception escaped detached coroutine %llu "
+                     "(not a group member: nobody can take it)\n",
                      static_cast<unsigned long long>(goro_id(goro_self())));
     } else {
         std::fprintf(stderr, "goro: no memory to keep the exception that escaped "
@@ -254,8 +264,11 @@ int goro_go(goro_t **h, const goro_attr_t *attr, F &&f, A &&...args)
 }
 
 #undef goro_group_go
-/* An exception escaping a group member ends the program, as for any
- * detached coroutine: catch it and end with goro_exit_err. */
+/* An exception escaping a group member is the member's failure: an error
+ * of code ENOTRECOVERABLE whose message is its what() (std::exception;
+ * else a fixed one) and which carries the exception. It fails the group
+ * as any member's error does (FIRST_ERROR: the first failure cancels the
+ * rest), and the C++ waits below hand the exception back. */
 template <class F, class... A>
 int goro_group_go(goro_group_t *g, F &&f, A &&...args)
 {
@@ -271,6 +284,45 @@ int goro_group_try_go(goro_group_t *g, F &&f, A &&...args)
     goro_attr_t attr{};
     attr.group = goro__group_try_arg(g);
     return goro__cxx::spawn(nullptr, &attr, std::forward<F>(f), std::forward<A>(args)...);
+}
+
+/* goro_group_wait that also hands over the exception the group's error
+ * carries (*error: the first one found - the error's own, then its list's
+ * in order, then its causes'; nullptr: none). err may be nullptr (the
+ * error is then freed), as may error. */
+inline int goro_group_wait(goro_group_t *g, long *result, goro_err_t **err,
+                           std::exception_ptr *error)
+{
+    if (error)
+        *error = nullptr;
+    goro_err_t *e = nullptr;
+    int r = goro_group_wait(g, result, &e);
+    if (error) {
+        std::unique_ptr<goro__cxx::escaped> x(
+            static_cast<goro__cxx::escaped *>(goro__err_take_escaped(e)));
+        if (x)
+            *error = std::move(x->error);
+    }
+    if (err)
+        *err = e;
+    else
+        goro_err_free(e);
+    return r;
+}
+
+/* Waits for g; rethrows the exception its error carries, else throws
+ * std::system_error for a failure (or a wait that failed); returns the
+ * group's result (FIRST_RESULT's winner, else 0). */
+inline long goro_group_wait_rethrow(goro_group_t *g)
+{
+    long result = 0;
+    std::exception_ptr error;
+    int r = goro_group_wait(g, &result, nullptr, &error);
+    if (error)
+        std::rethrow_exception(error);
+    if (r)
+        throw std::system_error(-r, std::generic_category(), "goro_group_wait");
+    return result;
 }
 
 inline int goro_join_until(goro_t *h, long *result, std::exception_ptr *error,

@@ -8,6 +8,7 @@
  *   Groups          spawn, wait, fail and cancel together; the cancellation
  *                   tree
  *   Single-flight   callers of one key share one computation
+ *   Watching        a scope's done channel, after-functions; one-shot timers
  */
 #include "../goro.h"    /* first: goro.h includes the goro/ headers in their order */
 #ifndef GORO_STRUCTURED_H
@@ -452,6 +453,157 @@ static inline goro_group_t *goro__group_try_arg(goro_group_t *g)
 #define goro_group_try_go(g, ...) \
     goro_go(NULL, &(goro_attr_t){ .group = goro__group_try_arg(g) }, __VA_ARGS__)
 int goro_group_set_limit(goro_group_t *g, int limit);
+
+/* ---- Watching a scope: done channels, after-functions (Go's ctx.Done,
+ * context.AfterFunc) ----
+ *
+ *   goro_case_t cs[] = { { .ch = goro_group_done(g), .op = GORO_RECV },
+ *                        { .ch = jobs, .op = GORO_RECV, .elem = &job } };
+ *   if (goro_select(cs, 2, 0) == 0) ...       // the group was cancelled
+ *
+ * A scope is a coroutine or a group. Its done channel (element size 0) is
+ * closed when the scope is cancelled - goro_cancel, a cancel from above,
+ * a group's first failure or deadline, goro_group_cancel - and never
+ * otherwise: a scope that ends without being cancelled leaves it open.
+ * Every call returns the same channel, made on the first one. It is the
+ * scope's: not freed by the caller, valid while the scope is - a
+ * coroutine's until its handle is released (joined, or detached after its
+ * end; for a detached coroutine, its own end), a group's until
+ * goro_group_free. No select may wait on it past that.
+ *
+ * goro_after_cancel(h, fn, arg, &stop) runs fn(arg) in a coroutine of its
+ * own when h is cancelled (at once if it already is); after h is over (a
+ * coroutine's end, a group's wait or free) fn never runs. *stop (stop may
+ * be NULL: no handle) is the caller's: goro_after_stop(stop) releases it
+ * and returns 1 if fn had not started and now never will, 0 if it has
+ * started (or run). Call it exactly once per handle. Each after-function
+ * holds a parked coroutine until its scope is cancelled or over (a
+ * shutdown waits for that). */
+typedef struct goro_afterfn goro_after_t;
+
+/* h's done channel (NULL h: the calling coroutine's); NULL: not a
+ * coroutine that can be cancelled (a thread, a freed handle) or no
+ * memory. */
+goro_chan_t *goro_done(goro_t *h);
+/* g's done channel; NULL: NULL g or no memory. */
+goro_chan_t *goro_group_done(goro_group_t *g);
+/* Registers fn(arg) to run when h (NULL: the caller) is cancelled. 0,
+ * -EINVAL (no such coroutine, NULL fn), -ENOMEM, or what a spawn fails
+ * with; *stop NULL on failure. */
+int goro_after_cancel(goro_t *h, void (*fn)(void *arg), void *arg, goro_after_t **stop);
+/* The same for a group. */
+int goro_group_after_cancel(goro_group_t *g, void (*fn)(void *arg), void *arg,
+                            goro_after_t **stop);
+/* 1: fn will never run because of this stop; 0: it has started (or run);
+ * -EINVAL (NULL). Releases stop. */
+int goro_after_stop(goro_after_t *stop);
+
+/* ---- One-shot timers (Go's time.Timer, time.After) ----
+ *
+ *   goro_timer_t *t;
+ *   goro_timer_new(&t, 50 * GORO_MSEC);          // time.NewTimer / time.After
+ *   goro_case_t cs[] = { { .ch = goro_timer_chan(t), .op = GORO_RECV, .elem = &when },
+ *                        { .ch = replies, .op = GORO_RECV, .elem = &reply } };
+ *   goro_select(cs, 2, 0);
+ *   goro_timer_free(t);
+ *
+ * A timer's channel (int64_t elements, capacity one) receives the time it
+ * fired (goro_now()'s clock) once, ns after the start or reset. time.After
+ * is goro_timer_new + goro_timer_chan: C has no collector, so the timer is
+ * what the caller frees - goro_timer_free, at any time, fired or not, read
+ * or not (it stops it first; the channel goes with it). Go 1.23's rules:
+ * stop and reset leave no stale value behind - after either, a receive
+ * sees only a fire that comes later. */
+typedef struct goro_oneshot goro_timer_t;
+
+/* Starts a timer that fires once, ns from now (ns <= 0: at once). 0,
+ * -EINVAL (NULL t), -ENOMEM, or what starting the runtime returned. */
+int goro_timer_new(goro_timer_t **t, int64_t ns);
+/* Its channel (the timer's: freed with it); NULL for NULL. */
+goro_chan_t *goro_timer_chan(goro_timer_t *t);
+/* 1 if this stopped it before it fired (Go's t.Stop() true), 0 if it
+ * had fired or was stopped already; -EINVAL. A value it sent and nobody
+ * received is dropped. */
+int goro_timer_stop(goro_timer_t *t);
+/* Stops it, drops an unread value, and starts it again to fire ns from
+ * now. 1 if it was still pending, 0 if not; -EINVAL. */
+int goro_timer_reset(goro_timer_t *t, int64_t ns);
+/* Stops and frees t and its channel. 0, -EINVAL, or -EBUSY while a
+ * coroutine waits on its channel (t is left as it was). */
+int goro_timer_free(goro_timer_t *t);
+
+/* ---- Coroutine-local storage (pthread keys for coroutines) ----
+ *
+ *   static goro_key_t conn_key;                  // goro_key_create(&conn_key, conn_close)
+ *   goro_local_set(conn_key, c);                 // this coroutine's value
+ *   struct conn *c = goro_local_get(conn_key);   // NULL until set
+ *
+ * Each coroutine has its own value for each key, NULL until it sets one.
+ * When a coroutine ends (returns, goro_exit, goro_exit_err, a C++ unwind),
+ * each non-NULL value of a live key is cleared and passed to the key's
+ * destructor (NULL: none), on the coroutine's own stack, as that
+ * coroutine, after the cleanups of the calls it ended in; destructors that
+ * set values again get up to three more rounds (pthread's rule). A thread
+ * outside the coroutines has no values: get returns NULL, set -EPERM (use
+ * pthread keys there). Deleting a key runs no destructor: its values read
+ * as NULL from then on (and through a later key), and are the caller's to
+ * free. Up to 1024 keys at once; the first 8 cost no allocation. */
+typedef uint32_t goro_key_t;
+
+/* 0, -EINVAL (NULL key), -EAGAIN (1024 keys in use). */
+int goro_key_create(goro_key_t *key, void (*dtor)(void *value));
+/* 0, or -EINVAL (not a key in use). */
+int goro_key_delete(goro_key_t key);
+/* The calling coroutine's value for key; NULL: none, not a key in use, or
+ * not in a coroutine. */
+void *goro_local_get(goro_key_t key);
+/* 0; -EINVAL (not a key in use), -EPERM (not in a coroutine), -ENOMEM. */
+int goro_local_set(goro_key_t key, void *value);
+
+/* ---- sync: OnceValue, WaitGroup.Go, a barrier ----
+ *
+ * goro_once_value: goro_once with an argument and a value (Go's
+ * sync.OnceValue). The first caller runs fn(arg); every caller, before or
+ * after, gets its return in *value (may be NULL). As goro_once, the others
+ * wait for it (not cancellable), and fn ending its coroutine instead of
+ * returning (goro_exit, a C++ exception) still counts as done: every call
+ * then returns -EOWNERDEAD with *value 0. 0, -EOWNERDEAD, -EINVAL (NULL
+ * once or fn), -EDEADLK (fn calls it on its own once). */
+typedef struct goro_once_value {
+    goro_once_t once;
+    long value;                    /* fn's return, once it has returned */
+    int returned;
+} goro_once_value_t;
+#define GORO_ONCE_VALUE_INIT { GORO_ONCE_INIT, 0, 0 }
+int goro_once_value(goro_once_value_t *ov, long (*fn)(void *arg), void *arg, long *value);
+
+/* goro_waitgroup_go(wg, fn, args...) is Go's wg.Go: goro_waitgroup_add(wg,
+ * 1), then fn(args...) in a new detached coroutine, whose end (after fn,
+ * however it ends) is goro_waitgroup_done(wg). Returns 0, -EINVAL (NULL
+ * wg or fn), or what the add or go() fails with (then nothing is counted). */
+#define GORO__GROUP_WG ((uintptr_t)4)
+static inline goro_group_t *goro__wg_arg(goro_waitgroup_t *wg)
+{
+    return (goro_group_t *)((uintptr_t)wg | GORO__GROUP_WG);
+}
+#define goro_waitgroup_go(wg, ...) \
+    goro_go(NULL, &(goro_attr_t){ .group = goro__wg_arg(wg) }, __VA_ARGS__)
+
+/* A barrier (pthread_barrier_t): goro_barrier_wait returns once n
+ * callers are inside the round - GORO_BARRIER_SERIAL to one of them (the
+ * last to arrive; PTHREAD_BARRIER_SERIAL_THREAD), 0 to the others - and
+ * the barrier is ready for the next round at once. A waiter that gives up
+ * (-ETIMEDOUT, -ECANCELED) leaves the round: the others go on waiting,
+ * and the round still needs n callers inside it at once (it never trips
+ * short). One whose deadline or cancel comes as the round trips passed
+ * (0). goro_barrier_init: 0, -EINVAL (NULL, n <= 0). destroy: 0, -EINVAL,
+ * -EBUSY while a round has callers in it. */
+typedef struct goro_barrier { uintptr_t opaque[6]; } goro_barrier_t;
+#define GORO_BARRIER_SERIAL 1
+int goro_barrier_init(goro_barrier_t *b, long n);
+int goro_barrier_wait(goro_barrier_t *b);
+int goro_barrier_wait_until(goro_barrier_t *b, int64_t deadline);
+int goro_barrier_destroy(goro_barrier_t *b);
 
 #pragma GCC visibility pop
 

@@ -61,7 +61,7 @@ static long widen(long raw, int kind)
 }
 
 /* The last steps of a coroutine, on its own stack: the cleanups of the
- * calls it ended inside run (coro.h), the locks it holds stay held
+ * calls it ended inside run (coro.h), its locals' destructors, the locks it holds stay held
  * without it (sched/prio.c), its groups and its own group are settled,
  * its end hook runs, its token ends. */
 static void life_end(struct goro *g, long result)
@@ -71,10 +71,13 @@ static void life_end(struct goro *g, long result)
         g->unwind = u->next;
         u->fn(u);
     }
+    goro__locals_end(g);           /* destructors, on its own stack, as itself */
     goro__holds_end(g);
     goro__group_exit(g, result);
     if (g->end_hook)
         g->end_hook(g, result);
+    if (g->wg)
+        goro_waitgroup_done(g->wg);    /* goro_waitgroup_go: after fn, as Go's wg.Go */
     goro__token_life_end(g);
 }
 
@@ -100,6 +103,34 @@ struct spawn_site {
     struct goro_m *m;
     struct goro_p *p;
 };
+
+static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), struct goro **g,
+                       struct spawn_site *at);
+
+/* goro_waitgroup_go: attr.group carries the wait group (tagged
+ * GORO__GROUP_WG). It counts the coroutine before it exists (wg.Add(1)),
+ * and the coroutine's end counts it done (life_end); a refused spawn gives
+ * the count back. */
+static int spawn_begin_wg(goro_t **h, const goro_attr_t *attr, void (*fn)(void),
+                          struct goro **g, struct spawn_site *at)
+{
+    goro_waitgroup_t *wg = (goro_waitgroup_t *)((uintptr_t)attr->group & ~(uintptr_t)7);
+    if (h)
+        *h = NULL;
+    if (h || !fn || !wg)
+        return -EINVAL;
+    int err = goro_waitgroup_add(wg, 1);
+    if (err)
+        return err;
+    goro_attr_t plain = *attr;
+    plain.group = NULL;
+    err = spawn_begin(NULL, &plain, fn, g, at);
+    if (err)
+        goro_waitgroup_done(wg);
+    else
+        (*g)->wg = wg;
+    return err;
+}
 
 /* Everything both spawn forms share; the caller fills in the entry and
  * schedules the coroutine. */
@@ -164,6 +195,8 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
      * once made, in the same pass that links it (wait/group.c). The group
      * of goro_group_go(NULL, ...) is GORO__GROUP_NULL (goro/structured.h). */
     uintptr_t tagged = (uintptr_t)(attr ? attr->group : NULL);
+    if (tagged & GORO__GROUP_WG)
+        return spawn_begin_wg(h, attr, fn, g, at);
     bool no_wait = tagged & GORO__GROUP_TRY;    /* goro_group_try_go */
     struct goro_group *grp = (struct goro_group *)(tagged & ~(uintptr_t)GORO__GROUP_TRY);
     if (grp && (h || !fn || grp == GORO__GROUP_NULL))
@@ -251,6 +284,7 @@ static void handle_free(struct goro *h, struct goro__cxx_escaped **escaped, goro
         *err = h->err;
     else
         goro_err_free(h->err);
+    goro__scope_free(&h->watch);   /* the done channel lives as long as the handle */
     goro__slab_put(h);
 }
 

@@ -101,6 +101,10 @@ static inline void goro__unwind_pop(struct goro *g, struct goro_unwind *u)
     g->unwind = u->next;
 }
 
+/* local.c: a coroutine's end, on its own stack: its coroutine-local
+ * values' destructors run (pthread's rounds) and its slots are cleared. */
+GORO_HIDDEN void goro__locals_end(struct goro *g);
+
 /* offload.c */
 GORO_HIDDEN void goro__offload_stop(void);
 

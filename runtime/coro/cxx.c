@@ -168,6 +168,22 @@ int goro__cxx_exiting(void)
  * coroutine (g->cxx_escaped), which a join hands over (coro.c) or
  * destroys; a detach destroys it. */
 
+/* A group member (detached, as members are): what escaped becomes its
+ * error - ENOTRECOVERABLE, with the exception's what() as the message -
+ * which fails the group like any member's error, carrying the exception
+ * to the C++ group wait (goro/cxx.h). */
+static int keep_in_group(struct goro *self, struct goro__cxx_escaped *e)
+{
+    goro_err_t *err = e->what ? goro_err_new(ENOTRECOVERABLE, "%s", e->what)
+                              : goro_err_new(ENOTRECOVERABLE,
+                                             "an exception escaped a group member");
+    if (goro__err_set_escaped(err, e) != 0)
+        return -ENOMEM;             /* the stand-in: the caller terminates */
+    goro_err_free(self->err);
+    self->err = err;
+    return 0;
+}
+
 int goro__cxx_keep(struct goro__cxx_escaped *e)
 {
     struct goro *self = goro__current();
@@ -177,7 +193,7 @@ int goro__cxx_keep(struct goro__cxx_escaped *e)
      * detach after this (the coroutine still running its exit) destroys
      * what was kept with the handle. */
     if (atomic_load_explicit(&self->exit_word, memory_order_acquire) == GORO_EXIT_DETACHED)
-        return -EINVAL;
+        return self->group ? keep_in_group(self, e) : -EINVAL;
     self->cxx_escaped = e;
     return 0;
 }

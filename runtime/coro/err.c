@@ -30,6 +30,9 @@ struct goro_err {
     goro_err_t *cause;             /* owned */
     goro_err_t **items;            /* owned, goro_err_add's */
     size_t n, cap;
+    /* A C++ exception that escaped a group member (cxx.c), owned: freed
+     * with the error, not copied by goro_err_copy. */
+    struct goro__cxx_escaped *escaped;
     char msg[];
 };
 
@@ -228,6 +231,8 @@ void goro_err_free(goro_err_t *e)
         for (size_t i = 0; i < e->n; i++)
             goro_err_free(e->items[i]);
         free(e->items);
+        if (e->escaped)
+            e->escaped->destroy(e->escaped);
         free(e);
         e = cause;
     }
@@ -252,4 +257,31 @@ void goro_exit_err(goro_err_t *e)
     goro_err_free(self->err);
     self->err = e;
     goro_exit(e ? -(long)e->code : 0);
+}
+
+/* ---- C++: an exception that escaped a group member (cxx.c, goro/cxx.h) ---- */
+
+int goro__err_set_escaped(goro_err_t *e, struct goro__cxx_escaped *x)
+{
+    if (!e || e->stand_in || e->escaped)
+        return -EINVAL;
+    e->escaped = x;
+    return 0;
+}
+
+/* The first exception carried by e, its list items (in order) or its
+ * causes, taken from it: the caller owns it. NULL: none. */
+struct goro__cxx_escaped *goro__err_take_escaped(goro_err_t *e)
+{
+    for (; e && !e->stand_in; e = e->cause) {
+        struct goro__cxx_escaped *x = e->escaped;
+        if (x) {
+            e->escaped = NULL;
+            return x;
+        }
+        for (size_t i = 0; i < e->n; i++)
+            if ((x = goro__err_take_escaped(e->items[i])))
+                return x;
+    }
+    return NULL;
 }

@@ -71,7 +71,7 @@ static const char *const wait_names[GORO_W__COUNT] = {
     [GORO_W_WAITGROUP] = "waitgroup", [GORO_W_ONCE] = "once",
     [GORO_W_SLEEP] = "sleep", [GORO_W_IO] = "io", [GORO_W_OFFLOAD] = "offload",
     [GORO_W_GROUP] = "group", [GORO_W_FLIGHT] = "flight",
-    [GORO_W_FUTURE] = "future",
+    [GORO_W_FUTURE] = "future", [GORO_W_BARRIER] = "barrier",
 };
 
 #if defined(__x86_64__)

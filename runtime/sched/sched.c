@@ -141,13 +141,13 @@ GORO_HIDDEN struct goro_sched goro__sched = {
     .prio_inherit = true,
 };
 
-static __thread struct goro_m *tls_m __attribute__((tls_model("initial-exec")));
+__thread struct goro_m *goro__tls_m __attribute__((tls_model("initial-exec")));
 
 /* The M running this code. Not inlinable and not pure (the empty asm), so a
  * caller re-reads it after every switch instead of reusing a stale value. */
 GORO_NOINLINE struct goro_m *goro__m(void)
 {
-    struct goro_m *m = tls_m;
+    struct goro_m *m = goro__tls_m;
     __asm__ volatile("" : "+r"(m));
     return m;
 }
@@ -451,7 +451,7 @@ top:
 void *goro__m_main(void *arg)
 {
     struct goro_m *m = arg;
-    tls_m = m;
+    goro__tls_m = m;
     m->errno_ptr = &errno;
     __atomic_store_n(&m->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);  /* sysmon reads it */
     char name[16];                  /* for top -H, gdb's info threads, core files */
@@ -473,7 +473,7 @@ void *goro__m_main(void *arg)
         goro__execute(m, g, inherit);
     }
     goro__fault_thread_fini(m);
-    tls_m = NULL;
+    goro__tls_m = NULL;
     return NULL;
 }
 
@@ -481,7 +481,7 @@ void *goro__m_main(void *arg)
 
 void goro__sysmon_attach(struct goro_m *m)
 {
-    tls_m = m;
+    goro__tls_m = m;
 }
 
 /* sysmon polled a base (it has no P): what it found goes global. */

@@ -70,6 +70,12 @@ GORO_HIDDEN void goro__holder_waiter(struct goro_holder *h, int prio, int delta)
  * (threads the runtime does not own, the spawn gate), worker.c (start,
  * drain, stop) */
 GORO_HIDDEN struct goro_m *goro__m(void);
+/* The variable goro__m() reads. Only for a read that no switch can
+ * separate from its use (coro/local.c's get: a few loads, in goro's own
+ * code, which is never preempted asynchronously): a value read before a
+ * switch is stale after it, which goro__m() guards against. */
+extern GORO_HIDDEN __thread struct goro_m *goro__tls_m
+    __attribute__((tls_model("initial-exec")));
 GORO_HIDDEN struct goro *goro__current(void);
 /* The record a thread the runtime does not own waits with. */
 GORO_HIDDEN struct goro *goro__external_self(void);

@@ -45,6 +45,7 @@
 #include "coro/token.h"
 #include "wait/group.h"
 #include "wait/waitq.h"
+#include "wait/scope.h"
 
 /* The two intrusive lists (a group's members, a coroutine's groups):
  * doubly linked through the fields prev and next of each node. */
@@ -79,6 +80,8 @@ struct goro_group {
     int cancel_code;               /* 0, or why it was cancelled (ECANCELED, ETIMEDOUT) */
     bool inherited;                /* ... by a cancel from above it, not its own */
     goro_err_t *cause;             /* the cancel's cause (owned), or NULL: none given */
+    struct goro_watchers watch;       /* its done channel and after-functions (scope.c) */
+    struct goro_afterfn *tell;     /* taken by the cancel, told once the lock is dropped */
     bool won;                      /* GORO_GROUP_FIRST_RESULT: a member succeeded */
     long result;                   /* that member's result */
     int spawned, failed;
@@ -149,12 +152,18 @@ static void group_cancel(struct goro_group *grp, int code, const goro_err_t *cau
  * reaches them as ETIMEDOUT. */
 void goro__cancel_tree_cause(struct goro *h, int code, const goro_err_t *cause)
 {
+    /* Its watchers first: once woken, h may run to its end, which tells
+     * them it is over (they would miss this cancel). */
+    goro__lock(&h->groups_lock);
+    struct goro_afterfn *tell = goro__scope_fire(&h->watch);
+    goro__unlock(&h->groups_lock);
     if (goro__cancel_claim(h))
         goro__ready(h);
     goro__lock(&h->groups_lock);
     for (struct goro_group *grp = h->groups; grp; grp = grp->owner_next)
         group_cancel(grp, code, cause, true);
     goro__unlock(&h->groups_lock);
+    goro__scope_tell(tell, true);
 }
 
 void goro__cancel_tree(struct goro *h)
@@ -171,6 +180,8 @@ static void cancel_members(struct goro_group *grp, int code, const goro_err_t *c
     if (!grp->cancel_code) {
         grp->cancel_code = code;
         grp->cause = cause ? goro_err_copy(cause) : NULL;
+        GORO_ASSERT(!grp->tell);
+        grp->tell = goro__scope_fire(&grp->watch);
     }
     *wake = goro__waitq_take_all(&grp->admit, false, 0, *wake);
     /* group: once cancelled, no spawner waits for a slot (2) */
@@ -187,8 +198,11 @@ static void group_cancel(struct goro_group *grp, int code, const goro_err_t *cau
     if (!grp->cancel_code)
         grp->inherited = inherited;
     cancel_members(grp, code, cause, &wake);
+    struct goro_afterfn *tell = grp->tell;
+    grp->tell = NULL;
     goro__unlock(&grp->lock);
     goro__ready_list(wake);
+    goro__scope_tell(tell, true);
 }
 
 /* Why the calling coroutine was cancelled: the cause given to it, else
@@ -325,6 +339,11 @@ int goro_group_free(goro_group_t *grp)
     }
     goro__timer_stop(&grp->timer);  /* waits for a deadline that is firing */
     owner_unlink(grp);
+    goro__lock(&grp->lock);
+    struct goro_afterfn *tell = goro__scope_end(&grp->watch);   /* never waited for */
+    goro__unlock(&grp->lock);
+    goro__scope_tell(tell, false);
+    goro__scope_free(&grp->watch);
     goro_err_free(grp->first);      /* never waited for */
     goro_err_free(grp->cause);
     fails_free(grp);
@@ -493,6 +512,10 @@ static void member_succeeded(struct goro_group *grp, long result, struct goro **
  * handing over its error (its own, or one made from a negative result). */
 void goro__group_exit(struct goro *g, long result)
 {
+    goro__lock(&g->groups_lock);
+    struct goro_afterfn *tell = goro__scope_end(&g->watch);
+    goro__unlock(&g->groups_lock);
+    goro__scope_tell(tell, false);  /* its after-functions will not run */
     if (g->groups)
         orphan_groups(g);
     goro_err_t *cause = atomic_exchange(&g->cause, GORO__CAUSE_ENDED);
@@ -511,8 +534,11 @@ void goro__group_exit(struct goro *g, long result)
     else
         member_succeeded(grp, result, &wake);
     slot_free(grp, &wake);
+    struct goro_afterfn *gtell = grp->tell;
+    grp->tell = NULL;
     goro__unlock(&grp->lock);
     goro__ready_list(wake);         /* invariant 3: grp may be gone now */
+    goro__scope_tell(gtell, true);  /* its after-functions, if this failure cancelled it */
 }
 
 /* ---- cancelling and waiting ---- */
@@ -630,7 +656,9 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
     grp->waited = true;
     goro_err_t *e = outcome(grp);
     long r = grp->won ? grp->result : 0;
+    struct goro_afterfn *tell = goro__scope_end(&grp->watch);
     goro__unlock(&grp->lock);
+    goro__scope_tell(tell, false);  /* over: its after-functions will not run */
     goro__timer_stop(&grp->timer);  /* after the lock: a firing deadline takes it */
     if (result)
         *result = r;
@@ -675,4 +703,27 @@ int goro_group_running(const goro_group_t *grp)
     int n = grp->running;
     goro__unlock((goro_lock_t *)&grp->lock);
     return n;
+}
+
+/* ---- watching: the done channel and after-functions (wait/scope.c) ---- */
+
+goro_chan_t *goro_group_done(goro_group_t *grp)
+{
+    if (!grp)
+        return NULL;
+    goro__lock(&grp->lock);
+    goro_chan_t *ch = goro__scope_done(&grp->watch);
+    goro__unlock(&grp->lock);
+    return ch;
+}
+
+int goro_group_after_cancel(goro_group_t *grp, void (*fn)(void *), void *arg,
+                            goro_after_t **stop)
+{
+    if (!grp) {
+        if (stop)
+            *stop = NULL;
+        return -EINVAL;
+    }
+    return goro__scope_after(&grp->watch, &grp->lock, fn, arg, stop);
 }

@@ -3,7 +3,7 @@
  *
  * contract groups for coro: goro__cancel_tree goro__group_limited
  *     goro__group_admit goro__group_admit_undo goro__group_link
- *     goro__group_exit goro__cancel_with_cause
+ *     goro__group_exit goro__cancel_with_cause goro__scope_free
  */
 #ifndef GORO_WAIT_GROUP_H
 #define GORO_WAIT_GROUP_H
@@ -30,5 +30,8 @@ GORO_HIDDEN int goro__group_link(struct goro_group *grp, struct goro *g, bool ad
 /* A coroutine's end, on its own stack: orphans the groups it made and
  * leaves its own, with its error or result. */
 GORO_HIDDEN void goro__group_exit(struct goro *g, long result);
+
+/* A handle's release (coro.c): h's done channel (wait/scope.c) goes. */
+GORO_HIDDEN void goro__scope_free(struct goro_watchers *w);
 
 #endif

@@ -642,20 +642,33 @@ static void once_left(struct once_run *run)
     once_finish(run);
 }
 
-static void once_run(struct once_impl *o, void (*fn)(void))
+/* fn and its argument: goro_once's fn(), or goro_once_value's. */
+struct once_call {
+    void (*fn)(void);
+    goro_once_value_t *ov;
+    long (*vfn)(void *arg);
+    void *arg;
+};
+
+static void once_run(struct once_impl *o, const struct once_call *c)
 {
     struct once_run run __attribute__((cleanup(once_left))) = {
         .u.fn = once_ended, .o = o, .g = goro__current(),
     };
     if (run.g)
         goro__unwind_push(run.g, &run.u);
-    fn();
+    if (c->fn) {
+        c->fn();
+    } else {
+        /* Written before once_finish's release of DONE, read after its
+         * acquire: every caller that returns sees the value. */
+        c->ov->value = c->vfn(c->arg);
+        c->ov->returned = 1;
+    }
 }
 
-int goro_once(goro_once_t *once, void (*fn)(void))
+static int once_do(goro_once_t *once, const struct once_call *c)
 {
-    if (!once || !fn)
-        return -EINVAL;
     struct once_impl *o = (struct once_impl *)once;
     if (atomic_load_explicit(&o->state, memory_order_acquire) == ONCE_DONE)
         return 0;
@@ -684,7 +697,30 @@ int goro_once(goro_once_t *once, void (*fn)(void))
     GORO_ASSERT(self != NULL);      /* once: NEW -> its runner, a record never NEW or DONE */
     atomic_store_explicit(&o->state, (uintptr_t)self, memory_order_relaxed);
     goro__unlock(&o->lk);
-    once_run(o, fn);
+    once_run(o, c);
+    return 0;
+}
+
+int goro_once(goro_once_t *once, void (*fn)(void))
+{
+    if (!once || !fn)
+        return -EINVAL;
+    return once_do(once, &(struct once_call){ .fn = fn });
+}
+
+int goro_once_value(goro_once_value_t *ov, long (*fn)(void *arg), void *arg, long *value)
+{
+    if (value)
+        *value = 0;
+    if (!ov || !fn)
+        return -EINVAL;
+    int err = once_do(&ov->once, &(struct once_call){ .ov = ov, .vfn = fn, .arg = arg });
+    if (err)
+        return err;
+    if (!ov->returned)
+        return -EOWNERDEAD;         /* fn ended its coroutine: done, with no value */
+    if (value)
+        *value = ov->value;
     return 0;
 }
 

@@ -129,3 +129,113 @@ int goro_ticker_free(goro_ticker_t *t)
     free(t);
     return 0;
 }
+
+/* ---- one-shot timers ----
+ *
+ * One FUNC timer and a channel of capacity one. state moves PENDING ->
+ * FIRED (the fire, which then offers the time: the channel is empty, as
+ * stop and reset drain it) or PENDING -> STOPPED (stop, reset, after
+ * goro__timer_stop, which waits out a fire in progress: so a stop that
+ * finds PENDING did prevent it). Reset moves it back to PENDING with the
+ * timer off and the channel drained. Stop, reset and free are the owner's,
+ * one at a time. */
+
+enum { T_PENDING, T_FIRED, T_STOPPED };
+
+struct goro_oneshot {
+    struct goro_timer timer;       /* first: fire gets the record from it */
+    goro_chan_t *ch;
+    _Atomic int state;
+};
+
+static int64_t oneshot_fire(struct goro_timer *timer, int64_t now)
+{
+    struct goro_oneshot *t = (struct goro_oneshot *)timer;
+    int pending = T_PENDING;
+    if (atomic_compare_exchange_strong(&t->state, &pending, T_FIRED)) {
+        int r = goro_chan_try_send(t->ch, &now);
+        /* timer: one value per start, into a drained channel */
+        GORO_ASSERT(r == 0);
+        (void)r;
+    }
+    return -1;
+}
+
+static void oneshot_start(struct goro_oneshot *t, int64_t ns)
+{
+    atomic_store(&t->state, T_PENDING);
+    goro__timer_start(&t->timer, goro__current_p(), goro__now() + (ns > 0 ? ns : 0));
+}
+
+int goro_timer_new(goro_timer_t **out, int64_t ns)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    int err = goro__ensure_started();
+    if (err)
+        return err;
+    struct goro_oneshot *t = calloc(1, sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    err = goro_chan_new(&t->ch, sizeof(int64_t), 1);
+    if (err) {
+        free(t);
+        return err;
+    }
+    t->timer.kind = GORO_TIMER_FUNC;
+    t->timer.fire = oneshot_fire;
+    atomic_init(&t->timer.idx, GORO_TIMER_OFF);
+    oneshot_start(t, ns);
+    *out = t;
+    return 0;
+}
+
+goro_chan_t *goro_timer_chan(goro_timer_t *t)
+{
+    return t ? t->ch : NULL;
+}
+
+/* Stops t for good or until a reset: 1 if it was pending. */
+static int oneshot_stop(struct goro_oneshot *t)
+{
+    goro__timer_stop(&t->timer);    /* no fire runs from here on */
+    int pending = T_PENDING;
+    int prevented = atomic_compare_exchange_strong(&t->state, &pending, T_STOPPED);
+    int64_t stale;
+    (void)goro_chan_try_recv(t->ch, &stale);   /* Go 1.23: no stale value */
+    return prevented;
+}
+
+int goro_timer_stop(goro_timer_t *t)
+{
+    return t ? oneshot_stop(t) : -EINVAL;
+}
+
+int goro_timer_reset(goro_timer_t *t, int64_t ns)
+{
+    if (!t)
+        return -EINVAL;
+    int err = goro__ensure_started();
+    if (err)
+        return err;
+    int was = oneshot_stop(t);
+    oneshot_start(t, ns);
+    return was;
+}
+
+int goro_timer_free(goro_timer_t *t)
+{
+    if (!t)
+        return -EINVAL;
+    goro__timer_stop(&t->timer);
+    int err = goro_chan_free(t->ch);
+    if (err) {
+        /* A coroutine waits on it: leave it as it was. */
+        if (atomic_load(&t->state) == T_PENDING)
+            goro__timer_start(&t->timer, goro__current_p(), t->timer.when);
+        return err;
+    }
+    free(t);
+    return 0;
+}

@@ -407,3 +407,50 @@ CT_TEST(group_go_null_group_refused)
     goro_sleep(5 * GORO_MSEC);
     CT_CHECK(ran.load() == 0);
 }
+
+/* An exception escaping a group member is the group's error: the first
+ * failure cancels the others, and the C++ wait hands the exception back
+ * (goro_group_wait with an exception_ptr) or rethrows it. */
+CT_TEST(group_member_exception_is_the_groups_error)
+{
+    ct::start(2);
+    goro_group_t *g = nullptr;
+    CT_CHECK(goro_group_new(&g, nullptr) == 0);
+    goro_chan_t *never = nullptr;
+    CT_CHECK(goro_chan_new(&never, 0, 0) == 0);
+    CT_CHECK(goro_group_go(g, [never] { goro_chan_recv(never, nullptr); }) == 0);
+    CT_CHECK(goro_group_go(g, [] { throw std::runtime_error("member blew up"); }) == 0);
+    goro_err_t *err = nullptr;
+    std::exception_ptr ex;
+    int r = goro_group_wait(g, nullptr, &err, &ex);
+    CT_CHECK(r == -ENOTRECOVERABLE);
+    CT_CHECK(err && std::strcmp(goro_err_msg(err), "member blew up") == 0);
+    CT_CHECK(ex != nullptr);
+    try {
+        if (ex)
+            std::rethrow_exception(ex);
+    } catch (const std::runtime_error &e) {
+        CT_CHECK(std::strcmp(e.what(), "member blew up") == 0);
+    }
+    goro_err_free(err);
+    CT_CHECK(goro_group_free(g) == 0);
+
+    /* The rethrowing wait, with a thrown int (not a std::exception). */
+    CT_CHECK(goro_group_new(&g, nullptr) == 0);
+    CT_CHECK(goro_group_go(g, [] { throw 7; }) == 0);
+    int caught = 0;
+    try {
+        goro_group_wait_rethrow(g);
+    } catch (int v) {
+        caught = v;
+    }
+    CT_CHECK(caught == 7);
+    CT_CHECK(goro_group_free(g) == 0);
+
+    /* No exception: the rethrowing wait returns the result. */
+    CT_CHECK(goro_group_new(&g, nullptr) == 0);
+    CT_CHECK(goro_group_go(g, [] { return 1; }) == 0);
+    CT_CHECK(goro_group_wait_rethrow(g) == 0);
+    CT_CHECK(goro_group_free(g) == 0);
+    goro_chan_free(never);
+}

@@ -405,12 +405,19 @@ static void stall_answered(struct goro_stall_track *tr, int worker, int64_t now,
     if (!answered && !over && now - tr->asked_at < ANSWER_WAIT)
         return;
     if (answered && s->id == 0) {
-        /* the runtime's own g0, not a coroutine: not a stall after all */
-        tr->phase = PHASE_IGNORED;
+        /* Answered on the worker's g0. Still open: the slice was the
+         * runtime's own, not a coroutine's - not a stall after all. Closed
+         * already: its coroutine left the slice (goro__stall_leave counted
+         * its end) before the signal came, and g0 took it - a stall over
+         * before its worker answered, which is reported like one. */
         uint64_t o = atomic_load_explicit(&tr->open, memory_order_relaxed);
-        if (o && atomic_compare_exchange_strong(&tr->open, &o, 0))
+        if (o && atomic_compare_exchange_strong(&tr->open, &o, 0)) {
+            tr->phase = PHASE_IGNORED;
             atomic_fetch_sub(&n_stalls, 1);
-        return;
+            return;
+        }
+        answered = false;
+        over = true;
     }
     tr->phase = PHASE_REPORTED;
     if (answered) {

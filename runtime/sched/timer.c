@@ -391,6 +391,9 @@ int goro_sleep_until(int64_t deadline)
         return goro__wait_refused(err == -ETIMEDOUT ? 0 : err);
     struct goro_park how = { .why = GORO_W_SLEEP, .deadline = deadline };
     int outcome = goro__park(&how);
+    /* sleep: no waker holds a sleeper (it is on no queue), so only its
+     * deadline or a cancel ends the wait */
+    GORO_ASSERT(outcome == GORO_WAKE_TIMEDOUT || outcome == GORO_WAKE_CANCELED);
     return outcome == GORO_WAKE_CANCELED ? -ECANCELED : 0;
 }
 

@@ -634,9 +634,13 @@ static long pass_body(void)
     for (int i = 0; i < 3; i++)
         close(got[i]);
 
-    /* more descriptors than room: -EMSGSIZE, none leak */
+    /* more descriptors than room: -EMSGSIZE, none leak. Not under
+     * qemu-user, whose recvmsg neither reports a cut-short SCM_RIGHTS
+     * message as the kernel does nor closes what it cut (valgrind and
+     * the native builds pass the kernel's answer through). */
+    bool qemu = t_slow() && !t_valgrind();
     int before = open_fds();
-    for (int room = 1; room <= 2; room++) {
+    for (int room = 1; room <= 2 && !qemu; room++) {
         EXPECT(goro_send_fds(sv[0], send, 3, "x", 1) == 1, "send");
         n = room;
         got[0] = got[1] = -1;

@@ -1276,6 +1276,12 @@ static int default_action_child(void *arg)
 
 START_TEST(unnotified_sigterm_keeps_its_default_action)
 {
+    /* valgrind delivers a fatal signal to a forked child through its own
+     * handler: the child dies of SIGSEGV there, whatever goro does */
+    if (t_valgrind()) {
+        t_skip("unnotified_sigterm_keeps_its_default_action", "valgrind's own signal delivery");
+        return;
+    }
     char msg[2][2200] = { "", "" };
     for (int mode = 0; mode < 2; mode++) {
         char out[2048];

@@ -25,6 +25,20 @@ struct goro_ticker {
     _Atomic uint64_t dropped;      /* ticks not delivered (reader behind) */
 };
 
+/* A ticker's or a one-shot timer's two parts: the channel of int64_t
+ * times it delivers on (capacity one), and its timer, off, calling fire. */
+static int chan_timer_init(struct goro_timer *timer, goro_chan_t **ch,
+                           int64_t (*fire)(struct goro_timer *, int64_t))
+{
+    int err = goro_chan_new(ch, sizeof(int64_t), 1);
+    if (err)
+        return err;
+    timer->kind = GORO_TIMER_FUNC;
+    timer->fire = fire;
+    atomic_init(&timer->idx, GORO_TIMER_OFF);
+    return 0;
+}
+
 /* On a runtime thread's g0 or sysmon, without the heap's lock. */
 static int64_t tick_fire(struct goro_timer *timer, int64_t now)
 {
@@ -59,15 +73,11 @@ int goro_ticker_new(goro_ticker_t **out, int64_t period)
     struct goro_ticker *t = calloc(1, sizeof *t);
     if (!t)
         return -ENOMEM;
-    err = goro_chan_new(&t->ch, sizeof(int64_t), 1);
-    if (err) {
+    if ((err = chan_timer_init(&t->timer, &t->ch, tick_fire))) {
         free(t);
         return err;
     }
     t->period = period;
-    t->timer.kind = GORO_TIMER_FUNC;
-    t->timer.fire = tick_fire;
-    atomic_init(&t->timer.idx, GORO_TIMER_OFF);
     ticker_start(t);
     *out = t;
     return 0;
@@ -178,14 +188,10 @@ int goro_timer_new(goro_timer_t **out, int64_t ns)
     struct goro_oneshot *t = calloc(1, sizeof *t);
     if (!t)
         return -ENOMEM;
-    err = goro_chan_new(&t->ch, sizeof(int64_t), 1);
-    if (err) {
+    if ((err = chan_timer_init(&t->timer, &t->ch, oneshot_fire))) {
         free(t);
         return err;
     }
-    t->timer.kind = GORO_TIMER_FUNC;
-    t->timer.fire = oneshot_fire;
-    atomic_init(&t->timer.idx, GORO_TIMER_OFF);
     oneshot_start(t, ns);
     *out = t;
     return 0;

@@ -2,28 +2,37 @@
  * sockets (docs/streams.md). Built on the public API only. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "goro.h"
 
-ssize_t goro_recvmsg_until(int fd, struct msghdr *msg, int flags, int64_t deadline)
+/* One message each way: the call, retried after EINTR, parked on the
+ * descriptor while it says EAGAIN (unless the caller asked MSG_DONTWAIT). */
+static ssize_t msg_loop(int fd, struct msghdr *msg, int flags, int64_t deadline, bool send)
 {
     if (fd < 0 || !msg)
         return -EINVAL;
     for (;;) {
-        ssize_t n = recvmsg(fd, msg, flags | MSG_DONTWAIT);
+        ssize_t n = send ? sendmsg(fd, msg, flags | MSG_DONTWAIT | MSG_NOSIGNAL)
+                         : recvmsg(fd, msg, flags | MSG_DONTWAIT);
         if (n >= 0)
             return n;
         if (errno == EINTR)
             continue;
         if (errno != EAGAIN || (flags & MSG_DONTWAIT))
             return -errno;
-        int e = goro_wait_fd(fd, GORO_READABLE, deadline);
+        int e = goro_wait_fd(fd, send ? GORO_WRITABLE : GORO_READABLE, deadline);
         if (e < 0)
             return e;
     }
+}
+
+ssize_t goro_recvmsg_until(int fd, struct msghdr *msg, int flags, int64_t deadline)
+{
+    return msg_loop(fd, msg, flags, deadline, false);
 }
 
 ssize_t goro_recvmsg(int fd, struct msghdr *msg, int flags)
@@ -33,20 +42,7 @@ ssize_t goro_recvmsg(int fd, struct msghdr *msg, int flags)
 
 ssize_t goro_sendmsg_until(int fd, const struct msghdr *msg, int flags, int64_t deadline)
 {
-    if (fd < 0 || !msg)
-        return -EINVAL;
-    for (;;) {
-        ssize_t n = sendmsg(fd, msg, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n >= 0)
-            return n;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN || (flags & MSG_DONTWAIT))
-            return -errno;
-        int e = goro_wait_fd(fd, GORO_WRITABLE, deadline);
-        if (e < 0)
-            return e;
-    }
+    return msg_loop(fd, (struct msghdr *)msg, flags, deadline, true);   /* sendmsg only reads it */
 }
 
 ssize_t goro_sendmsg(int fd, const struct msghdr *msg, int flags)

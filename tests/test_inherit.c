@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -425,6 +426,41 @@ START_TEST(inherit_stress_random_deadlines_and_cancels)
 }
 END_TEST
 
+static atomic_int dump_parked;
+
+static void dump_target(goro_chan_t *ch)
+{
+    long v;
+    goro_deadline_push(goro_now() + 3600 * GORO_SEC);
+    atomic_store(&dump_parked, 1);
+    goro_chan_recv(ch, &v);
+}
+
+/* goro_dump names a coroutine's deadline in force. */
+START_TEST(inherit_dump_shows_the_deadline_in_force)
+{
+    goro_chan_t *ch = t_chan_new(sizeof(long), 0);
+    atomic_store(&dump_parked, 0);
+    goro_t *h;
+    ck_assert_int_eq(goro_go(&h, GORO_ATTR(.name = "bounded"), dump_target, ch), 0);
+    ck_assert_int_eq(t_wait_flag(&dump_parked, t_timeout(10)), 1);
+    t_settle();
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    goro_dump(f);
+    fclose(f);
+    const char *at = strstr(text, "\"bounded\"");
+    ck_assert_msg(at != NULL, "no coroutine \"bounded\" in:\n%s", text);
+    ck_assert_msg(strstr(at, "deadline in force: in 359") != NULL, "no deadline line in:\n%s", at);
+    free(text);
+    ck_assert_int_eq(goro_chan_close(ch), 0);
+    ck_assert_int_eq(goro_join(h, NULL), 0);
+    ck_assert_int_eq(goro_chan_free(ch), 0);
+}
+END_TEST
+
 /* Outside a coroutine there is no deadline in force, and push does
  * nothing. */
 START_TEST(inherit_outside_a_coroutine_is_none)
@@ -449,6 +485,7 @@ Suite *inherit_suite(void)
     tc = t_runtime_tcase(s, "real", 60);
     tcase_add_test(tc, inherit_io_wait_ends_at_the_deadline);
     tcase_add_test(tc, inherit_outside_a_coroutine_is_none);
+    tcase_add_test(tc, inherit_dump_shows_the_deadline_in_force);
     tc = t_runtime_tcase(s, "stress", 120);
     tcase_add_test(tc, inherit_stress_random_deadlines_and_cancels);
     return s;

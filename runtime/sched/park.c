@@ -147,11 +147,11 @@ bool goro__claim_ready(struct goro *g)
 /* ---- the deadline in force (goro_deadline_push, a group's deadline) ----
  *
  * Every wait a coroutine makes ends by the nearer of the deadline it is
- * given and its g->dl, without its caller passing it: so a library called
- * under a deadline honours it. Firm waits (offload, once, a group's wait
- * for its members) honour neither. A wait that g->dl ends returns
- * -ETIMEDOUT, as does a cancel that comes once g->dl has passed: a group's
- * deadline cancels its members, and they see why. */
+ * given and its g->in_force, without its caller passing it: so a library
+ * called under a deadline honours it. Firm waits (offload, once, a
+ * group's wait for its members) honour neither. A wait that g->in_force
+ * ends returns -ETIMEDOUT, as does a cancel that comes once g->in_force
+ * has passed: a group's deadline cancels its members, and they see why. */
 
 int64_t goro__deadline_nearer(int64_t deadline, int64_t dl)
 {
@@ -163,7 +163,7 @@ int64_t goro__deadline_nearer(int64_t deadline, int64_t dl)
 /* g's deadline in force has passed. */
 static bool dl_passed(const struct goro *g)
 {
-    return g->dl && goro__now() >= g->dl;
+    return g->in_force && goro__now() >= g->in_force;
 }
 
 int goro__wait_check(int64_t deadline)
@@ -174,7 +174,7 @@ int goro__wait_check(int64_t deadline)
     if (self) {
         if (atomic_load_explicit(&self->cancelled, memory_order_relaxed))
             return dl_passed(self) ? -ETIMEDOUT : -ECANCELED;
-        deadline = goro__deadline_nearer(deadline, self->dl);
+        deadline = goro__deadline_nearer(deadline, self->in_force);
     }
     if (deadline >= 0 && goro__now() >= deadline)
         return -ETIMEDOUT;
@@ -286,7 +286,8 @@ int goro__park(const struct goro_park *how)
     /* The deadline timer lives in this frame, which stays put while parked.
      * A firm wait has none: only its partner may end it. Others end by the
      * nearer of theirs and the one in force. */
-    int64_t deadline = how->firm ? GORO_FOREVER : goro__deadline_nearer(how->deadline, self->dl);
+    int64_t deadline = how->firm ? GORO_FOREVER
+                                 : goro__deadline_nearer(how->deadline, self->in_force);
     bool timed = deadline >= 0;
     struct goro_timer timer;
     if (timed) {

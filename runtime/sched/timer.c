@@ -390,7 +390,7 @@ int goro_sleep_until(int64_t deadline)
         deadline = GORO_FOREVER;
     /* The deadline in force comes first: the sleep is cut short by it,
      * and says so (-ETIMEDOUT); its own end is a success. */
-    bool cut = goro__deadline_nearer(deadline, self->dl) != deadline;
+    bool cut = goro__deadline_nearer(deadline, self->in_force) != deadline;
     int err = goro__wait_check(deadline);
     if (err)
         return goro__wait_refused(err == -ETIMEDOUT && !cut ? 0 : err);

@@ -227,7 +227,7 @@ const goro_err_t *goro_cause(void)
             : grp->cancel_code ? goro__err_stand_in(grp->cancel_code) : NULL;
         goro__unlock(&grp->lock);
     }
-    if (!c && self->dl && goro__now() >= self->dl)
+    if (!c && self->in_force && goro__now() >= self->in_force)
         c = goro__err_stand_in(ETIMEDOUT);  /* its deadline in force passed */
     if (!c && atomic_load(&self->cancelled))
         c = goro__err_stand_in(ECANCELED);
@@ -325,7 +325,7 @@ int goro_group_new(goro_group_t **out, const goro_group_attr_t *attr)
     /* A group made under a deadline in force has it too: its members
      * inherit it, and it cancels them when it passes. */
     int64_t own = attr && attr->deadline > 0 ? attr->deadline : GORO_FOREVER;
-    int64_t dl = goro__deadline_nearer(own, self ? self->dl : 0);
+    int64_t dl = goro__deadline_nearer(own, self ? self->in_force : 0);
     grp->deadline = dl < 0 ? 0 : dl ? dl : 1;
     grp->deadline_above = dl != own;
     if (grp->deadline)
@@ -472,7 +472,7 @@ int goro__group_link(struct goro_group *grp, struct goro *g, bool admitted)
     /* group: a cancelled group admits nobody new (2) */
     GORO_ASSERT(admitted || !grp->cancel_code);
     g->group = grp;
-    g->dl = grp->deadline;          /* before it runs: its own from then on */
+    g->in_force = grp->deadline;          /* before it runs: its own from then on */
     LIST_PUSH(grp->members, g, group_prev, group_next);
     grp->spawned++;
     if (grp->cancel_code)

@@ -212,7 +212,8 @@ int goro_after_cancel(goro_t *h, void (*fn)(void *), void *arg, goro_after_t **s
 
 /* ---- deadlines in force (goro/structured.h; the waits: sched/park.c) ---- */
 
-/* g->dl's encoding: 0 is none, so a deadline of 0 (long past) is 1. */
+/* g->in_force's encoding: 0 is none, so a deadline of 0 (long past) is
+ * 1. */
 static int64_t dl_of(int64_t deadline)
 {
     return deadline < 0 ? 0 : deadline ? deadline : 1;
@@ -221,7 +222,7 @@ static int64_t dl_of(int64_t deadline)
 int64_t goro_deadline(void)
 {
     struct goro *self = goro__current();
-    return self && self->dl ? self->dl : GORO_FOREVER;
+    return self && self->in_force ? self->in_force : GORO_FOREVER;
 }
 
 int64_t goro_deadline_push(int64_t deadline)
@@ -229,8 +230,10 @@ int64_t goro_deadline_push(int64_t deadline)
     struct goro *self = goro__current();
     if (!self)
         return GORO_FOREVER;
-    int64_t prev = self->dl ? self->dl : GORO_FOREVER;
-    self->dl = dl_of(goro__deadline_nearer(deadline < 0 ? GORO_FOREVER : deadline, self->dl));
+    int64_t prev = self->in_force ? self->in_force : GORO_FOREVER;
+    if (deadline < 0)
+        deadline = GORO_FOREVER;
+    self->in_force = dl_of(goro__deadline_nearer(deadline, self->in_force));
     return prev;
 }
 
@@ -238,5 +241,5 @@ void goro_deadline_pop(int64_t prev)
 {
     struct goro *self = goro__current();
     if (self)
-        self->dl = dl_of(prev);
+        self->in_force = dl_of(prev);
 }

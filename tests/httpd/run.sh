@@ -115,7 +115,11 @@ else
 fi
 
 kill -0 "$PID" 2>/dev/null || fail "httpd died: $(cat "$WORK/err.log")"
-[[ -s $WORK/err.log ]] && grep -v '^httpd: serving' "$WORK/err.log" | sed 's/^/  stderr: /'
+# Anything else on stderr (a sanitizer's report, say) is a failure.
+if grep -q -v '^httpd: serving' "$WORK/err.log"; then
+  grep -v '^httpd: serving' "$WORK/err.log" | head -n 40 | sed 's/^/  stderr: /'
+  fail "httpd wrote to stderr"
+fi
 if ((FAILS)); then
   echo "httpd: $FAILS checks failed"
   exit 1

@@ -147,8 +147,8 @@ static int send_status(struct conn *c, const struct request *req, int status,
 
 /* Opens path (relative, without "..") under the root without following a
  * symbolic link anywhere: every directory on the way is opened with
- * O_NOFOLLOW, so a link fails with ELOOP, whether it leads out of the root
- * or not. The simplest rule that a link cannot get around, and one open
+ * O_NOFOLLOW, so a link fails (ELOOP as the last component, ENOTDIR as a
+ * directory), whether it leads out of the root or not. The simplest rule that a link cannot get around, and one open
  * per directory level (openat2's RESOLVE_BENEATH would follow the links
  * that stay inside in one call, but is a Linux 5.6 call of its own).
  * O_NONBLOCK: opening a FIFO must not wait for a writer (it is then not a
@@ -181,12 +181,13 @@ static int open_file(const char *path, struct stat *st, const char **name)
 {
     int fd = open_beneath(path);
     *name = path;
-    if (fd >= 0 && goro_fstat(fd, st) == 0 && S_ISDIR(st->st_mode)) {
+    if (fd >= 0 && goro_fstat(fd, st) != 0)
+        st->st_mode = 0;                /* not served */
+    if (fd >= 0 && S_ISDIR(st->st_mode)) {
         *name = "index.html";
         int index = goro_openat(fd, "index.html", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
         goro_close(fd);
-        fd = index;
-        if (fd >= 0 && goro_fstat(fd, st) != 0)
+        if ((fd = index) >= 0 && goro_fstat(fd, st) != 0)
             st->st_mode = 0;
     }
     if (fd >= 0 && !S_ISREG(st->st_mode)) {

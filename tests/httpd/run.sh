@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # tests/httpd/run.sh BUILD - end-to-end checks of samples/httpd with curl and
 # wrk: GET, HEAD, 304, ranges (206, 416), traversal and symbolic links
-# refused, malformed requests (400, 405, 413, 414, 431, 505), keep-alive
-# reuse, a 64 KiB file byte for byte, the access log, and a short wrk run
-# that must see no status other than 2xx and no socket error. httpd listens
-# on a port the kernel picks (-p 0). Needs curl and wrk (tools/deps.sh).
+# refused, malformed requests (400, 405, 413, 414, 431, 505), two requests
+# in one packet, keep-alive reuse, a 64 KiB file byte for byte, the access
+# log, and a short wrk run that must see no status other than 2xx and no
+# socket error. httpd listens on a port the kernel picks (-p 0). Needs curl
+# and wrk (tools/deps.sh httpd).
 set -uo pipefail
 
 BUILD=${1:-build}
@@ -56,14 +57,21 @@ U=http://127.0.0.1:$PORT
 c() { curl -s -m 10 "$@"; }
 code() { c -o /dev/null -w '%{http_code}' "$@"; }
 header() { c -D - -o /dev/null "${@:2}" | tr -d '\r' | sed -n "s/^$1: //Ip"; }
-# raw REQUEST: sends the bytes (printf escapes) on a connection of its own
-# and prints the status line of the answer.
+# raw REQUEST [all]: sends the bytes (printf escapes) on a connection of its
+# own and prints the status line of the answer (all: of every answer until
+# the server closes, one per line).
 raw() {
-  python3 - "$PORT" "$1" <<'EOF'
+  python3 - "$PORT" "$1" "${2:-}" <<'EOF'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
 s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
-print(s.makefile("rb").readline().decode().strip())
+f = s.makefile("rb")
+if sys.argv[3] != "all":
+    print(f.readline().decode().strip())
+else:
+    for line in f:
+        if line.startswith(b"HTTP/1.1 "):
+            print(line.decode().strip())
 EOF
 }
 
@@ -102,6 +110,9 @@ expect "a large head: 431" "$(raw "GET / HTTP/1.1\r\nHost: x\r\n$(printf 'X-A: a
 expect "a large body: 413" "$(raw 'GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n')" \
   "HTTP/1.1 413 Content Too Large"
 expect "HTTP/1.0 answered" "$(raw 'GET /sub/a.txt HTTP/1.0\r\n\r\n')" "HTTP/1.1 200 OK"
+expect "two requests in one packet" \
+  "$(raw 'GET /sub/a.txt HTTP/1.1\r\nHost: x\r\n\r\nHEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' all | tr '\n' ,)" \
+  "HTTP/1.1 200 OK,HTTP/1.1 200 OK,"
 reuse=$(c -v "$U/1k.bin" "$U/sub/a.txt" -o /dev/null -o /dev/null 2>&1 | grep -c 'Re-using existing connection')
 expect "keep-alive: two URLs, one connection" "$reuse" 1
 expect "the access log" "$(grep -c '^127.0.0.1 - - \[.*\] "GET /sub/a.txt HTTP/1.0" 200 4$' "$WORK/access.log")" 1

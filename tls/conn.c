@@ -135,7 +135,8 @@ static int step(struct goro_tls_conn *c, enum op op, void *buf, size_t len, int6
         const unsigned char *p;
         unsigned n;
         SSL_get0_alpn_selected(c->ssl, &p, &n);
-        memcpy(c->alpn, p, n);
+        if (n > 0)                  /* none agreed: p is NULL */
+            memcpy(c->alpn, p, n);
         c->alpn[n] = '\0';
         c->finished = true;
     }

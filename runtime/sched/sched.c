@@ -134,6 +134,7 @@
 #include "sched/inner.h"
 #include "sched/idle.h"
 #include "sched/runq.h"
+#include "sched/deadline.h"
 
 GORO_HIDDEN struct goro_sched goro__sched = {
     .lock = GORO_LOCK_INIT_RANK(GORO_RANK_SCHED),
@@ -194,6 +195,10 @@ struct goro *goro__pick_local(struct goro_m *m, bool *inherit)
     if (classes) {
         if (atomic_load_explicit(&goro__sched.low_rescan, memory_order_relaxed) != p->low_seen)
             low_rescan(p);
+        /* Reserved coroutines before every class, earliest deadline first
+         * (deadline.c): admission and budgets bound what they take. */
+        if (unlikely(goro__dl_in_use()) && (g = goro__dl_get(m, p)))
+            return g;
         if ((t % 61 == 3 && (g = goro__pq_get(p, GORO_PQ_LOW))) ||
             (t % 61 != 2 && (g = goro__pq_get(p, GORO_PQ_HIGH))))
             return g;
@@ -238,7 +243,7 @@ static struct goro *inject_polled(struct goro_p *p, struct goro_polled *list)
     bool spill = !p;                /* the ring filled: the rest go global */
     for (struct goro *next; g; g = next) {
         next = g->next;             /* before g is published: it may run at once */
-        int prio = goro__prio_of(g);
+        int prio = goro__queue_class(g);
         if (prio != GORO_PRIO_NORMAL) {
             goro__pq_put(p, g, prio);
             continue;

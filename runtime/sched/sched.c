@@ -6,6 +6,7 @@
  *   switch.c   leaving and resuming a coroutine (2, 3), yield, preemption
  *   park.c     waiting and waking: park, the claim protocol, ready (1, 2, 5)
  *   runq.c     the run queues, class lists, pinned coroutines, stealing (1, 4, 9)
+ *   deadline.c the deadline class: reservations, EDF lists, budgets (1, 9)
  *   idle.c     idle Ms and Ps, spinners (5, 6, 7)
  *   handoff.c  a P's owner and the hand-off sysmon drives (8)
  *   vclock.c   the virtual clock (10)
@@ -23,7 +24,8 @@
  * Invariants, and why they hold:
  *
  * 1. A coroutine is in at most one place: the running slot of one M, one
- *    run queue slot / runnext / the global queue, or one waiter list. It is
+ *    run queue slot / runnext / the global queue, or one waiter list - or,
+ *    throttled, its reservation's timer (deadline.c). It is
  *    put into a queue only by goro__ready() (PARKED -> RUNNABLE), by spawn
  *    (FREE -> RUNNABLE) or by the YIELD post-switch action.
  *
@@ -95,6 +97,9 @@
  *    always; a pick reads them only once goro__sched.classes_used is set
  *    (before the first coroutine of another class exists), so a program
  *    of NORMAL coroutines pays one load of a line the pick reads anyway.
+ *    The deadline class (deadline.c) is one more list of each P and of
+ *    the scheduler, ordered by deadline, that a pick takes before every
+ *    class and a thief steals first; it counts for invariant 5 likewise.
  *
  * 10. The virtual clock (deterministic testing: goro_config_t.clock). One
  *    P, no preemption, and goro_now() stands still while coroutines run.

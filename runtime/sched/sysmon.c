@@ -8,7 +8,9 @@
  *   - coroutines waiting in the global queue for GQ_WAIT: make every P
  *     look there at its next switch;
  *   - HIGH coroutines queued while Ps run lower classes: cut as many of
- *     those slices short (check_classes);
+ *     those slices short (check_classes); the same for reserved ones, and
+ *     a reserved coroutine's slice once its budget is spent
+ *     (goro__dl_watch, deadline.c; it pokes sysmon awake for that);
  *   - a busy P whose event base nobody polled for POLL_STARVED: poll it
  *     here, so that its I/O is not held up by a long runner (what it
  *     finds runs at the next slice: lateness <= slice + 2 ms); and a busy

@@ -184,6 +184,27 @@ START_TEST(deadline_set_replaces_or_keeps)
 }
 END_TEST
 
+/* goro_dump shows a reservation and its counters. */
+START_TEST(deadline_in_goro_dump)
+{
+    ck_assert_int_eq(goro_sem_init(&adm_go, 0), 0);
+    goro_dl_t d = { 2 * MS, 5 * MS, 10 * MS };
+    goro_t *h;
+    ck_assert_int_eq(goro_spawn(&h, GORO_ATTR(.deadline = &d, .name = "mixer"), wait_go, NULL), 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(goro_dump(f), 0);
+    fclose(f);
+    ck_assert_int_eq(goro_sem_release(&adm_go), 0);
+    ck_assert_int_eq(goro_join(h, NULL), 0);
+    char *at = strstr(text, "\"mixer\"");
+    ck_assert_msg(at && strstr(at, "deadline class: 2000/5000/10000 us"), "%s", text);
+    free(text);
+}
+END_TEST
+
 /* ---- EDF order (virtual clock) ---- */
 
 static char order[16];
@@ -594,6 +615,7 @@ Suite *deadline_suite(void)
     tcase_add_test(tc, deadline_bad_reservations_refused);
     tcase_add_test(tc, deadline_admission_and_release);
     tcase_add_test(tc, deadline_set_replaces_or_keeps);
+    tcase_add_test(tc, deadline_in_goro_dump);
     tcase_add_test(tc, deadline_earliest_first_before_every_class);
     tcase_add_test(tc, deadline_spent_budget_throttled_until_next_period);
     tcase_add_test(tc, deadline_throttled_lets_the_others_run);

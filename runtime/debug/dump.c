@@ -156,6 +156,9 @@ static void dump_coroutine(struct goro *g, void *arg)
     goro__outf(d->out, "\ncoroutine %llu%s%s%s [%s%s], entry %s\n",
                (unsigned long long)g->id, g->name[0] ? " \"" : "", g->name,
                g->name[0] ? "\"" : "", goro__state_name(state), wait, entry);
+    char dl[200];
+    if (goro__dl_describe(g, dl, sizeof dl))
+        goro__outf(d->out, "  %s\n", dl);
     switch (state) {
     case GORO_S_RUNNING:
         print_running(d, g);

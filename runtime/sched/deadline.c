@@ -44,6 +44,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -737,6 +738,30 @@ int goro_dl_next(void)
     }
     recharge(self, r, now, true);
     return 0;
+}
+
+bool goro__dl_describe(const struct goro *g, char *buf, size_t len)
+{
+    if (!goro__dl_in_use() || !goro__trylock(&loans.lock))
+        return false;
+    struct goro_dlres *r = res_of(g);
+    int64_t lent = ld(&((struct goro *)g)->dl_lent), now = goro__now();
+    int n = 0;
+    if (r)
+        n = snprintf(buf, len, "deadline class: %lld/%lld/%lld us, budget %lld us, deadline in "
+                     "%lld us; %llu periods, %llu misses (worst %lld us late), %llu throttles",
+                     (long long)r->dl.runtime / 1000, (long long)r->dl.deadline / 1000,
+                     (long long)r->dl.period / 1000, (long long)ld(&r->budget) / 1000,
+                     (long long)(ld(&r->abs) - now) / 1000,
+                     (unsigned long long)atomic_load(&r->periods),
+                     (unsigned long long)atomic_load(&r->misses),
+                     (long long)ld(&r->worst_late) / 1000,
+                     (unsigned long long)atomic_load(&r->throttles));
+    if (lent && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "%slent a deadline %lld us away", n ? "; " : "",
+                 (long long)(lent - now) / 1000);
+    goro__unlock(&loans.lock);
+    return r || lent;
 }
 
 int goro_dl_stats(const goro_t *h, goro_dl_stats_t *out)

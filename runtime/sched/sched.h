@@ -19,7 +19,7 @@
  * contract inspect for debug: goro__m goro__current goro__forked
  *     goro__forked_error goro__task_file goro__m_task_file
  *     goro__m_thread_state goro__outside_waits goro__sched_activity
- *     goro__timers_first
+ *     goro__timers_first goro__dl_describe
  * contract sample for debug: goro__m_ask_sample
  */
 #ifndef GORO_SCHED_SCHED_H
@@ -79,6 +79,10 @@ GORO_HIDDEN void goro__dl_end(struct goro *g);
 GORO_HIDDEN void goro__dl_lend(const void *h, struct goro *holder, struct goro *self);
 GORO_HIDDEN void goro__dl_unlend(struct goro *self);
 GORO_HIDDEN void goro__dl_holder_moved(const void *h, struct goro *to);
+/* For goro_dump: g's reservation and counters, or its lent deadline, as
+ * one line into buf; false if it has neither (or they could not be read
+ * without waiting: a dump may run in a signal handler). */
+GORO_HIDDEN bool goro__dl_describe(const struct goro *g, char *buf, size_t len);
 
 /* sched.c (the M, the loop), switch.c (a coroutine's start and end),
  * park.c (waiting and waking), handoff.c (entering on a P), outside.c

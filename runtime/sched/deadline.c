@@ -698,8 +698,10 @@ int goro_dl_set(const goro_dl_t *dl)
         dl_used();
         atomic_store_explicit(&self->dl, r, memory_order_relaxed);
     } else {
+        goro__lock(&loans.lock);    /* goro_dl_stats reads it under the lock */
         r->dl = *dl;
         r->bw = bw_of(dl);
+        goro__unlock(&loans.lock);
     }
     recharge(self, r, goro__now(), true);
     return 0;

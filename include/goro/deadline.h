@@ -2,22 +2,6 @@
  * goro/deadline.h: the deadline class - reservations of CPU time,
  * earliest deadline first, with budgets and admission control
  * (docs/deadline.md). goro.h includes it; it may be included alone.
- *
- * A reservation (runtime, deadline, period), in nanoseconds, with
- * runtime <= deadline <= period, says: this coroutine needs `runtime` of
- * CPU in every `period`, done within `deadline` of the period's start (as
- * sched_setattr(2) says it of a SCHED_DEADLINE thread). While it has
- * budget it runs before every priority class, the earliest absolute
- * deadline first, on every worker. Its budget is charged for the time it
- * runs; once spent, it is throttled until its next period. Waking after
- * its deadline passed (or with more budget than it could use before it at
- * its reserved rate) starts a new period: deadline now + deadline,
- * budget refilled (the constant bandwidth server rule).
- *
- * Admission: the bandwidths (runtime / period) of all reservations add up
- * to at most the bound - by default 95% of the workers (GORO_DL_BOUND, in
- * percent, or goro_dl_bound_set) - or the new one is refused (-EBUSY) and
- * nothing changes. A release, or the coroutine's end, gives its share back.
  */
 #include "../goro.h"    /* first: goro.h includes the goro/ headers in their order */
 #ifndef GORO_DEADLINE_H
@@ -28,6 +12,30 @@ extern "C" {
 #endif
 
 #pragma GCC visibility push(default)
+
+/* ------------------------------------------------------------------------
+ * Deadlines (docs/deadline.md)
+ *
+ * A reservation (runtime, deadline, period), in nanoseconds, with
+ * runtime <= deadline <= period, says: this coroutine needs `runtime` of
+ * CPU in every `period`, done within `deadline` of the period's start (as
+ * sched_setattr(2) says it of a SCHED_DEADLINE thread). While it has
+ * budget it runs before every priority class, the earliest absolute
+ * deadline first, on every worker. Its budget is charged for the time it
+ * runs; once spent, it is throttled until its next period, and what it
+ * overran is taken from its next budget. Waking after its deadline passed
+ * (or with more budget than it could use before it at its rate, runtime /
+ * deadline) starts a new period: deadline now + deadline, budget refilled
+ * (the constant bandwidth server rule; with a deadline shorter than the
+ * period and still ahead, the budget is cut to that rate instead). A
+ * reserved coroutine waiting for a goro mutex or a rwlock's write side
+ * lends its deadline to the holder.
+ *
+ * Admission: the bandwidths (runtime / period) of all reservations add up
+ * to at most the bound - by default 95% of the workers (GORO_DL_BOUND, in
+ * percent, or goro_dl_bound_set) - or the new one is refused (-EBUSY) and
+ * nothing changes. A release, or the coroutine's end, gives its share back.
+ * ------------------------------------------------------------------------ */
 
 /* A reservation, in ns: 0 < runtime <= deadline <= period <= GORO_DL_MAX,
  * runtime >= GORO_DL_MIN. */

@@ -742,9 +742,26 @@ int goro_dl_next(void)
     return 0;
 }
 
+/* loans.lock, if free now, outside the lock order: goro_dump calls with
+ * the registry's leaf lock held (and maybe from a signal handler). A try
+ * never waits, so it cannot close a cycle of waits - what the order
+ * check is there to prevent; unranked, it is not recorded as held. */
+static bool loans_try_unranked(void)
+{
+    uint32_t expect = 0;
+    return atomic_compare_exchange_strong_explicit(&loans.lock.word, &expect, 1,
+                                                   memory_order_acquire, memory_order_relaxed);
+}
+
+static void loans_unlock_unranked(void)
+{
+    if (atomic_exchange_explicit(&loans.lock.word, 0, memory_order_release) == 2)
+        goro__unlock_slow(&loans.lock);
+}
+
 bool goro__dl_describe(const struct goro *g, char *buf, size_t len)
 {
-    if (!goro__dl_in_use() || !goro__trylock(&loans.lock))
+    if (!goro__dl_in_use() || !loans_try_unranked())
         return false;
     struct goro_dlres *r = res_of(g);
     int64_t lent = ld(&((struct goro *)g)->dl_lent), now = goro__now();
@@ -762,7 +779,7 @@ bool goro__dl_describe(const struct goro *g, char *buf, size_t len)
     if (lent && n >= 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, "%slent a deadline %lld us away", n ? "; " : "",
                  (long long)(lent - now) / 1000);
-    goro__unlock(&loans.lock);
+    loans_unlock_unranked();
     return r || lent;
 }
 

@@ -192,6 +192,11 @@ END_TEST
 /* goro_dump shows a reservation and its counters. */
 START_TEST(deadline_in_goro_dump)
 {
+#ifdef T_TSAN
+    /* the dump reads records that running threads write (docs/debugging.md) */
+    t_skip("deadline_in_goro_dump", "TSan reports the dump's reads as races");
+    return;
+#endif
     ck_assert_int_eq(goro_sem_init(&adm_go, 0), 0);
     goro_dl_t d = { 2 * MS, 5 * MS, 10 * MS };
     goro_t *h;

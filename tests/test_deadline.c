@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "suites.h"
@@ -419,6 +420,42 @@ START_TEST(deadline_jobs_count_misses_and_lateness)
 }
 END_TEST
 
+/* ---- the trace marks misses and throttles (virtual clock) ---- */
+
+static void trace_body(void *arg)
+{
+    T_VCHECK(goro_trace_start(arg, NULL) == 0, "trace start");
+    goro_dl_t d = { 2 * MS, 5 * MS, 10 * MS };
+    T_VCHECK(goro_dl_set(&d) == 0, "set");
+    work(6 * MS);
+    T_VCHECK(goro_dl_next() == 0, "next");  /* a miss; the debt then throttles it */
+    goro_dl_stats_t s = stats_of(NULL);
+    T_VCHECK(s.misses == 1 && s.throttles == 1, "misses %llu throttles %llu",
+             (unsigned long long)s.misses, (unsigned long long)s.throttles);
+    T_VCHECK(goro_dl_release() == 0, "release");
+    T_VCHECK(goro_trace_stop() == 0, "trace stop");
+}
+
+START_TEST(deadline_trace_marks_misses_and_throttles)
+{
+    char path[] = "/tmp/goro_dl_trace_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    t_virtual(trace_body, path);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(path);
+    ck_assert_msg(strstr(text, "\"deadline: missed\"") && strstr(text, "\"late_ns\":1000000"),
+                  "no miss in the trace");
+    ck_assert_msg(strstr(text, "\"deadline: throttled\""), "no throttle in the trace");
+}
+END_TEST
+
 /* ---- inheritance through a mutex (virtual clock) ---- */
 
 static goro_mutex_t inh_mu;
@@ -633,6 +670,7 @@ Suite *deadline_suite(void)
     tcase_add_test(tc, deadline_throttled_lets_the_others_run);
     tcase_add_test(tc, deadline_wake_up_rule);
     tcase_add_test(tc, deadline_jobs_count_misses_and_lateness);
+    tcase_add_test(tc, deadline_trace_marks_misses_and_throttles);
     tcase_add_test(tc, deadline_lent_to_a_lock_holder);
     tcase_add_test(tc, deadline_reservations_and_loans_random_stress);
     tcase_add_test(tc, real_clock_budget_enforced);

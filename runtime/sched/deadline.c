@@ -56,24 +56,30 @@
 #define BW_SHIFT 20                 /* bandwidth: a fraction of one worker, << BW_SHIFT */
 #define ENFORCE_RETRY (100 * GORO_USEC)  /* a spent budget's preemption, asked again */
 
+/* The fields up to worst_over are read by gdb/goro_gdb.py (through
+ * goro_debug.off_dl) at these offsets: keep them (asserted below). */
 struct goro_dlres {
     goro_dl_t dl;
-    uint64_t bw;                    /* runtime / period << BW_SHIFT, rounded up */
+    uint64_t bw;                    /* runtime / period << BW_SHIFT, rounded down */
     struct goro *g;
     _Atomic int64_t abs;            /* the current absolute deadline */
     _Atomic int64_t budget;         /* ns left in this period (< 0: overrun) */
+    _Atomic uint64_t periods, misses, throttles;
+    _Atomic int64_t worst_late, worst_over;
     int64_t from;                   /* when its running slice began (its M) */
     bool parked;                    /* it left its CPU to wait: the wake-up rule is due */
     int64_t held_until;             /* pinned and throttled: its next period (0: not) */
     struct goro_timer timer;        /* replenishment, while throttled */
-    _Atomic uint64_t periods, misses, throttles;
-    _Atomic int64_t worst_late, worst_over;
     /* Its loan, under loans.lock: the holder record of the lock it waits
      * for (NULL: none) and that lock's holder (NULL: a thread, nobody). */
     const void *loan_h;
     struct goro *loan_to;
     struct goro_dlres *loan_next;
 };
+
+_Static_assert(offsetof(struct goro_dlres, abs) == 40 && offsetof(struct goro_dlres, budget) == 48 &&
+               offsetof(struct goro_dlres, periods) == 56 &&
+               offsetof(struct goro_dlres, worst_over) == 88, "gdb/goro_gdb.py reads these");
 
 static struct {
     goro_lock_t lock;               /* the loans, and records being detached */

@@ -138,6 +138,8 @@ typedef struct goro_attr {
     goro_group_t *group;  /* spawn into this group (no handle: h must be NULL);
                              see goro_group_go, goro/structured.h */
     int priority;         /* enum goro_priority (goro/structured.h); 0: the spawner's */
+    const struct goro_dl *deadline;   /* a reservation (goro/deadline.h), admitted
+                                         at the spawn (-EBUSY refused); NULL: none */
 } goro_attr_t;
 
 /*
@@ -862,5 +864,6 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #include "goro/process.h"
 #include "goro/net.h"
 #include "goro/stream.h"
+#include "goro/deadline.h"
 
 #endif /* GORO_H */

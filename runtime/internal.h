@@ -272,10 +272,14 @@ struct goro {
     char name[32];                 /* name[0] cleared; the rest may be stale */
 
     /* Not per life: the g0 records' thread stacks (for ASan), and the
-     * pool's link while the slab waits in one. */
+     * pool's links while the slab waits in one (coro/stack.c: the next
+     * slab of its chain; the first of a chain, the next chain and the
+     * chain's length). */
     const void *asan_stack_lo;
     size_t asan_stack_size;
     struct goro *pool_next;
+    struct goro *pool_chain;
+    uint32_t pool_chain_len;
 
     /* The slab, set when mapped and kept across lives. [map, map + guard)
      * is the guard; [lo, hi) is the usable stack. */

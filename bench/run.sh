@@ -137,6 +137,9 @@ run "$B/future"
 # ---- a coroutine-local read (1 worker) ----
 run "$B/local"
 
+# ---- a wait inside a deadline in force vs an explicit _until (1 worker) ----
+run "$B/inherit"
+
 # ---- channel ping-pong (1 worker) ----
 run GOMAXPROCS=1 "$P/go/pingpong"
 run "$B/chan_pingpong"
@@ -277,6 +280,8 @@ ratio trace_on_cost_skynet goro skynet_traced goro skynet_notrace goro "<=" 1.15
 ratio future_vs_chan_handoff goro future_handoff goro future_chan_handoff goro "<=" 1.0
 # connections per second (goro over Go: higher is better)
 ratio accept_vs_go goro accept goro accept go ">=" 1.3
+# a wait under a deadline in force against the same wait given it
+ratio deadline_inherited_vs_explicit goro deadline_inherited_handoff goro deadline_explicit_handoff goro "<=" 1.05
 # a coroutine-local read
 target_val local_get goro "<=" 2
 # Pipelines: speed-ups (the baseline's time over the pipeline's).

@@ -11,8 +11,9 @@
 #   target <what> <value> <op> <target> ok|MISSED
 # Other lines start with "# " (skips, notes, failures, stderr of a program).
 # Go peers run with GOMAXPROCS equal to goro's worker count for the figure.
-# The TCP echo figures come last, from bench/echo.sh (its own matrix of
-# servers and loads, its own ratios and targets; ECHO_* settings there).
+# The TCP echo figures come last but one, from bench/echo.sh (its own matrix
+# of servers and loads, its own ratios and targets; ECHO_* settings there),
+# then the static file servers' from bench/httpd.sh (HTTPD_* settings).
 # Exit status: 1 if a benchmark failed (crashed, timed out, wrong result),
 # else 0; a missed target is reported, not an error.
 set -u
@@ -330,5 +331,8 @@ ratio preempt_nw_tick_p99_late_vs_go goro preempt_nw_tick_p99_late goro preempt_
 
 # ---- TCP echo servers ----
 "$(dirname "$0")/echo.sh" "$build" || failed=1
+
+# ---- static files over HTTP: samples/httpd, nginx, Go ----
+"$(dirname "$0")/httpd.sh" "$build" || failed=1
 
 exit $failed

@@ -343,6 +343,12 @@ int goro__netpoll(struct goro_p *p, struct goro_p *sleeper, _Atomic uint32_t *sl
     return out->n;
 }
 
+bool goro__netpoll_looking(struct goro_p *p)
+{
+    return atomic_load_explicit(&p->poll_lock, memory_order_relaxed) &&
+           !atomic_load_explicit(&p->poll_sleeper, memory_order_relaxed);
+}
+
 /* Ends a blocking goro__netpoll on p (or the next one, if none runs). */
 void goro__netpoll_break(struct goro_p *p)
 {

@@ -18,7 +18,7 @@
  * may call: wait, sched, base
  * uses: start, reports, fatal
  * contract poller for sched: goro__netpoll goro__netpoll_break
- *     goro__netpoll_init goro__netpoll_fini goro__netpoll_forget_all
+ *     goro__netpoll_looking goro__netpoll_init goro__netpoll_fini goro__netpoll_forget_all
  * contract select-fd for wait: goro__select_fds
  * contract signals for debug: goro__signal_subscribers
  */
@@ -58,6 +58,9 @@ GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
 GORO_HIDDEN int goro__netpoll(struct goro_p *p, struct goro_p *sleeper,
                               _Atomic uint32_t *sleep_note, int room, struct goro_polled *out);
 GORO_HIDDEN void goro__netpoll_break(struct goro_p *p);
+/* Another thread looks at p's base without sleeping in it: what it finds
+ * is queued within microseconds. */
+GORO_HIDDEN bool goro__netpoll_looking(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 extern GORO_HIDDEN _Atomic int goro__io_used;
 

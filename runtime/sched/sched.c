@@ -305,12 +305,33 @@ static struct goro *run_others_timers(struct goro_m *m)
 
 /* ---- the scheduling loop's search for work ---- */
 
+/* A spinner's waits for another M's look at the descriptors, per search,
+ * and how long one may last. */
+#define LOOK_WAITS 4
+#define LOOK_WAIT (20 * GORO_USEC)
+
+/* Waits while another M looks at p's base without sleeping in it, at most
+ * LOOK_WAIT: true if a look was under way. */
+static bool wait_for_look(struct goro_p *p)
+{
+    if (!goro__netpoll_looking(p))
+        return false;
+    int64_t until = goro__now() + LOOK_WAIT;
+    for (int i = 0; goro__netpoll_looking(p); i++)
+        if (i % 64 == 63 && goro__now() > until)
+            break;
+        else
+            cpu_relax();
+    return true;
+}
+
 /* Returns the next coroutine for m, sleeping while there is none; NULL
  * when the runtime stops. *inherit: it came from runnext. */
 static struct goro *find_runnable(struct goro_m *m, bool *inherit)
 {
     struct goro_p *p = m->p;
     struct goro *g;
+    int looking_waits = 0;
 top:
     *inherit = false;
     if (atomic_load(&goro__sched.stopping))
@@ -363,6 +384,14 @@ top:
         /* No second look at the descriptors: poll_fds just did. */
         if ((g = goro__steal_work(p)) || (g = run_others_timers(m)))
             return g;
+        /* Another M's look at the descriptors is under way (our own
+         * poll_fds found the base taken): what it finds goes on its ring
+         * in a few microseconds, and a spinner steals it there without
+         * the sleep and wake-up that going idle would cost both threads.
+         * Bounded: one look's time, then the search starts over. */
+        if (goro__io_in_use() && looking_waits++ < LOOK_WAITS &&
+            wait_for_look(GORO_NETPOLL_FDS_P))
+            goto top;
     }
 
     /* Nothing: give up P (goes idle), then recheck (invariant 5). */

@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "sched/sched.h"
+#include "sched/deadline.h"
 
 #define RUNNEXT_STREAK 61
 
@@ -120,7 +121,7 @@ static inline int goro__pq_count(struct goro_classq *cq, int i)
 }
 
 /* Queues g, of class prio (not NORMAL), on p's list of that class, or the
- * global one without a P. Out of line: the wake-up paths that inline
+ * global one without a P (GORO_PRIO_DL: goro__dl_put). Out of line: the wake-up paths that inline
  * goro__queue_ready stay as small as they were for NORMAL coroutines. */
 GORO_HIDDEN __attribute__((noinline, cold)) void goro__pq_put(struct goro_p *p, struct goro *g,
                                                               int prio);
@@ -147,7 +148,8 @@ static inline struct goro *goro__pq_get(struct goro_p *p, int i)
 static inline bool goro__pq_any(struct goro_p *p)
 {
     return atomic_load_explicit(&p->classq.n[GORO_PQ_HIGH], memory_order_acquire) |
-           atomic_load_explicit(&p->classq.n[GORO_PQ_LOW], memory_order_acquire);
+           atomic_load_explicit(&p->classq.n[GORO_PQ_LOW], memory_order_acquire) |
+           atomic_load_explicit(&p->classq.n[GORO_PQ_DL], memory_order_acquire);
 }
 
 /* ---- making a coroutine runnable ---- */
@@ -161,7 +163,7 @@ static inline __attribute__((always_inline)) void goro__queue_ready(struct goro_
 {
     /* Until a class other than NORMAL is used, g's is NORMAL: the flag,
      * in the line a pick reads anyway, spares reading g's. */
-    int prio = goro__classes_in_use() ? goro__prio_of(g) : GORO_PRIO_NORMAL;
+    int prio = goro__classes_in_use() ? goro__queue_class(g) : GORO_PRIO_NORMAL;
     if (prio != GORO_PRIO_NORMAL)
         goro__pq_put(p, g, prio);
     else if (p)

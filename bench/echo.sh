@@ -26,7 +26,9 @@
 #   ECHO_SIZES      message sizes in bytes (default "64 4096")
 #   ECHO_IMPLS      servers (default "goro goro_lines epoll1 epoll2 libevent go";
 #                   goro_lines: echod --lines, whose ratio to goro is
-#                   target-checked >= 0.95 at 1000 connections)
+#                   target-checked >= 0.95 at 1000 connections;
+#                   goro_w1, goro_w2: echod with 1 and 2 workers, whatever
+#                   ECHO_WORKERS says)
 #   ECHO_WORKERS    threads of goro, Go and epoll2 (default 2)
 #   ECHO_REPS       runs per server and point, best reported (default 1)
 #   ECHO_CLIENT     echoload's engine: epoll (default) or goro (a coroutine
@@ -114,6 +116,8 @@ server_cmd() {
     case $1 in
         goro)     echo "$build/samples/echod --port $2 --workers $WORKERS" ;;
         goro_lines) echo "$build/samples/echod --port $2 --workers $WORKERS --lines" ;;
+        goro_w1)  echo "$build/samples/echod --port $2 --workers 1" ;;
+        goro_w2)  echo "$build/samples/echod --port $2 --workers 2" ;;
         epoll1)   echo "$P/echo_epoll --port $2 --threads 1" ;;
         epoll2)   echo "$P/echo_epoll --port $2 --threads $WORKERS" ;;
         libevent) echo "$P/echo_libevent --port $2" ;;
@@ -135,7 +139,7 @@ usable_impls() {
     local impl bin keep=()
     for impl in "${IMPLS[@]}"; do
         if ! server_cmd "$impl" 0 >/dev/null; then
-            echo "# skip: echo ($impl): unknown server; known: goro epoll1 epoll2 libevent go"
+            echo "# skip: echo ($impl): unknown server; known: goro goro_lines goro_w1 goro_w2 epoll1 epoll2 libevent go"
             continue
         fi
         bin=$(cmd_binary "$(server_cmd "$impl" 0)")

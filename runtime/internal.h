@@ -494,6 +494,9 @@ struct goro_p {
     int alarm_fd;                  /* timerfd: wakes a sleeping poll for `timers` */
     int64_t alarm_at;              /* when alarm_fd is set to go off (poll_lock holder) */
     _Atomic int poll_lock;         /* whoever holds it may loop base */
+    _Atomic int poll_sleeper;      /* the holder sleeps in base (io/netpoll.c) */
+    _Atomic(struct goro_m *) sleeping_m;  /* the M that last slept for it (that M;
+                                             a timer's kick reads it: sched/idle.c) */
     uint32_t poll_tick;            /* schedtick at the last poll (owner) */
     _Atomic uint32_t npolls;       /* polls of base, by anyone (sysmon watches) */
     _Atomic uint32_t preempt_req;  /* sysmon: schedtick + 1 of a slice to cut short */
@@ -531,6 +534,8 @@ struct goro_m {
     struct goro *curg;             /* the coroutine running here, or NULL (m) */
     struct goro g0;                /* the thread's own stack: schedules (m) */
     _Atomic uint32_t note;         /* sleep/wake futex word: m and its wakers */
+    struct goro_p *_Atomic sleep_base;  /* whose base m sleeps in (m; wakers read
+                                           it once the note reads SLEEPING) */
     int *errno_ptr;                /* this thread's errno (m, at start) */
     bool spinning;                 /* looking for work (counted in nmspinning; m) */
     /* What the context switched to does for the one that left (m). */

@@ -6,6 +6,8 @@
  * test asserts at the end. */
 #include "test_io.h"
 
+#include <poll.h>
+
 /* ---- pipes, socketpairs, datagrams ---- */
 
 enum { PIPE_BYTES = 1 << 20 };
@@ -398,12 +400,103 @@ START_TEST(regular_files_and_devices)
 }
 END_TEST
 
+/* ---- every descriptor watched while the workers sleep ----
+ * The descriptors' readiness is watched by one sleeping worker for all
+ * (io/poller.h); the others sleep on their futex, until their timers.
+ * Answerers wait on pipes while a thread outside writes to one at a time
+ * with pauses long enough for every worker to go to sleep in between, and
+ * a sleeper's ticks keep timers due on whatever worker it runs: an answer
+ * or a tick that never comes is a descriptor or a timer nobody watched. */
+
+enum { WATCH_PIPES = 12 };
+
+static struct {
+    _Atomic int stop;
+    _Atomic int64_t worst_gap;
+} wt;
+
+static long watch_answerer(int in, int out)
+{
+    char c;
+    ssize_t r;
+    while ((r = goro_read(in, &c, 1)) == 1)
+        if (goro_write(out, &c, 1) != 1) {
+            t_fail("answerer: write back");
+            return -1;
+        }
+    if (r != 0)
+        t_fail("answerer: read %zd", r);
+    return 0;
+}
+
+static long watch_ticker(void)
+{
+    int64_t last = goro_now();
+    while (!atomic_load(&wt.stop)) {
+        goro_sleep(GORO_MSEC);
+        int64_t now = goro_now();
+        if (now - last > atomic_load(&wt.worst_gap))
+            atomic_store(&wt.worst_gap, now - last);
+        last = now;
+    }
+    return 0;
+}
+
+START_TEST(descriptors_watched_while_workers_sleep)
+{
+    t_restart(&(goro_config_t){ .workers = 2 });
+    int in[WATCH_PIPES][2], out[WATCH_PIPES][2];
+    goro_t *g[WATCH_PIPES];
+    atomic_store(&wt.stop, 0);
+    atomic_store(&wt.worst_gap, 0);
+    t_fail_reset();
+    for (int i = 0; i < WATCH_PIPES; i++) {
+        ck_assert_int_eq(pipe2(in[i], O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(out[i], O_CLOEXEC), 0);
+        g[i] = go(watch_answerer, in[i][0], out[i][1]);
+        ck_assert_ptr_nonnull(g[i]);
+    }
+    goro_t *ticker = go(watch_ticker);
+    ck_assert_ptr_nonnull(ticker);
+    long rounds = t_scale(400), late = 0;
+    for (long r = 0; r < rounds; r++) {
+        int i = (int)(r * 5 % WATCH_PIPES);
+        t_nap(r % 3 ? 0.0005 : 0.003);      /* every worker asleep by now */
+        char c = (char)r, back = 0;
+        ck_assert_int_eq(write(in[i][1], &c, 1), 1);
+        struct pollfd pfd = { out[i][0], POLLIN, 0 };
+        if (poll(&pfd, 1, (int)(t_timeout(2.0) * 1000)) != 1) {
+            late++;
+            break;
+        }
+        ck_assert_int_eq(read(out[i][0], &back, 1), 1);
+        ck_assert_int_eq(back, c);
+    }
+    atomic_store(&wt.stop, 1);
+    ck_assert_msg(late == 0, "a descriptor's readiness was not seen for %.1f s with the "
+                  "workers asleep", t_timeout(2.0));
+    for (int i = 0; i < WATCH_PIPES; i++)
+        close(in[i][1]);            /* end of file: the answerers end */
+    for (int i = 0; i < WATCH_PIPES; i++) {
+        ck_assert_int_eq(goro_join(g[i], NULL), 0);
+        close(in[i][0]);
+        close(out[i][0]);
+        close(out[i][1]);
+    }
+    ck_assert_int_eq(goro_join(ticker, NULL), 0);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_msg(atomic_load(&wt.worst_gap) < (int64_t)(t_timeout(1.0) * GORO_SEC),
+                  "a 1 ms sleep took %.1f ms", t_ms(atomic_load(&wt.worst_gap)));
+}
+END_TEST
+
 /* Adds this file's tests to the io suite's test cases (test_io.h). */
 void io_pipe_tests(struct io_tcases *tc)
 {
     tcase_add_test(tc->io, pipes_socketpairs_datagrams);
     tcase_add_test(tc->io, udp_sendto_recvfrom);
     tcase_add_test(tc->io, regular_files_and_devices);
+    tcase_add_test(tc->io, descriptors_watched_while_workers_sleep);
     tcase_add_test(tc->sigpipe, pipe_without_reader);
     tcase_add_test(tc->sigpipe, socket_reusing_a_pipe_number);
 }

@@ -3,8 +3,8 @@
  * coroutines wait on.
  *
  * A descriptor is registered once, the first time a call on it would
- * block, with the base of the P running that call: one persistent,
- * edge-triggered event for both directions. Its readiness is remembered in
+ * block, with P 0's base, which holds every descriptor (poller.h): one
+ * persistent, edge-triggered event for both directions. Its readiness is remembered in
  * the descriptor record (rready / wready) when nobody waits, so an edge is
  * never lost; waiters queue per direction and an edge wakes the first one.
  * A woken waiter that then succeeds passes the turn to the next (io.c),
@@ -15,9 +15,12 @@
  * earlier than the one it is set for - not on every loop, as libevent's
  * precise timers would.
  *
- * Bases are looped only by whoever holds the P's poll_lock: the P's own M
- * (non-blocking every POLL_INTERVAL slices and when it runs out of work;
- * blocking when it goes to sleep), or an idle M looking for work. Event
+ * Bases are looped only by whoever holds the P's poll_lock: any busy M
+ * looks at the descriptors' base without blocking (every POLL_INTERVAL
+ * slices and when it runs out of work), as an idle M looking for work
+ * does; an M going to sleep blocks in it, unless another M already sleeps
+ * there (poll_sleeper) - then it sleeps on its note's futex (sched/idle.c)
+ * and the one sleeper watches every descriptor. Event
  * callbacks run on that M's g0 and never switch: they claim waits and
  * collect the coroutines in m->polled, which the scheduler then queues.
  *
@@ -279,18 +282,31 @@ struct poll_run {
 };
 static __thread struct poll_run *this_poll;
 
+/* Takes p's poll_lock for a sleeper: false if another M sleeps in the
+ * base (it watches it: the caller sleeps elsewhere). A non-blocking
+ * poller holds the lock for one look: wait for it. */
+static bool sleep_lock(struct goro_p *p)
+{
+    while (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire)) {
+        if (atomic_load_explicit(&p->poll_sleeper, memory_order_acquire))
+            return false;
+        cpu_relax();
+    }
+    return true;
+}
+
 /* Only the holder of poll_lock may loop a base; a sleeper waits for a
  * non-blocking poller to finish, others give up. */
-int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
-                  struct goro_polled *out)
+int goro__netpoll(struct goro_p *p, struct goro_p *sleeper, _Atomic uint32_t *sleep_note,
+                  int room, struct goro_polled *out)
 {
     *out = (struct goro_polled){ NULL, NULL, 0 };
     bool block = sleep_note != NULL;
     if (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire)) {
         if (!block)
             return 0;
-        while (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire))
-            cpu_relax();
+        if (!sleep_lock(p))
+            return GORO_NETPOLL_TAKEN;
     }
     /* A blocking loop is how an M sleeps (sched/idle.c, goro__note_sleep). A waker
      * sets the note, then activates break_ev; a non-blocking poller that
@@ -304,7 +320,7 @@ int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
     /* The sleep ends by the P's first timer: read now that we own the base,
      * so that a timer started meanwhile breaks this very poll. */
     if (block) {
-        int64_t until = goro__timers_first(p);
+        int64_t until = goro__timers_first(sleeper);
         if (until != INT64_MAX && until <= goro__now())
             block = false;          /* due already: the caller runs it */
         else if (goro__clock_virtual())
@@ -315,12 +331,22 @@ int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
     struct poll_run run = { out, room > 0 ? room : 1, p->base };
     this_poll = &run;
     atomic_fetch_add_explicit(&p->npolls, 1, memory_order_relaxed);
+    if (block)
+        atomic_store_explicit(&p->poll_sleeper, 1, memory_order_release);
     /* NO_EXIT_ON_EMPTY: a base with nothing registered must still block
      * (until goro__netpoll_break), not return at once. */
     event_base_loop(p->base, block ? EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY : EVLOOP_NONBLOCK);
     this_poll = NULL;
+    if (block)
+        atomic_store_explicit(&p->poll_sleeper, 0, memory_order_relaxed);
     atomic_store_explicit(&p->poll_lock, 0, memory_order_release);
     return out->n;
+}
+
+bool goro__netpoll_looking(struct goro_p *p)
+{
+    return atomic_load_explicit(&p->poll_lock, memory_order_relaxed) &&
+           !atomic_load_explicit(&p->poll_sleeper, memory_order_relaxed);
 }
 
 /* Ends a blocking goro__netpoll on p (or the next one, if none runs). */
@@ -569,13 +595,13 @@ void goro__fd_new(int fd)
     goro__unlock(&pd->lock);
 }
 
-/* Under pd->lock: registers pd with the base of the P we run on. */
+/* Under pd->lock: registers pd with the descriptors' base, P 0's
+ * (poller.h: one base for every descriptor, so that one sleeping M
+ * watches them all). */
 static int register_locked(struct goro_pollfd *pd)
 {
     GORO_ASSERT(pd->state == PD_NONBLOCK);  /* record: NONBLOCK -> REGISTERED */
-    struct goro_p *p = goro__current_p();
-    if (!p)
-        p = &goro__sched.procs[0];  /* a foreign thread: any base will do */
+    struct goro_p *p = &goro__sched.procs[0];
     if (event_assign(&pd->ev, p->base, pd->fd, EV_READ | EV_WRITE | EV_PERSIST | EV_ET,
                      fd_event, pd) < 0)
         return -EINVAL;

@@ -18,7 +18,7 @@
  * may call: wait, sched, base
  * uses: start, reports, fatal
  * contract poller for sched: goro__netpoll goro__netpoll_break
- *     goro__netpoll_init goro__netpoll_fini goro__netpoll_forget_all
+ *     goro__netpoll_looking goro__netpoll_init goro__netpoll_fini goro__netpoll_forget_all
  * contract select-fd for wait: goro__select_fds
  * contract signals for debug: goro__signal_subscribers
  */
@@ -32,7 +32,11 @@
 /* netpoll.c: the poller. The scheduler's only way in is goro__netpoll,
  * which hands back the coroutines a look at one P's event base made
  * runnable; everything libevent (the bases, the descriptor records, the
- * alarm that ends a sleeping poll) stays behind it. */
+ * alarm that ends a sleeping poll) stays behind it. Every descriptor is
+ * registered in P 0's base (GORO_NETPOLL_FDS_P): one M asleep there
+ * watches them all, and a burst of readiness wakes one thread. The other
+ * Ps' bases hold only their alarm and break event. */
+#define GORO_NETPOLL_FDS_P (&goro__sched.procs[0])
 /* From an event callback, inside goro__netpoll's loop: g (already
  * claimed) joins that poll's result. */
 GORO_HIDDEN void goro__ready_polled(struct goro *g);
@@ -45,12 +49,18 @@ GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
 /* Looks at p's base once and puts what became runnable in *out (at most
  * room; the rest stay for the next look); returns out->n. sleep_note NULL:
  * never waits. Else it is the caller's note, and the poll sleeps until an
- * event, goro__netpoll_break or p's first timer (goro__timers_first, read
- * once the poll owns the base) - unless the note no longer reads
- * GORO_NOTE_SLEEPING by then (a wake already sent is not lost). */
-GORO_HIDDEN int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
-                              struct goro_polled *out);
+ * event, goro__netpoll_break(p) or sleeper's first timer
+ * (goro__timers_first, read once the poll owns the base) - unless the note
+ * no longer reads GORO_NOTE_SLEEPING by then (a wake already sent is not
+ * lost) - or returns GORO_NETPOLL_TAKEN at once: another M sleeps in p's
+ * base, and watches it. */
+#define GORO_NETPOLL_TAKEN (-1)
+GORO_HIDDEN int goro__netpoll(struct goro_p *p, struct goro_p *sleeper,
+                              _Atomic uint32_t *sleep_note, int room, struct goro_polled *out);
 GORO_HIDDEN void goro__netpoll_break(struct goro_p *p);
+/* Another thread looks at p's base without sleeping in it: what it finds
+ * is queued within microseconds. */
+GORO_HIDDEN bool goro__netpoll_looking(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_forget_all(void);
 extern GORO_HIDDEN _Atomic int goro__io_used;
 

@@ -19,14 +19,58 @@ GORO_HIDDEN _Atomic int goro__barrier_word;
 
 /* ---- sleeping and waking Ms ---- */
 
-/* An M's note: EMPTY, NOTIFIED, or SLEEPING (in its P's event base). A
- * sleeper spins a little first: work often comes back within microseconds,
- * and a waker that finds it still spinning needs no system call, nor does
- * it. Asleep, the M waits in its event base, so that I/O of the coroutines
- * that parked here wakes it too, until its P's first timer at the latest;
- * a waker ends that wait through libevent's cross-thread notification. */
+/* An M's note: EMPTY, NOTIFIED, SLEEPING (in an event base) or FUTEX
+ * (on the note's futex). A sleeper spins a little first: work often comes
+ * back within microseconds, and a waker that finds it still spinning needs
+ * no system call, nor does it. Asleep, the M waits until its P's first
+ * timer at the latest, where the readiness of descriptors wakes it too:
+ * in the base that holds every descriptor (io/poller.h), if no other M
+ * sleeps there - a waker ends that wait through libevent's cross-thread
+ * notification - else on its note's futex, while the other watches the
+ * descriptors for all. So a burst of readiness wakes one thread, not one
+ * per base; that thread queues what it found and wakes another only as
+ * any producer does (invariant 5). With one worker, or before any
+ * descriptor is used, an M sleeps in its own P's base. */
 #define NOTE_SPINS 100
 #define TIMER_SPIN (50 * GORO_USEC)
+
+/* Where m sleeps: the descriptors' base, once descriptors are in use and
+ * another P could be asleep in it too; else its own P's. */
+static struct goro_p *sleep_base(struct goro_m *m)
+{
+    if (goro__sched.nprocs > 1 && atomic_load_explicit(&goro__io_used, memory_order_relaxed))
+        return GORO_NETPOLL_FDS_P;
+    return m->p;
+}
+
+/* Another M sleeps in the descriptors' base: m sleeps on its note's futex
+ * until notified (1), kicked (-1: the caller looks again, at the base
+ * too) or its P's first timer is due (0; the note reads FUTEX). */
+static int futex_sleep(struct goro_m *m)
+{
+    uint32_t n = NOTE_SLEEPING;
+    if (!atomic_compare_exchange_strong(&m->note, &n, NOTE_FUTEX)) {
+        GORO_ASSERT(n == NOTE_NOTIFIED);    /* only a waker moves it off SLEEPING */
+        atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
+        return 1;
+    }
+    for (;;) {
+        /* The note reads FUTEX before the timers are read: a timer started
+         * after this look finds FUTEX, and its kick ends the wait. */
+        goro__full_barrier();
+        int64_t first = goro__timers_first(m->p), now = goro__now();
+        if (first <= now)
+            return 0;
+        goro__futex_wait_ns(&m->note, NOTE_FUTEX, first == INT64_MAX ? -1 : first - now);
+        n = atomic_load_explicit(&m->note, memory_order_acquire);
+        if (n == NOTE_NOTIFIED) {
+            atomic_store_explicit(&m->note, NOTE_EMPTY, memory_order_relaxed);
+            return 1;
+        }
+        if (n == NOTE_EMPTY)
+            return -1;
+    }
+}
 
 /* Returns true when woken through the note, false when events made
  * coroutines runnable (in m->slept) or a timer of m's P is due (the
@@ -51,12 +95,24 @@ bool goro__note_sleep(struct goro_m *m)
             cpu_relax();
         }
     }
+    /* Before the note reads SLEEPING: a waker that sees SLEEPING reads
+     * where (m_notify, goro__p_kick). */
+    struct goro_p *base = sleep_base(m);
+    atomic_store(&m->sleep_base, base);
+    atomic_store(&m->p->sleeping_m, m);
     for (;;) {
         uint32_t n = NOTE_EMPTY;
         if (atomic_compare_exchange_strong_explicit(&m->note, &n, NOTE_SLEEPING,
-                memory_order_acquire, memory_order_acquire) || n == NOTE_SLEEPING) {
+                memory_order_acq_rel, memory_order_acquire) || n == NOTE_SLEEPING) {
             int64_t slept_from = virt ? goro__real_now() : 0;
-            if (goro__netpoll(m->p, &m->note, goro__runq_room(m->p), &m->slept) > 0)
+            int got = goro__netpoll(base, m->p, &m->note, goro__runq_room(m->p), &m->slept);
+            if (got == GORO_NETPOLL_TAKEN) {
+                int woken = futex_sleep(m);
+                if (woken >= 0)
+                    return woken;
+                continue;
+            }
+            if (got > 0)
                 return false;
             /* A callback of the poll (the signals' doorbell, say) may have
              * readied a coroutine the ordinary way, onto this P's own
@@ -80,9 +136,30 @@ bool goro__note_sleep(struct goro_m *m)
 
 void goro__m_notify(struct goro_m *m)
 {
-    if (atomic_exchange_explicit(&m->note, NOTE_NOTIFIED, memory_order_release) == NOTE_SLEEPING &&
-        m->p)
-        goro__netpoll_break(m->p);
+    uint32_t was = atomic_exchange_explicit(&m->note, NOTE_NOTIFIED, memory_order_acq_rel);
+    struct goro_p *base = atomic_load_explicit(&m->sleep_base, memory_order_relaxed);
+    if (was == NOTE_SLEEPING && base)
+        goro__netpoll_break(base);
+    else if (was == NOTE_FUTEX)
+        goro__futex_wake(&m->note, 1);
+}
+
+/* p's first timer moved earlier, by a thread that does not hold p: the
+ * sleep of p's M, which ends by the timer it read, ends now and looks
+ * again. A break of p's own base stays for its next sleep there. */
+void goro__p_kick(struct goro_p *p)
+{
+    goro__netpoll_break(p);
+    goro__full_barrier();           /* the timer, before the note is read */
+    struct goro_m *m = atomic_load(&p->sleeping_m);
+    if (!m)
+        return;
+    uint32_t n = atomic_load(&m->note);
+    struct goro_p *base = atomic_load(&m->sleep_base);
+    if (n == NOTE_SLEEPING && base && base != p)
+        goro__netpoll_break(base);
+    else if (n == NOTE_FUTEX && atomic_compare_exchange_strong(&m->note, &n, NOTE_EMPTY))
+        goro__futex_wake(&m->note, 1);
 }
 
 /* A waker took our P off the idle list while events woke us: its notice

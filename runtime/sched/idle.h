@@ -18,14 +18,18 @@ static inline void goro__full_barrier(void) { atomic_fetch_add(&goro__barrier_wo
 static inline void goro__full_barrier(void) { atomic_thread_fence(memory_order_seq_cst); }
 #endif
 
-/* An M's note: EMPTY, NOTIFIED, or SLEEPING (in its P's event base). */
-enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING = GORO_NOTE_SLEEPING };
+/* An M's note: EMPTY, NOTIFIED, SLEEPING (in an event base: m->sleep_base)
+ * or FUTEX (on the note's futex; idle.c). */
+enum { NOTE_EMPTY, NOTE_NOTIFIED, NOTE_SLEEPING = GORO_NOTE_SLEEPING, NOTE_FUTEX };
 
 /* Sleeps until woken through the note (true), or until events made
  * coroutines runnable (in m->slept) or a timer of m's P is due (false:
  * the note then still reads SLEEPING). */
 GORO_HIDDEN bool goro__note_sleep(struct goro_m *m);
 GORO_HIDDEN void goro__m_notify(struct goro_m *m);
+/* p's first timer moved earlier, by a thread that does not hold p: the
+ * sleep of p's M ends, and it looks again. */
+GORO_HIDDEN void goro__p_kick(struct goro_p *p);
 /* A waker took our P off the idle list while events woke us: wait for its
  * notice, so the note is consistent. */
 GORO_HIDDEN void goro__note_absorb(struct goro_m *m);

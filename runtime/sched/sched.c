@@ -266,30 +266,19 @@ static struct goro *inject_polled(struct goro_p *p, struct goro_polled *list)
     return first;
 }
 
-/* The owner's non-blocking look at its own base. */
-static struct goro *poll_own(struct goro_m *m)
+/* A non-blocking look at the base that holds every descriptor (P 0's:
+ * io/poller.h), by any M with a P: its own look every POLL_INTERVAL slices
+ * and when it runs dry, and an idle M's while it spins. Another M's look
+ * under way, or one asleep in the base, makes it a no-op. */
+static struct goro *poll_fds(struct goro_m *m)
 {
     struct goro_p *p = m->p;
     p->poll_tick = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
     struct goro_polled got;
-    if (!goro__io_in_use() || goro__netpoll(p, NULL, goro__runq_room(p), &got) == 0)
+    if (!goro__io_in_use() ||
+        goro__netpoll(GORO_NETPOLL_FDS_P, NULL, NULL, goro__runq_room(p), &got) <= 0)
         return NULL;
     return inject_polled(p, &got);
-}
-
-/* An idle M polls the bases of busy Ps whose owners are not looking:
- * their I/O would otherwise wait for the owner's next look. */
-static struct goro *poll_others(struct goro_m *m)
-{
-    if (!goro__io_in_use())
-        return NULL;
-    for (int i = 0; i < goro__sched.nprocs; i++) {
-        struct goro_p *q = &goro__sched.procs[i];
-        struct goro_polled got;
-        if (q != m->p && goro__netpoll(q, NULL, goro__runq_room(m->p), &got) > 0)
-            return inject_polled(m->p, &got);
-    }
-    return NULL;
 }
 
 /* ---- timers in the scheduling loop (sched/timer.c) ---- */
@@ -326,12 +315,33 @@ static struct goro *run_others_timers(struct goro_m *m)
 
 /* ---- the scheduling loop's search for work ---- */
 
+/* A spinner's waits for another M's look at the descriptors, per search,
+ * and how long one may last. */
+#define LOOK_WAITS 4
+#define LOOK_WAIT (20 * GORO_USEC)
+
+/* Waits while another M looks at p's base without sleeping in it, at most
+ * LOOK_WAIT: true if a look was under way. */
+static bool wait_for_look(struct goro_p *p)
+{
+    if (!goro__netpoll_looking(p))
+        return false;
+    int64_t until = goro__now() + LOOK_WAIT;
+    for (int i = 0; goro__netpoll_looking(p); i++)
+        if (i % 64 == 63 && goro__now() > until)
+            break;
+        else
+            cpu_relax();
+    return true;
+}
+
 /* Returns the next coroutine for m, sleeping while there is none; NULL
  * when the runtime stops. *inherit: it came from runnext. */
 static struct goro *find_runnable(struct goro_m *m, bool *inherit)
 {
     struct goro_p *p = m->p;
     struct goro *g;
+    int looking_waits = 0;
 top:
     *inherit = false;
     if (atomic_load(&goro__sched.stopping))
@@ -366,13 +376,13 @@ top:
     }
     if ((g = run_timers(m, p)))
         return g;
-    if ((cut || goro__poll_due(p)) && (g = poll_own(m)))
+    if ((cut || goro__poll_due(p)) && (g = poll_fds(m)))
         return g;
     if (cut && (g = goro__globrunq_get(p, 1)))
         return g;
     if ((g = goro__pick_local(m, inherit)))
         return g;
-    if ((g = poll_own(m)))
+    if ((g = poll_fds(m)))
         return g;
 
     int busy = goro__sched.nprocs - atomic_load(&goro__sched.npidle);
@@ -381,8 +391,17 @@ top:
             m->spinning = true;
             atomic_fetch_add(&goro__sched.nmspinning, 1);
         }
-        if ((g = goro__steal_work(p)) || (g = poll_others(m)) || (g = run_others_timers(m)))
+        /* No second look at the descriptors: poll_fds just did. */
+        if ((g = goro__steal_work(p)) || (g = run_others_timers(m)))
             return g;
+        /* Another M's look at the descriptors is under way (our own
+         * poll_fds found the base taken): what it finds goes on its ring
+         * in a few microseconds, and a spinner steals it there without
+         * the sleep and wake-up that going idle would cost both threads.
+         * Bounded: one look's time, then the search starts over. */
+        if (goro__io_in_use() && looking_waits++ < LOOK_WAITS &&
+            wait_for_look(GORO_NETPOLL_FDS_P))
+            goto top;
     }
 
     /* Nothing: give up P (goes idle), then recheck (invariant 5). */

@@ -166,20 +166,30 @@ static bool check_slice(struct goro_p *p, int64_t now, int64_t *wake)
     return false;
 }
 
+static bool all_idle(void)
+{
+    return atomic_load(&goro__sched.npidle) == goro__sched.nprocs;
+}
+
+/* The descriptors' base (io/poller.h), when nobody looked at it for
+ * POLL_STARVED while a P is busy: no M sleeps in it then, and busy ones
+ * may be in long slices. The other Ps' bases hold no descriptors. */
 static void check_poll(struct goro_p *p, int64_t now)
 {
+    if (p != GORO_NETPOLL_FDS_P)
+        return;
     uint32_t n = atomic_load_explicit(&p->npolls, memory_order_relaxed);
     if (n != p->sm_npolls) {
         p->sm_npolls = n;
         p->sm_poll_when = now;
         return;
     }
-    if (!atomic_load_explicit(&goro__io_used, memory_order_relaxed) || !p_busy(p) ||
+    if (!atomic_load_explicit(&goro__io_used, memory_order_relaxed) || all_idle() ||
         now - p->sm_poll_when < POLL_STARVED)
         return;
     p->sm_poll_when = now;
     struct goro_polled got;
-    if (goro__netpoll(p, NULL, GORO_RUNQ_SIZE, &got) > 0)
+    if (goro__netpoll(p, NULL, NULL, GORO_RUNQ_SIZE, &got) > 0)
         goro__inject_global(&got);
 }
 
@@ -232,11 +242,6 @@ static void check_classes(int64_t now)
     for (int i = 0; i < goro__sched.nprocs && waiting > 0; i++)
         if (goro__preempt_for_class(&goro__sched.procs[i], now, PREEMPT_RETRY, GORO_PRIO_HIGH))
             waiting--;
-}
-
-static bool all_idle(void)
-{
-    return atomic_load(&goro__sched.npidle) == goro__sched.nprocs;
 }
 
 static void *sysmon_main(void *arg)

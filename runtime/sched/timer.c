@@ -52,6 +52,7 @@
 #include "sched/sched.h"
 #include "io/poller.h"
 #include "debug/debug.h"
+#include "sched/idle.h"
 
 /* ---- the heap (under its lock) ---- */
 
@@ -213,7 +214,7 @@ void goro__timers_fini(struct goro_timers *ts)
 static void wake_owner_if_earliest(struct goro_p *p, bool earliest)
 {
     if (earliest && goro__current_p() != p)
-        goro__netpoll_break(p);
+        goro__p_kick(p);
 }
 
 void goro__timer_start(struct goro_timer *t, struct goro_p *p, int64_t when)

@@ -72,7 +72,7 @@ endif
 UNWIND_LIBS := $(if $(STATIC),-lunwind-$(ARCH) -lunwind -llzma,-lunwind)
 CHECK_LIBS := $(if $(STATIC),-lcheck -lsubunit,$(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit))
 EVENT_LIBS := -levent_pthreads -levent_core
-LIBS := $(EVENT_LIBS) $(UNWIND_LIBS) -lpthread -lm -lrt
+LIBS := $(EVENT_LIBS) -luring $(UNWIND_LIBS) -lpthread -lm -lrt
 ALL_CFLAGS = $(BASE_CFLAGS) $(SYS_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SYS_LDFLAGS) $(SAN_FLAGS) $(if $(STATIC),-static) $(LDFLAGS)
 
@@ -205,7 +205,7 @@ $(SHARED_LIB): $(SHARED_REAL)
 #   cc prog.c $(pkg-config --cflags --libs goro) $(pkg-config --variable=rpath goro)
 # Written afresh on every install: it holds PREFIX, which may differ from
 # the last run's.
-STATIC_PRIVATE := -levent_pthreads -levent_core -lgcc_eh -lunwind -llzma -lpthread -lm -lrt
+STATIC_PRIVATE := -levent_pthreads -levent_core -luring -lgcc_eh -lunwind -llzma -lpthread -lm -lrt
 .PHONY: $(BUILD)/goro.pc $(BUILD)/cmake
 $(BUILD)/goro.pc:
 	@mkdir -p $(@D)

@@ -335,7 +335,13 @@ void goro__netpoll_break(struct goro_p *p)
  * M, sysmon) and must not switch. */
 int goro__netpoll_watch(struct event *ev, int fd, void (*cb)(int, short, void *), void *arg)
 {
-    if (event_assign(ev, goro__sched.procs[0].base, fd, EV_READ | EV_PERSIST, cb, arg) < 0)
+    return goro__netpoll_watch_on(&goro__sched.procs[0], ev, fd, cb, arg);
+}
+
+int goro__netpoll_watch_on(struct goro_p *p, struct event *ev, int fd,
+                           void (*cb)(int, short, void *), void *arg)
+{
+    if (event_assign(ev, p->base, fd, EV_READ | EV_PERSIST, cb, arg) < 0)
         return -EINVAL;
     errno = 0;
     if (event_add(ev, NULL) < 0)

@@ -103,6 +103,10 @@ GORO_HIDDEN int goro__select_fds(struct goro_select_fds *s, enum goro_select_fds
  * reading; cb runs on a runtime thread's g0 and must not switch. */
 GORO_HIDDEN int goro__netpoll_watch(struct event *ev, int fd,
                                     void (*cb)(int, short, void *), void *arg);
+/* The same on p's base (file/'s rings: their eventfds). The caller ends
+ * the watch with event_del before the base goes at shutdown. */
+GORO_HIDDEN int goro__netpoll_watch_on(struct goro_p *p, struct event *ev, int fd,
+                                       void (*cb)(int, short, void *), void *arg);
 
 /* signal.c: goro_shutdown ends every subscription once the runtime's
  * threads are gone. */

@@ -11,7 +11,7 @@
 
 BENCH_OUT := $(BUILD)/bench
 BENCH_NAMES := switch yield spawn forkjoin chan_pingpong skynet parked sleep preempt timers group \
-               pipeline future accept local
+               pipeline future accept local file_pread
 BENCH_BINS := $(addprefix $(BENCH_OUT)/,$(BENCH_NAMES))
 BENCH_OBJS := $(addsuffix .o,$(BENCH_BINS))
 

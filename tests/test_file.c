@@ -173,8 +173,10 @@ static long error_calls(long unused)
     WANT(goro_preadv(fd, (struct iovec[1]){ { b, 1 } }, IOV_MAX + 1, 0), -EINVAL);
     WANT(goro_pread(fd, NULL, 10, 0), -EFAULT);
     WANT(goro_pread(fd, b, 0, 0), 0);
-    /* an absurd count is short at the end of the file, as read(2) */
-    WANT(goro_pread(fd, b, SIZE_MAX, 4), 6);
+    /* an absurd count is short at the end of the file, as read(2)
+     * (valgrind checks the whole claimed buffer, and says so) */
+    if (!t_valgrind())
+        WANT(goro_pread(fd, b, SIZE_MAX, 4), 6);
     WANT(goro_statx(AT_FDCWD, "x", 0, 0, NULL), -EFAULT);
     WANT(goro_fstat(fd, NULL), -EFAULT);
     WANT(goro_fstat(-1, &(struct stat){0}), -EBADF);
@@ -189,8 +191,7 @@ static long error_calls(long unused)
     WANT(goro_sendfile(1, fd, &off, -1), -EINVAL);
     WANT(goro_unlinkat(dfd, "f", 0), 0);
     WANT(goro_close(fd), 0);
-    /* a closed descriptor */
-    WANT(goro_pread(fd, b, 1, 0), -EBADF);
+    /* (not a closed number: the next ring made takes it for its eventfd) */
     WANT(goro_close(dfd), 0);
     (void)n;
     (void)e;
@@ -407,7 +408,7 @@ static long big_read(long fd)
 START_TEST(file_a_2gib_read)
 {
     use_mode(_i);
-    if (t_slow() || t_sanitized()) {
+    if (t_slow()) {
         t_skip("file_a_2gib_read", "2 GiB of copying is too slow here");
         return;
     }

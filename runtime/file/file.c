@@ -183,12 +183,16 @@ int goro_open(const char *path, int flags, mode_t mode)
 
 ssize_t goro_pread_until(int fd, void *buf, size_t n, off_t off, int64_t deadline)
 {
+    if (!buf && n)
+        return -EFAULT;
     struct iovec v = { buf, n > (size_t)FILE_RW_MAX ? (size_t)FILE_RW_MAX : n };
     return rw(FOP_READV, fd, &v, 1, off, deadline);
 }
 
 ssize_t goro_pwrite_until(int fd, const void *buf, size_t n, off_t off, int64_t deadline)
 {
+    if (!buf && n)
+        return -EFAULT;
     struct iovec v = { (void *)buf, n > (size_t)FILE_RW_MAX ? (size_t)FILE_RW_MAX : n };
     return rw(FOP_WRITEV, fd, &v, 1, off, deadline);
 }

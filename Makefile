@@ -34,7 +34,7 @@ SONAME := libgoro.so.$(VERSION_MAJOR)
 
 # Cross build for aarch64 on another host: the Debian cross gcc, a sysroot
 # of arm64 static archives that tools/aarch64-sysroot.sh unpacks on first use
-# (libunwind, liblzma, Check, subunit, libevent), -static linking (dynamic
+# (libunwind, liblzma, Check, subunit, libevent, liburing), -static linking (dynamic
 # aarch64 programs that create threads hang in pthread_create under qemu-user
 # 7.2), and qemu-user to run the result, with GORO_TEST_SLOW=1 (the tests
 # shrink their loop counts and stretch their timeouts for the emulator).

@@ -26,7 +26,8 @@ struct statx;                   /* <sys/stat.h> has it with _GNU_SOURCE */
  * Calls on regular files (and anything else open(2) gives) that park the
  * coroutine, never its worker thread. Each runs through the io_uring of
  * the worker the coroutine runs on: one ring per worker, made at its first
- * use, its completions collected by the scheduler (no thread per call).
+ * use; the worker submits what its coroutines queued and collects the
+ * completions whenever it looks at its poller (no thread per call).
  * Where io_uring is missing or refused (an old kernel, a seccomp profile,
  * kernel.io_uring_disabled = 2) or GORO_IO_URING=0 is set, the same calls
  * run on the offload pool (goro_offload) with the same results.

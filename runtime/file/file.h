@@ -7,6 +7,7 @@
  * layer: file - files through io_uring (one ring per P) or the offload pool
  * may call: io, sched, base
  * uses: start
+ * contract rings for io: goro__file_flush
  */
 #ifndef GORO_FILE_FILE_H
 #define GORO_FILE_FILE_H
@@ -42,6 +43,11 @@ struct file_op {
  * wait's error (-ETIMEDOUT, -ECANCELED: the operation was cancelled in the
  * ring and is over), or 1: no ring here - run it another way. */
 GORO_HIDDEN int goro__ring_run(const struct file_op *op, int64_t deadline, long *res);
+/* For the poller, at every look at p's event base (io/netpoll.c): submits
+ * what p's ring has queued and reaps its completions, claiming their
+ * waiters (goro__claim_ready). Costs a load when p's ring is idle. */
+struct goro_p;
+GORO_HIDDEN void goro__file_flush(struct goro_p *p);
 /* Whether this run uses rings (makes the caller's P's ring if needed). */
 GORO_HIDDEN bool goro__ring_usable(void);
 /* At shutdown, once every coroutine has ended: every ring goes. */

@@ -3,14 +3,17 @@
  *
  * Invariants:
  *  1. A ring's queues are touched only under its lock (fr->lk): the
- *     submission queue by whoever submits, the completion queue by whoever
- *     reaps. Anyone may do either: the coroutine that submits (it reaps
- *     right after, which ends most calls on a cached file without a park),
- *     or whoever polls the P's event base, where the ring's eventfd is
- *     registered - the P's own worker between slices and before it sleeps,
- *     an idle worker looking at busy Ps. So a completion reaches the
- *     scheduler with no thread woken for it, and a sleeping worker wakes
- *     for it through its poll.
+ *     submission queue by whoever queues or submits, the completion queue
+ *     by whoever reaps. A call queues its SQE and parks; every look at the
+ *     P's event base (goro__file_flush, from the poller: the P's own
+ *     worker when its run queue is empty and every POLL_INTERVAL slices,
+ *     an idle worker, the monitor) submits what is queued in one
+ *     io_uring_enter - cached reads complete right there - and reaps. A
+ *     completion the kernel posts later also shows on the ring's eventfd,
+ *     registered on that base, so a sleeping worker wakes for it. So a
+ *     completion reaches the scheduler with no thread woken for it alone,
+ *     and 32 queued SQEs are submitted at once by the call that queues the
+ *     32nd.
  *  2. A request (struct ring_req) lives in its caller's frame and its
  *     address is the SQE's user_data; the caller returns only once the
  *     request's state reads DONE - after its CQE was reaped, and after the
@@ -51,6 +54,9 @@
 #include "sched/sched.h"
 
 #define RING_ENTRIES 256
+/* Queued SQEs are submitted at the P's next poll, or at once when this
+ * many wait: one io_uring_enter for many calls. */
+#define SUBMIT_BATCH 32
 #define REAP_BATCH 32
 
 #define REQ_PENDING 0u
@@ -64,6 +70,7 @@ struct ring_req {
 
 struct file_ring {
     goro_lock_t lk;                /* the queues (invariant 1) */
+    _Atomic int queued;            /* SQEs not yet submitted (written under lk) */
     struct io_uring ring;
     int efd;                       /* the ring's eventfd, in its P's base */
     struct event ev;
@@ -134,6 +141,8 @@ static void ring_event(int fd, short what, void *arg)
     goro__lock(&fr->lk);
     reap_locked_then_unlock(fr);
 }
+
+static void submit_and_reap(struct file_ring *fr);
 
 /* ---- making and ending rings ---- */
 
@@ -218,6 +227,27 @@ static struct file_ring *ring_here(void)
     return fr;
 }
 
+/* Without the lock: whether fr's completion queue seems to hold entries
+ * (io_uring_cq_ready reads the head plainly; the reaper writes it under
+ * the lock, so both sides are atomic here). */
+static bool cq_nonempty_hint(struct file_ring *fr)
+{
+    return __atomic_load_n(fr->ring.cq.ktail, __ATOMIC_ACQUIRE) !=
+           __atomic_load_n(fr->ring.cq.khead, __ATOMIC_RELAXED);
+}
+
+void goro__file_flush(struct goro_p *p)
+{
+    if (p->id >= MAX_RINGS)
+        return;
+    struct file_ring *fr = atomic_load_explicit(&rings[p->id], memory_order_acquire);
+    if (!fr || (atomic_load_explicit(&fr->queued, memory_order_relaxed) == 0 &&
+                !cq_nonempty_hint(fr)))
+        return;
+    goro__lock(&fr->lk);
+    submit_and_reap(fr);
+}
+
 bool goro__ring_usable(void)
 {
     return ring_here() != NULL;
@@ -286,6 +316,8 @@ static void submit_and_reap(struct file_ring *fr)
 {
     for (;;) {
         int n = io_uring_submit(&fr->ring);
+        atomic_store_explicit(&fr->queued, (int)io_uring_sq_ready(&fr->ring),
+                              memory_order_relaxed);
         if (n >= 0 || (n != -EBUSY && n != -EAGAIN && n != -ENOMEM && n != -EINTR))
             break;
         /* no room for completions, or the kernel short of memory */
@@ -373,7 +405,14 @@ int goro__ring_run(const struct file_op *op, int64_t deadline, long *res)
     struct io_uring_sqe *sqe = sqe_get_locked(fr);
     prep(sqe, op);
     io_uring_sqe_set_data(sqe, &r);
-    submit_and_reap(fr);
+    /* Queued for the P's next poll (when this coroutine has parked and
+     * the others have had their turn), unless a batch is full. */
+    int queued = atomic_load_explicit(&fr->queued, memory_order_relaxed) + 1;
+    atomic_store_explicit(&fr->queued, queued, memory_order_relaxed);
+    if (queued >= SUBMIT_BATCH)
+        submit_and_reap(fr);
+    else
+        goro__unlock(&fr->lk);
     int outcome = req_wait(fr, &r, deadline);
     *res = r.res;
     /* Cancelled in time: the wait's error. Done anyway: its result. */

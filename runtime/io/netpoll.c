@@ -47,6 +47,7 @@
 #include "sched/sched.h"
 #include "runtime.h"
 #include "io/netpoll.h"
+#include "file/file.h"
 #include "wait/waitq.h"
 
 GORO_HIDDEN _Atomic int goro__io_used;
@@ -315,6 +316,10 @@ int goro__netpoll(struct goro_p *p, _Atomic uint32_t *sleep_note, int room,
     struct poll_run run = { out, room > 0 ? room : 1, p->base };
     this_poll = &run;
     atomic_fetch_add_explicit(&p->npolls, 1, memory_order_relaxed);
+    /* File requests queued on p's ring go in, and what completed comes
+     * out, at every look: a completion posted by the kernel also shows on
+     * the ring's eventfd, so a poll that blocks wakes for it. */
+    goro__file_flush(p);
     /* NO_EXIT_ON_EMPTY: a base with nothing registered must still block
      * (until goro__netpoll_break), not return at once. */
     event_base_loop(p->base, block ? EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY : EVLOOP_NONBLOCK);

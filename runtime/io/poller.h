@@ -16,7 +16,7 @@
  *
  * layer: io - descriptors, the poller and signals: all of libevent
  * may call: wait, sched, base
- * uses: start, reports, fatal
+ * uses: start, reports, fatal, rings
  * contract poller for sched: goro__netpoll goro__netpoll_break
  *     goro__netpoll_init goro__netpoll_fini goro__netpoll_forget_all
  * contract select-fd for wait: goro__select_fds

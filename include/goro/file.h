@@ -87,9 +87,10 @@ int64_t goro_sendfile(int sock, int file, int64_t *offset, int64_t count);
 int64_t goro_sendfile_until(int sock, int file, int64_t *offset, int64_t count,
                             int64_t deadline);
 
-/* Whether the calls above run through io_uring (1) or the offload pool
- * (0) in this run; it starts the runtime, and makes the calling worker's
- * ring if it has none yet. */
+/* From a coroutine: whether the calls above run through io_uring (1) or
+ * the offload pool (0) on its worker (the worker's ring is made if it has
+ * none yet). Outside a coroutine: 0, as the calls block there. Starts the
+ * runtime if it is not running (a negative errno if that fails). */
 int goro_file_uses_ring(void);
 
 #pragma GCC visibility pop

@@ -111,6 +111,8 @@ DEPS_STAMP := build/.deps-ok
 # libgoro-tls (TLS_* variables, test-tls, install-tls); echod links it.
 include tls/tls.mk
 include samples/echod/echod.mk
+# The static file server sample (HTTPD_BIN).
+include samples/httpd/httpd.mk
 
 # V=1 shows full command lines.
 ifeq ($(V),1)
@@ -125,7 +127,7 @@ endif
         install uninstall clean deps check-all test-gdb
 .DELETE_ON_ERROR:
 
-all: lib $(SAMPLE_BIN) $(ECHOD_BIN) $(ECHOLOAD_BIN)
+all: lib $(SAMPLE_BIN) $(ECHOD_BIN) $(ECHOLOAD_BIN) $(HTTPD_BIN)
 
 lib: $(STATIC_LIB) $(if $(STATIC),,$(SHARED_LIB))
 
@@ -388,6 +390,7 @@ test: $(TEST_BIN) $(CXX_TEST_BINS) check-layers
 	$(MAKE) --no-print-directory test-cxx
 	$(MAKE) --no-print-directory test-tls
 	$(MAKE) --no-print-directory test-echod
+	$(MAKE) --no-print-directory test-httpd
 	$(MAKE) --no-print-directory test-fetch
 	$(MAKE) --no-print-directory test-pipeline
 

@@ -5,13 +5,14 @@
 #   make bench       installs the bench packages (tools/deps.sh bench),
 #                    builds every benchmark and peer, runs bench/run.sh
 #                    $(BUILD), which ends with the echo servers (bench/echo.sh)
+#                    and the static file servers (bench/httpd.sh)
 #   make bench-plot  draws $(BUILD)/bench/echo.csv (written by bench/echo.sh)
 #                    into docs/img/echo.svg
 #
 
 BENCH_OUT := $(BUILD)/bench
 BENCH_NAMES := switch yield spawn forkjoin chan_pingpong skynet parked sleep preempt timers group \
-               pipeline future accept local file_pread
+               pipeline future accept local inherit file_pread
 BENCH_BINS := $(addprefix $(BENCH_OUT)/,$(BENCH_NAMES))
 BENCH_OBJS := $(addsuffix .o,$(BENCH_BINS))
 
@@ -67,8 +68,9 @@ bench-deps:
 $(PEER_BINS): | bench-deps
 
 # bench/echo.sh runs the echo server sample and its load generator
-# (samples/echod/echod.mk).
-bench-build: $(BENCH_BINS) $(NOPRIO_BINS) $(NOTRACE_BINS) $(PEER_BINS) $(ECHOD_BIN) $(ECHOLOAD_BIN)
+# (samples/echod/echod.mk), bench/httpd.sh the file server sample.
+bench-build: $(BENCH_BINS) $(NOPRIO_BINS) $(NOTRACE_BINS) $(PEER_BINS) $(ECHOD_BIN) $(ECHOLOAD_BIN) \
+    $(HTTPD_BIN)
 
 bench: bench-deps
 	@$(MAKE) --no-print-directory bench-build

@@ -11,8 +11,9 @@
 #   target <what> <value> <op> <target> ok|MISSED
 # Other lines start with "# " (skips, notes, failures, stderr of a program).
 # Go peers run with GOMAXPROCS equal to goro's worker count for the figure.
-# The TCP echo figures come last, from bench/echo.sh (its own matrix of
-# servers and loads, its own ratios and targets; ECHO_* settings there).
+# The TCP echo figures come last but one, from bench/echo.sh (its own matrix
+# of servers and loads, its own ratios and targets; ECHO_* settings there),
+# then the static file servers' from bench/httpd.sh (HTTPD_* settings).
 # Exit status: 1 if a benchmark failed (crashed, timed out, wrong result),
 # else 0; a missed target is reported, not an error.
 set -u
@@ -136,6 +137,9 @@ run "$B/future"
 
 # ---- a coroutine-local read (1 worker) ----
 run "$B/local"
+
+# ---- a wait inside a deadline in force vs an explicit _until (1 worker) ----
+run "$B/inherit"
 
 # ---- channel ping-pong (1 worker) ----
 run GOMAXPROCS=1 "$P/go/pingpong"
@@ -292,6 +296,8 @@ ratio accept_vs_go goro accept goro accept go ">=" 1.3
 ratio file_pread_vs_pool goro file_pread goro file_pread_pool goro ">=" 1.5
 ratio file_pread_vs_go goro file_pread goro file_pread go ">=" 1.0
 target_val file_pread_threads goro "<=" 6
+# a wait under a deadline in force against the same wait given it
+ratio deadline_inherited_vs_explicit goro deadline_inherited_handoff goro deadline_explicit_handoff goro "<=" 1.05
 # a coroutine-local read
 target_val local_get goro "<=" 2
 # Pipelines: speed-ups (the baseline's time over the pipeline's).
@@ -338,5 +344,8 @@ ratio preempt_nw_tick_p99_late_vs_go goro preempt_nw_tick_p99_late goro preempt_
 
 # ---- TCP echo servers ----
 "$(dirname "$0")/echo.sh" "$build" || failed=1
+
+# ---- static files over HTTP: samples/httpd, nginx, Go ----
+"$(dirname "$0")/httpd.sh" "$build" || failed=1
 
 exit $failed

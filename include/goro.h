@@ -406,6 +406,9 @@ int goro_once(goro_once_t *once, void (*fn)(void));
  * absolute deadline on goro_now()'s clock; past it the call gives up with
  * -ETIMEDOUT, having done nothing (nothing sent, received or locked).
  * GORO_FOREVER means no deadline, which is what the short forms use.
+ * Every wait also honours the coroutine's deadline in force, if it has
+ * one (goro_deadline_push, a group's deadline: goro/structured.h): it
+ * ends by the nearer of the two, -ETIMEDOUT.
  *
  * goro_cancel(h) makes h's current wait, and every later one, return
  * -ECANCELED at once: I/O, sleep, channels, select, locks, semaphores, wait
@@ -424,7 +427,8 @@ int goro_once(goro_once_t *once, void (*fn)(void));
 int64_t goro_now(void);
 
 /* Parks the coroutine for ns nanoseconds / until deadline (may switch);
- * outside a coroutine sleeps the thread. Returns 0, or -ECANCELED. */
+ * outside a coroutine sleeps the thread. Returns 0, -ECANCELED, or
+ * -ETIMEDOUT when the deadline in force comes first and cuts it short. */
 int goro_sleep(int64_t ns);
 int goro_sleep_until(int64_t deadline);
 

@@ -197,6 +197,11 @@ struct goro {
     _Atomic uint32_t wake;         /* enum goro_wake: who ends the current wait */
     int wake_tag;                  /* the tag of the waiter that was claimed */
     _Atomic uint8_t cancelled;     /* goro_cancel was called (sticky) */
+    /* The deadline in force (sched/park.c): every wait of its own honours
+     * the nearer of it and the one it is given. Its group's, set when it
+     * is linked (before it first runs), or narrowed by goro_deadline_push;
+     * read and written by itself only after that. 0: none. */
+    int64_t in_force;
     _Atomic uint8_t committing;    /* its park's commit is still running (park.c) */
     _Atomic uint8_t token_state;   /* enum goro_token_state (token.h) */
     _Atomic int nopreempt;         /* depth of no-preempt sections */

@@ -10,6 +10,7 @@ Suite *err_suite(void);         /* test_err.c: error objects, through exit and j
 Suite *group_suite(void);       /* test_group.c: groups, policies, limits, the cancel tree */
 Suite *flight_suite(void);      /* test_flight.c: single-flight: shared computations */
 Suite *structured_suite(void);  /* test_structured.c: weighted sem, futures, causes, TryGo */
+Suite *inherit_suite(void);     /* test_inherit.c: deadlines in force, inherited by groups */
 Suite *watch_suite(void);       /* test_watch.c: done channels, after-functions, timers */
 Suite *priority_suite(void);    /* test_priority.c: classes, inheritance, inversion */
 Suite *pipeline_suite(void);    /* test_pipeline.c: the allocator, pipelines end to end */
@@ -49,7 +50,7 @@ Suite *file_suite(void);        /* test_file.c: files through io_uring and the p
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
     signal_suite, \
     offload_suite, io_suite, fdreuse_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
-    dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, watch_suite, priority_suite, pipeline_suite, \
+    dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, inherit_suite, watch_suite, priority_suite, pipeline_suite, \
     process_suite, \
     net_suite, stream_suite, file_suite
 

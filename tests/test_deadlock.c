@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -303,6 +304,55 @@ START_TEST(waits_the_outside_may_end_are_no_deadlock)
 }
 END_TEST
 
+/* ---- a wake-up in flight ---- */
+
+static pthread_t joiner_thread;
+
+static void slow_handler(int sig)
+{
+    (void)sig;
+    struct timespec ts = { 0, 400 * 1000 * 1000 };
+    nanosleep(&ts, NULL);           /* the joiner is woken, but not running */
+}
+
+static long end_while_the_joiner_is_away(void *arg)
+{
+    (void)arg;
+    goro_sleep(50 * GORO_MSEC);     /* the joiner parks in goro_join */
+    pthread_kill(joiner_thread, SIGUSR1);
+    return 0;                       /* the end wakes the joiner: it runs 400 ms later */
+}
+
+static int in_flight_child(void *arg)
+{
+    (void)arg;
+    goro_start(&(goro_config_t){ .workers = 1 });
+    goro_deadlock_watch(on_deadlock, NULL);
+    joiner_thread = pthread_self();
+    signal(SIGUSR1, slow_handler);
+    goro_t *h;
+    goro_spawn(&h, &(goro_attr_t){ .name = "ender" }, end_while_the_joiner_is_away, NULL);
+    goro_join(h, NULL);
+    printf("calls=%d\n%s", atomic_load(&hook_calls), hook_text);
+    return goro_shutdown();
+}
+
+/* A thread whose wait was ended (its join's coroutine ended and woke it)
+ * but that has not run yet is no deadlock, however long its CPU is away:
+ * the wake-up is in flight. Old: the coroutine dead, the thread still
+ * marked as waiting on it, and a report after 100 ms. */
+START_TEST(a_woken_thread_that_has_not_run_is_no_deadlock)
+{
+    if (!checks_run_here("a_woken_thread_that_has_not_run_is_no_deadlock"))
+        return;
+    static char out[1 << 16];
+    int st = t_run_child(in_flight_child, NULL, t_timeout(30), out, sizeof out);
+    ck_assert_msg(st != -1, "child hung: %.4000s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x: %.4000s", st, out);
+    ck_assert_msg(strstr(out, "calls=0"), "%.4000s", out);
+}
+END_TEST
+
 /* ---- leaks ---- */
 
 static int leaks_before;
@@ -537,5 +587,6 @@ Suite *deadlock_suite(void)
     tcase_add_test(tc, callback_gets_the_report_and_may_cancel);
     tcase_add_test(tc, report_mode_reports_and_goes_on);
     tcase_add_test(tc, waits_the_outside_may_end_are_no_deadlock);
+    tcase_add_test(tc, a_woken_thread_that_has_not_run_is_no_deadlock);
     return s;
 }

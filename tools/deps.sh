@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the Debian packages a build needs are installed.
-#   tools/deps.sh [group...]    groups: core (default), bench, test, gdb
+#   tools/deps.sh [group...]    groups: core (default), bench, test, gdb, httpd
 # test: what `make test-install` uses beyond core (CMake for a user's
 # find_package(goro) build; man-db and groff-base to check the man pages).
+# httpd: the clients of samples/httpd's end-to-end test (make test-httpd).
 # As root, installs what is missing; otherwise prints the exact apt-get line
 # and fails.
 set -euo pipefail
@@ -10,7 +11,8 @@ set -euo pipefail
 declare -A group=(
   [core]="gcc g++ clang make pkg-config python3 libunwind-dev libevent-dev liburing-dev check valgrind libsqlite3-dev zlib1g-dev libssl-dev openssl"
   [test]="valgrind cmake man-db groff-base"
-  [bench]="g++ libboost-context-dev golang-go gnuplot-nox"
+  [bench]="g++ libboost-context-dev golang-go gnuplot-nox wrk nginx-light"
+  [httpd]="curl wrk"
   [gdb]="gdb gdb-multiarch"
 )
 

@@ -39,7 +39,7 @@ PAGES = [
     ('goro_pipeline', 'stages joined by bounded queues, workers moved to the bottleneck',
      ['Pipelines'], None),
     ('goro_time', 'clock, sleep, tickers, deadlines and cancellation',
-     ['Time, deadlines'], None),
+     ['Time, deadlines', 'Deadlines in force'], None),
     ('goro_io', 'descriptor I/O that parks the coroutine, not the thread', ['I/O'], None),
     ('goro_preempt', 'preemption control', ['Preemption'], None),
     ('goro_net', 'listen and dial by name: Happy Eyeballs, accept back-off',

@@ -184,7 +184,9 @@ typedef struct goro_group_attr {
     int limit;            /* at most this many members at once; 0: no limit */
     int policy;           /* enum goro_group_policy */
     int64_t deadline;     /* on goro_now()'s clock; 0: none. Passing it cancels
-                             the group; its error is then ETIMEDOUT */
+                             the group; its error is then ETIMEDOUT. Its
+                             members' deadline in force (goro_deadline), or
+                             the maker's if nearer */
 } goro_group_attr_t;
 
 /* Makes a group, owned by the calling coroutine (cancelling it cancels the
@@ -413,7 +415,8 @@ int goro_flight_start(goro_flight_t *fl, const char *key,
  * goro_cause(). A group cancelled by its deadline gives ETIMEDOUT, and so
  * do the groups below it (their waits return -ETIMEDOUT, "a deadline above
  * it passed"); the first failure of a FIRST_ERROR group is its members'
- * cause. The waits themselves still end with -ECANCELED: the cause says
+ * cause. The waits themselves end with -ECANCELED (or -ETIMEDOUT for a
+ * coroutine whose deadline in force has passed, below): the cause says
  * why. The first cause wins; later ones are freed.
  * ------------------------------------------------------------------------ */
 
@@ -427,11 +430,51 @@ int goro_cancel_token_cause(goro_token_t tok, goro_err_t *cause);
 int goro_group_cancel_cause(goro_group_t *g, goro_err_t *cause);
 /* Why the calling coroutine was cancelled: the cause given to it, else its
  * group's (a copy of the cause from above, the first failure, or a
- * message-less ETIMEDOUT for a deadline), else a message-less ECANCELED
- * for a plain cancel; NULL when it was not cancelled (or outside a
- * coroutine). Borrowed: valid until the coroutine ends; goro_err_copy it
+ * message-less ETIMEDOUT for a deadline), else a message-less ETIMEDOUT
+ * if its deadline in force (goro_deadline) has passed, else a
+ * message-less ECANCELED for a plain cancel; NULL when none of these
+ * holds (or outside a coroutine). Borrowed: valid until the coroutine ends; goro_err_copy it
  * to keep it. */
 const goro_err_t *goro_cause(void);
+
+/* ------------------------------------------------------------------------
+ * Deadlines in force (Go's ctx.Deadline, context.WithDeadline)
+ * (docs/structured.md)
+ *
+ *   int64_t prev = goro_deadline_push(goro_now() + 50 * GORO_MSEC);
+ *   int r = fetch_profile(db, id);   // its goro waits end by then
+ *   goro_deadline_pop(prev);         // r may be -ETIMEDOUT
+ *
+ * A coroutine has a deadline in force, which every goro wait it makes
+ * honours without being passed it: I/O, sleep, channels, select, locks,
+ * semaphores, joins, futures - each ends by the nearer of its own
+ * deadline and the one in force, and returns -ETIMEDOUT when the one in
+ * force ends it (a sleep cut short by it too). goro_offload and goro_once
+ * waits, which run to their end, are the exception, as for cancellation.
+ *
+ * It comes from two places. goro_deadline_push narrows it for a stretch
+ * of code in the same coroutine (scopes nest: push returns the deadline
+ * in force before it, pop puts that back). And a group's members inherit
+ * their group's deadline: the group's own (goro_group_attr_t.deadline),
+ * or its maker's deadline in force if that is nearer; so a deadline
+ * reaches every level of groups below it, and a member cancelled by it
+ * gets -ETIMEDOUT from its waits rather than -ECANCELED. A pushed
+ * deadline is not a cancel: it closes no done channel, and after the pop
+ * the coroutine's waits work again. Coroutines spawned with go() or
+ * goro_go() outside a group start with none, as they start uncancelled.
+ * ------------------------------------------------------------------------ */
+
+/* The calling coroutine's deadline in force, or GORO_FOREVER: none (and
+ * outside a coroutine). */
+int64_t goro_deadline(void);
+/* Narrows the caller's deadline in force to deadline if that is nearer
+ * (GORO_FOREVER or any negative value: no change) and returns the one in
+ * force before, for goro_deadline_pop. Outside a coroutine it does
+ * nothing and returns GORO_FOREVER. Never fails. */
+int64_t goro_deadline_push(int64_t deadline);
+/* Makes prev (from goro_deadline_push) the caller's deadline in force
+ * again. Outside a coroutine it does nothing. */
+void goro_deadline_pop(int64_t prev);
 
 /* ------------------------------------------------------------------------
  * Groups: TryGo, SetLimit (docs/structured.md)

@@ -5,7 +5,9 @@
  *
  * The process is deadlocked when all of these hold:
  *   1. every P is idle, the global queue is empty, and no coroutine is
- *      running or runnable (one blocked in a call of its own is running);
+ *      running or runnable (one blocked in a call of its own is running),
+ *      nor woken: a wait already ended (claimed) whose coroutine or
+ *      thread has not run yet - a thread may wait long for a CPU;
  *   2. no P has a timer: a sleep, a deadline or a ticker will fire;
  *   3. no coroutine waits on a descriptor or an offload, and no channel is
  *      subscribed to signals: the world outside may end those;
@@ -136,8 +138,8 @@ static bool all_asleep(const struct goro_wgraph *wg)
         const struct goro_wnode *v = &wg->nodes[i];
         if (v->state == GORO_S_DEAD)
             continue;
-        if (v->state != GORO_S_PARKED || v->by_outside)
-            return false;
+        if (v->state != GORO_S_PARKED || v->by_outside || v->woken)
+            return false;           /* running, may be ended from outside, or woken */
     }
     return true;
 }

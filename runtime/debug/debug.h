@@ -133,6 +133,7 @@ struct goro_wnode {
     bool timed;                    /* a deadline ends the wait */
     bool outside;                  /* a thread the runtime does not own */
     bool by_outside;               /* the world outside may end it: I/O, time, offload */
+    bool woken;                    /* its wait was ended (claimed), it has not run yet */
     uint8_t held;                  /* enum goro_held */
     uint8_t mark;                  /* the checks' own */
     const void *obj;

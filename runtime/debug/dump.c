@@ -156,6 +156,12 @@ static void dump_coroutine(struct goro *g, void *arg)
     goro__outf(d->out, "\ncoroutine %llu%s%s%s [%s%s], entry %s\n",
                (unsigned long long)g->id, g->name[0] ? " \"" : "", g->name,
                g->name[0] ? "\"" : "", goro__state_name(state), wait, entry);
+    if (g->in_force) {              /* goro_deadline_push, its group's deadline */
+        int64_t left = g->in_force - goro__now();
+        long long ms = llabs(left) / GORO_MSEC, us = llabs(left) % GORO_MSEC / 1000;
+        goro__outf(d->out, "  deadline in force: %s%lld.%03lld ms%s\n",
+                   left >= 0 ? "in " : "passed ", ms, us, left >= 0 ? "" : " ago");
+    }
     switch (state) {
     case GORO_S_RUNNING:
         print_running(d, g);

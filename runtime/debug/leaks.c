@@ -343,7 +343,7 @@ static void first_marks(struct leakscan *s)
         struct goro_wnode *v = &s->wg.nodes[i];
         bool parked = v->state == GORO_S_PARKED && !v->outside;
         v->mark = !parked && v->state == GORO_S_DEAD ? M_ENDED : M_CANDIDATE;
-        if (v->mark == M_CANDIDATE && (!parked || v->by_outside || !judged(v)))
+        if (v->mark == M_CANDIDATE && (!parked || v->by_outside || v->woken || !judged(v)))
             make_live(s, i);
     }
 }

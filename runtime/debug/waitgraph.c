@@ -131,6 +131,7 @@ static void copy_coroutine(struct goro *live, void *arg)
         v->wait = g->wait;
         v->obj = g->wait_obj;
         v->timed = g->wait_timed;
+        v->woken = atomic_load_explicit(&g->wake, memory_order_relaxed) >= GORO_WAKE_DONE;
     }
 }
 
@@ -148,6 +149,8 @@ static void copy_outside(struct goro *g, pid_t tid, bool timed, void *arg)
     if (g) {
         v->wait = g->wait;
         v->obj = g->wait_obj;
+        /* claimed: woken, whenever its thread gets a CPU to run on */
+        v->woken = atomic_load_explicit(&g->wake, memory_order_acquire) >= GORO_WAKE_DONE;
     }
 }
 

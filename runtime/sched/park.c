@@ -144,13 +144,38 @@ bool goro__claim_ready(struct goro *g)
     return true;
 }
 
+/* ---- the deadline in force (goro_deadline_push, a group's deadline) ----
+ *
+ * Every wait a coroutine makes ends by the nearer of the deadline it is
+ * given and its g->in_force, without its caller passing it: so a library
+ * called under a deadline honours it. Firm waits (offload, once, a
+ * group's wait for its members) honour neither. A wait that g->in_force
+ * ends returns -ETIMEDOUT, as does a cancel that comes once g->in_force
+ * has passed: a group's deadline cancels its members, and they see why. */
+
+int64_t goro__deadline_nearer(int64_t deadline, int64_t dl)
+{
+    if (!dl)
+        return deadline;
+    return deadline < 0 || dl < deadline ? dl : deadline;
+}
+
+/* g's deadline in force has passed. */
+static bool dl_passed(const struct goro *g)
+{
+    return g->in_force && goro__now() >= g->in_force;
+}
+
 int goro__wait_check(int64_t deadline)
 {
     if (goro__forked())
         return goro__forked_error();
     struct goro *self = goro__current();
-    if (self && atomic_load_explicit(&self->cancelled, memory_order_relaxed))
-        return -ECANCELED;
+    if (self) {
+        if (atomic_load_explicit(&self->cancelled, memory_order_relaxed))
+            return dl_passed(self) ? -ETIMEDOUT : -ECANCELED;
+        deadline = goro__deadline_nearer(deadline, self->in_force);
+    }
     if (deadline >= 0 && goro__now() >= deadline)
         return -ETIMEDOUT;
     return 0;
@@ -259,8 +284,11 @@ int goro__park(const struct goro_park *how)
                 !atomic_load_explicit(&self->committing, memory_order_relaxed));
     bool own = goro__rt_enter(m, false) != NULL;
     /* The deadline timer lives in this frame, which stays put while parked.
-     * A firm wait has none: only its partner may end it. */
-    bool timed = how->deadline >= 0 && !how->firm;
+     * A firm wait has none: only its partner may end it. Others end by the
+     * nearer of theirs and the one in force. */
+    int64_t deadline = how->firm ? GORO_FOREVER
+                                 : goro__deadline_nearer(how->deadline, self->in_force);
+    bool timed = deadline >= 0;
     struct goro_timer timer;
     if (timed) {
         timer.kind = GORO_TIMER_WAKE;
@@ -283,7 +311,7 @@ int goro__park(const struct goro_park *how)
                               : (how->lends ? GORO_WAKE_ARMED_LENDS : GORO_WAKE_ARMED);
     m->post_lent = how->lent;
     m->post_timer = timed ? &timer : NULL;
-    m->post_deadline = how->deadline;
+    m->post_deadline = deadline;
     if (own)
         goro__switch_out(m, self, GORO_POST_PARK);
     else
@@ -305,6 +333,8 @@ int goro__park(const struct goro_park *how)
     int outcome = (int)atomic_load_explicit(&self->wake, memory_order_acquire);
     GORO_ASSERT(outcome >= GORO_WAKE_DONE);   /* the claim protocol: resumed by a claim */
     atomic_store_explicit(&self->wake, GORO_WAKE_IDLE, memory_order_relaxed);
+    if (outcome == GORO_WAKE_CANCELED && dl_passed(self))
+        outcome = GORO_WAKE_TIMEDOUT;   /* cancelled by the deadline in force */
     return outcome;
 }
 

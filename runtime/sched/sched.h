@@ -113,8 +113,12 @@ GORO_HIDDEN int goro__park(const struct goro_park *how);
 GORO_HIDDEN bool goro__claim(struct goro *g, uint32_t outcome);
 /* Claims with GORO_WAKE_DONE and makes g runnable; false if it lost. */
 GORO_HIDDEN bool goro__claim_ready(struct goro *g);
-/* Before waiting: -ECANCELED, -ETIMEDOUT (deadline passed) or 0. */
+/* Before waiting: -ECANCELED, -ETIMEDOUT (deadline, or the caller's
+ * deadline in force, passed) or 0. */
 GORO_HIDDEN int goro__wait_check(int64_t deadline);
+/* The nearer of deadline (GORO_FOREVER: none) and dl (a g->in_force:
+ * 0 none). */
+GORO_HIDDEN int64_t goro__deadline_nearer(int64_t deadline, int64_t dl);
 /* Returns err from a call that ended without parking (wait_check said no),
  * after the preemption check such a return owes (call it with no lock
  * held): a loop on an expired or cancelled wait must still give way. */

@@ -386,15 +386,22 @@ int goro_sleep_until(int64_t deadline)
             ;
         return 0;
     }
-    int err = goro__wait_check(deadline < 0 ? GORO_FOREVER : deadline);
+    if (deadline < 0)
+        deadline = GORO_FOREVER;
+    /* The deadline in force comes first: the sleep is cut short by it,
+     * and says so (-ETIMEDOUT); its own end is a success. */
+    bool cut = goro__deadline_nearer(deadline, self->in_force) != deadline;
+    int err = goro__wait_check(deadline);
     if (err)
-        return goro__wait_refused(err == -ETIMEDOUT ? 0 : err);
+        return goro__wait_refused(err == -ETIMEDOUT && !cut ? 0 : err);
     struct goro_park how = { .why = GORO_W_SLEEP, .deadline = deadline };
     int outcome = goro__park(&how);
     /* sleep: no waker holds a sleeper (it is on no queue), so only its
      * deadline or a cancel ends the wait */
     GORO_ASSERT(outcome == GORO_WAKE_TIMEDOUT || outcome == GORO_WAKE_CANCELED);
-    return outcome == GORO_WAKE_CANCELED ? -ECANCELED : 0;
+    if (outcome == GORO_WAKE_CANCELED)
+        return -ECANCELED;
+    return cut ? -ETIMEDOUT : 0;
 }
 
 int goro_sleep(int64_t ns)

@@ -91,7 +91,10 @@ static void complete(struct goro_future *f)
     if (f->done)
         goro_chan_close(f->done);  /* invariant 4 */
     goro__unlock(&f->lk);
-    goro__ready_list(wake);
+    if (wake && !wake->next)
+        goro__ready(wake);          /* the common case: one getter, as a channel's */
+    else
+        goro__ready_list(wake);
 }
 
 int goro_future_set(goro_future_t *f, const void *value)

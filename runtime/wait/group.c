@@ -69,6 +69,9 @@
 struct goro_group {
     goro_lock_t lock;              /* guards everything below but timer */
     struct goro_timer timer;       /* the deadline: cancels the group */
+    int64_t deadline;              /* its own, or its maker's in force if nearer;
+                                      its members' deadline in force (0: none) */
+    bool deadline_above;           /* ... and it was its maker's */
     struct goro *owner;            /* its maker (NULL: a thread); under the owner's groups_lock */
     struct goro_group *owner_prev, *owner_next;   /* the owner's list */
     struct goro *members;          /* live members (g->group_prev/next) */
@@ -224,6 +227,8 @@ const goro_err_t *goro_cause(void)
             : grp->cancel_code ? goro__err_stand_in(grp->cancel_code) : NULL;
         goro__unlock(&grp->lock);
     }
+    if (!c && self->in_force && goro__now() >= self->in_force)
+        c = goro__err_stand_in(ETIMEDOUT);  /* its deadline in force passed */
     if (!c && atomic_load(&self->cancelled))
         c = goro__err_stand_in(ECANCELED);
     return c;
@@ -250,8 +255,8 @@ void goro__cancel_with_cause(struct goro *h, goro_err_t *cause)
 static int64_t deadline_fire(struct goro_timer *t, int64_t now)
 {
     (void)now;
-    group_cancel((struct goro_group *)((char *)t - offsetof(struct goro_group, timer)),
-                 ETIMEDOUT, NULL, false);
+    struct goro_group *grp = (struct goro_group *)((char *)t - offsetof(struct goro_group, timer));
+    group_cancel(grp, ETIMEDOUT, NULL, grp->deadline_above);
     return -1;
 }
 
@@ -317,8 +322,14 @@ int goro_group_new(goro_group_t **out, const goro_group_attr_t *attr)
         goro__unlock(&grp->lock);
         goro_err_free(cause);
     }
-    if (attr && attr->deadline > 0)
-        goro__timer_start(&grp->timer, goro__current_p(), attr->deadline);
+    /* A group made under a deadline in force has it too: its members
+     * inherit it, and it cancels them when it passes. */
+    int64_t own = attr && attr->deadline > 0 ? attr->deadline : GORO_FOREVER;
+    int64_t dl = goro__deadline_nearer(own, self ? self->in_force : 0);
+    grp->deadline = dl < 0 ? 0 : dl ? dl : 1;
+    grp->deadline_above = dl != own;
+    if (grp->deadline)
+        goro__timer_start(&grp->timer, goro__current_p(), grp->deadline);
     *out = grp;
     return 0;
 }
@@ -461,6 +472,7 @@ int goro__group_link(struct goro_group *grp, struct goro *g, bool admitted)
     /* group: a cancelled group admits nobody new (2) */
     GORO_ASSERT(admitted || !grp->cancel_code);
     g->group = grp;
+    g->in_force = grp->deadline;          /* before it runs: its own from then on */
     LIST_PUSH(grp->members, g, group_prev, group_next);
     grp->spawned++;
     if (grp->cancel_code)
@@ -525,6 +537,11 @@ void goro__group_exit(struct goro *g, long result)
     if (!grp)
         return;
     goro_err_t *e = goro__err_take_at_end(g, result);
+    /* Its group's deadline passed before it ended (its waits saw it, the
+     * group's timer may not have run yet): the deadline comes first, so
+     * the group's outcome does not depend on which of the two ran first. */
+    if (grp->deadline && goro__now() >= grp->deadline)
+        group_cancel(grp, ETIMEDOUT, NULL, grp->deadline_above);
     struct goro *wake = NULL;
     goro__lock(&grp->lock);
     LIST_UNLINK(grp->members, g, group_prev, group_next);

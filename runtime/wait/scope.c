@@ -209,3 +209,37 @@ int goro_after_cancel(goro_t *h, void (*fn)(void *), void *arg, goro_after_t **s
     }
     return goro__scope_after(&g->watch, &g->groups_lock, fn, arg, stop);
 }
+
+/* ---- deadlines in force (goro/structured.h; the waits: sched/park.c) ---- */
+
+/* g->in_force's encoding: 0 is none, so a deadline of 0 (long past) is
+ * 1. */
+static int64_t dl_of(int64_t deadline)
+{
+    return deadline < 0 ? 0 : deadline ? deadline : 1;
+}
+
+int64_t goro_deadline(void)
+{
+    struct goro *self = goro__current();
+    return self && self->in_force ? self->in_force : GORO_FOREVER;
+}
+
+int64_t goro_deadline_push(int64_t deadline)
+{
+    struct goro *self = goro__current();
+    if (!self)
+        return GORO_FOREVER;
+    int64_t prev = self->in_force ? self->in_force : GORO_FOREVER;
+    if (deadline < 0)
+        deadline = GORO_FOREVER;
+    self->in_force = dl_of(goro__deadline_nearer(deadline, self->in_force));
+    return prev;
+}
+
+void goro_deadline_pop(int64_t prev)
+{
+    struct goro *self = goro__current();
+    if (self)
+        self->in_force = dl_of(prev);
+}

@@ -189,10 +189,13 @@ static long error_calls(long unused)
     WANT(goro_preadv(fd, (struct iovec[1]){ { b, 1 } }, IOV_MAX + 1, 0), -EINVAL);
     WANT(goro_pread(fd, NULL, 10, 0), -EFAULT);
     WANT(goro_pread(fd, b, 0, 0), 0);
-    /* an absurd count is short at the end of the file, as read(2)
-     * (valgrind checks the whole claimed buffer, and says so) */
-    if (!t_valgrind())
+    /* an absurd count is short at the end of the file, as read(2).
+     * valgrind and qemu-user check the whole claimed buffer (qemu answers
+     * -EFAULT): not on them. */
+    if (!t_slow())
         WANT(goro_pread(fd, b, SIZE_MAX, 4), 6);
+    else
+        printf("NOTE file_bad_input: the absurd count is not tried under an emulator\n");
     WANT(goro_statx(AT_FDCWD, "x", 0, 0, NULL), -EFAULT);
     WANT(goro_fstat(fd, NULL), -EFAULT);
     WANT(goro_fstat(-1, &(struct stat){0}), -EBADF);

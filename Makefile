@@ -101,7 +101,8 @@ TEST_CFLAGS := $(if $(TEST_SQLITE),-DGORO_TEST_SQLITE) $(if $(TEST_ZLIB),-DGORO_
 TEST_LIBS := $(if $(TEST_SQLITE),-lsqlite3) $(if $(TEST_ZLIB),-lz) -Wl,--wrap=close -Wl,--wrap=poll
 TEST_BIN := $(BUILD)/tests/goro_tests
 
-SAMPLE_BIN := $(BUILD)/samples/hello $(BUILD)/samples/fetch $(BUILD)/samples/pipeline
+SAMPLE_BIN := $(BUILD)/samples/hello $(BUILD)/samples/fetch $(BUILD)/samples/pipeline \
+              $(BUILD)/samples/deadline
 FETCH_BIN := $(BUILD)/samples/fetch
 PIPELINE_BIN := $(BUILD)/samples/pipeline
 

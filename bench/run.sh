@@ -201,6 +201,12 @@ run GORO_WORKERS=1 "$B/preempt"
 run --as preempt:preempt_nw GOMAXPROCS="$ncpu" "$P/go/preempt"
 run --as preempt:preempt_nw GORO_WORKERS="$ncpu" "$B/preempt"
 
+# ---- the deadline class (docs/deadline.md): 8 periodic tasks at 85% of 2
+# workers among 4 spinners and 1000 echo pairs - reserved, as NORMAL
+# coroutines, as goroutines - and a reservation that spins for ever ----
+run GOMAXPROCS=2 DL_SECONDS="${DL_SECONDS:-60}" "$P/go/deadline"
+run GORO_WORKERS=2 DL_SECONDS="${DL_SECONDS:-60}" "$B/deadline"
+
 # ---- accept + first echo + close per second: goro_listen/goro_dial against
 # net.Listen/net.Dial, all CPUs (the goro run right after Go's) ----
 run GOMAXPROCS="$ncpu" "$P/go/accept"
@@ -334,6 +340,10 @@ target_val timers_idle_cpu goro "<=" 0.1
 # preemption: time with a 10 ms slice over time without (< 1% loss), the
 # ticker's p99 lateness (<= 2 slices), and both against Go
 ratio preempt_loss goro preempt_work_on goro preempt_work_off goro "<=" 1.01
+# the deadline class: no reserved job late; the others keep >= 1 - the
+# overrunner's bandwidth of their throughput
+target_val dl_reserved_misses goro "<=" 0
+target_val dl_overrun_share goro ">=" 0.85
 ratio preempt_loss go preempt_work_on go preempt_work_off go
 target_val preempt_tick_p99_late goro "<=" 20000
 ratio preempt_tick_p99_late_vs_go goro preempt_tick_p99_late goro preempt_tick_p99_late go

@@ -35,9 +35,9 @@ import gdb
 import gdb.printing
 import gdb.unwinder
 
-TABLE_VERSION = 2
+TABLE_VERSION = 3
 
-# goro_debug, version 2 (runtime/debug/registry.c), little-endian, no padding.
+# goro_debug, version 3 (runtime/debug/registry.c), little-endian, no padding.
 _TABLE_FIELDS = [
     ("version", "I"), ("size", "I"), ("coros", "Q"), ("ncoros", "I"),
     ("capacity", "I"), ("ms", "Q"), ("nms", "I"), ("sizeof_m", "I"),
@@ -50,7 +50,7 @@ _TABLE_FIELDS = [
     ("off_stack_size", "H"), ("size_name", "H"),
     ("off_m_id", "H"), ("off_m_tid", "H"), ("off_m_curg", "H"), ("off_m_g0", "H"),
     ("ctx_words", "H"), ("ctx_slot_pc", "H"), ("ctx_slot_fp", "H"),
-    ("ctx_caller_sp", "H"), ("reserved", "H"), ("ctx_regs", "Q"), ("arch", "16s"),
+    ("ctx_caller_sp", "H"), ("off_dl", "H"), ("ctx_regs", "Q"), ("arch", "16s"),
 ]
 _TABLE_FORMAT = "<" + "".join(f for _, f in _TABLE_FIELDS)
 
@@ -132,6 +132,7 @@ class Coroutine(object):
         self.lo = field(t["off_lo"], "Q")
         self.hi = field(t["off_hi"], "Q")
         self.stack_size = field(t["off_stack_size"], "Q")
+        self.dl = field(t["off_dl"], "Q")   # its reservation's record, 0: none
         name = raw[t["off_name"]:t["off_name"] + t["size_name"]]
         self.name = name.split(b"\0", 1)[0].decode("utf-8", "replace")
         self.state_name = rt.state_name(self.state)
@@ -160,8 +161,23 @@ class Coroutine(object):
 
     def state_text(self):
         if self.state_name == PARKED:
-            return "parked: " + self.wait_text()
-        return self.state_name
+            return "parked: " + self.wait_text() + self.dl_text()
+        return self.state_name + self.dl_text()
+
+    def dl_text(self):
+        """A reservation (runtime/deadline.c's struct goro_dlres, whose
+        first fields stay put): " [deadline 2/5/10 ms, budget 1.2 ms, 3
+        misses, 1 throttle]", or "" for none."""
+        if not self.dl:
+            return ""
+        try:
+            (run, dline, period, _bw, _g, _abs, budget, _periods, misses,
+             throttles) = struct.unpack("<qqqQQqqQQQ", _read(self.dl, 80))
+        except GoroError:
+            return " [deadline: unreadable]"
+        ms = lambda ns: ("%.3f" % (ns / 1e6)).rstrip("0").rstrip(".")
+        return " [deadline %s/%s/%s ms, budget %s ms, %d misses, %d throttles]" % (
+            ms(run), ms(dline), ms(period), ms(budget), misses, throttles)
 
     def saved_registers(self):
         """[(gdb register name, value)] of the caller of goro__ctx_switch,

@@ -138,6 +138,8 @@ typedef struct goro_attr {
     goro_group_t *group;  /* spawn into this group (no handle: h must be NULL);
                              see goro_group_go, goro/structured.h */
     int priority;         /* enum goro_priority (goro/structured.h); 0: the spawner's */
+    const struct goro_dl *deadline;   /* a reservation (goro/deadline.h), admitted
+                                         at the spawn (-EBUSY refused); NULL: none */
 } goro_attr_t;
 
 /*
@@ -554,9 +556,16 @@ int goro_waitgroup_wait_until(goro_waitgroup_t *wg, int64_t deadline);
 #define GORO_READABLE 0x1
 #define GORO_WRITABLE 0x2
 
-/* Waits until fd is ready for any of events (GORO_READABLE, GORO_WRITABLE)
- * and returns the ones that are, or -EBADF, -EINVAL, -ETIMEDOUT, -ECANCELED.
- * Readiness can be spurious: the next call may still find nothing. */
+/* goro_wait_fd's flag for a caller whose own read or write on fd has just
+ * failed with EAGAIN: it skips the check of fd's present state (a poll(2)
+ * that can only say "not ready") and waits for readiness that comes after,
+ * as goro_read does itself. Without it the state is checked first. */
+#define GORO_AFTER_EAGAIN 0x4
+
+/* Waits until fd is ready for any of events (GORO_READABLE, GORO_WRITABLE;
+ * GORO_AFTER_EAGAIN may be or-ed in) and returns the ones that are, or
+ * -EBADF, -EINVAL, -ETIMEDOUT, -ECANCELED. Readiness can be spurious: the
+ * next call may still find nothing. */
 int goro_wait_fd(int fd, int events, int64_t deadline);
 
 ssize_t goro_read(int fd, void *buf, size_t len);
@@ -855,6 +864,7 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #include "goro/process.h"
 #include "goro/net.h"
 #include "goro/stream.h"
+#include "goro/deadline.h"
 #include "goro/file.h"
 
 #endif /* GORO_H */

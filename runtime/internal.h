@@ -251,6 +251,13 @@ struct goro {
     void (*fn)(void);              /* entry function */
     void *arg;                     /* its argument (GORO_ENTRY_PLAIN) */
     void *asan_fake_stack;
+    /* The deadline class (sched/deadline.c): its reservation (set by
+     * itself, or by its spawner before it runs), the earliest deadline
+     * lock waiters lend it (0: none; under the loans' lock), and the
+     * deadline it was queued with on an EDF list. */
+    _Atomic(struct goro_dlres *) dl;
+    _Atomic int64_t dl_lent;
+    int64_t dl_key;
 
     /* Per life too, but set at every spawn instead (GORO_LIFE_ZEROED ends
      * the cleared part: fewer bytes to clear). */
@@ -265,10 +272,14 @@ struct goro {
     char name[32];                 /* name[0] cleared; the rest may be stale */
 
     /* Not per life: the g0 records' thread stacks (for ASan), and the
-     * pool's link while the slab waits in one. */
+     * pool's links while the slab waits in one (coro/stack.c: the next
+     * slab of its chain; the first of a chain, the next chain and the
+     * chain's length). */
     const void *asan_stack_lo;
     size_t asan_stack_size;
     struct goro *pool_next;
+    struct goro *pool_chain;
+    uint32_t pool_chain_len;
 
     /* The slab, set when mapped and kept across lives. [map, map + guard)
      * is the guard; [lo, hi) is the usable stack. */
@@ -295,6 +306,10 @@ struct goro {
 /* Priority classes inside the runtime: enum goro_priority minus 2, so that
  * a zeroed record is NORMAL. */
 enum goro__prio { GORO_PRIO_LOW = -1, GORO_PRIO_NORMAL = 0, GORO_PRIO_HIGH = 1 };
+/* The deadline class, above every priority (sched/deadline.c): never a
+ * coroutine's own class nor a loan, only where it is queued and what a P
+ * runs (goro__queue_class). */
+#define GORO_PRIO_DL 2
 #define GORO_LOAN_NORMAL 1u
 #define GORO_LOAN_HIGH (1u << 16)
 
@@ -345,12 +360,15 @@ static inline void goro__chain_append(struct goro **head, struct goro **tail, st
 
 /* The runnable coroutines of the classes besides NORMAL (a P's, or the
  * global ones): a list per class, linked through g->next, under lock;
- * n[i] is list i's length, readable without it. */
-enum { GORO_PQ_HIGH, GORO_PQ_LOW, GORO_PQ_COUNT };
+ * n[i] is list i's length, readable without it. The DL list is kept in
+ * order of g->dl_key (earliest first; sched/deadline.c), and dl_first is
+ * its head's key (0: empty), also readable without the lock. */
+enum { GORO_PQ_HIGH, GORO_PQ_LOW, GORO_PQ_DL, GORO_PQ_COUNT };
 struct goro_classq {
     goro_lock_t lock;
     struct goro *head[GORO_PQ_COUNT], *tail[GORO_PQ_COUNT];
     _Atomic int n[GORO_PQ_COUNT];
+    _Atomic int64_t dl_first;
 };
 
 /* Post-switch actions: what the context that is switched to does with the
@@ -493,6 +511,13 @@ struct goro_p {
     uint32_t sm_class_tick;        /* sysmon: schedtick + 1 of a slice cut for a class */
     int64_t sm_class_when;         /* sysmon: when it asked */
     struct goro_stall_track sm_stall;
+    /* The deadline class: when the reserved coroutine running here spends
+     * its budget (0: none runs; owner writes, sysmon reads), and when its
+     * slice began (owner). */
+    _Atomic int64_t dl_until;
+    /* Its M has a reserved coroutine pinned (goro_m.dl_pinned) that may
+     * run from this time on (0: none; owner writes, sysmon reads). */
+    _Atomic int64_t dl_pinned_at;
 };
 
 /* A worker thread. Its fields are written by its own thread ("m") unless
@@ -535,6 +560,10 @@ struct goro_m {
     size_t altstack_size;
     struct goro_stall_sample stall;  /* answered by its SIGURG handler (m) */
     struct goro_stall_track sm_stall;  /* a stall it kept after a hand-off (sysmon) */
+    /* Reserved coroutines preempted here (sched/deadline.c): pinned like
+     * the others, but picked by deadline, and held while throttled. m
+     * only: nothing else takes them (an M that lost its P keeps them). */
+    struct goro *dl_pinned;
 };
 
 /* The scheduler's global state. */
@@ -547,6 +576,9 @@ struct goro_sched {
      * NORMAL, or the first loan: until then a pick skips the classes'
      * lists (sched.c, invariant 9). Beside gq_size, which a pick reads. */
     _Atomic bool classes_used;
+    /* Set (for good) before the first reservation of the deadline class
+     * (sched/deadline.c); classes_used is set before it. */
+    _Atomic bool dl_used;
     /* An execution trace runs (debug/trace.c): in the line a pick reads. */
     _Atomic bool tracing;
     /* The deterministic testing mode (sched.c, "the virtual clock"): one

@@ -13,6 +13,7 @@ Suite *structured_suite(void);  /* test_structured.c: weighted sem, futures, cau
 Suite *inherit_suite(void);     /* test_inherit.c: deadlines in force, inherited by groups */
 Suite *watch_suite(void);       /* test_watch.c: done channels, after-functions, timers */
 Suite *priority_suite(void);    /* test_priority.c: classes, inheritance, inversion */
+Suite *deadline_suite(void);    /* test_deadline.c: reservations, EDF, budgets, loans */
 Suite *pipeline_suite(void);    /* test_pipeline.c: the allocator, pipelines end to end */
 Suite *args_suite(void);        /* test_args.c: argument forwarding through go() */
 Suite *context_suite(void);     /* test_context.c: registers, FP state, errno */
@@ -50,7 +51,7 @@ Suite *file_suite(void);        /* test_file.c: files through io_uring and the p
     lifecycle_suite, chan_suite, select_suite, sync_suite, sched_suite, \
     signal_suite, \
     offload_suite, io_suite, fdreuse_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
-    dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, inherit_suite, watch_suite, priority_suite, pipeline_suite, \
+    dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, inherit_suite, watch_suite, priority_suite, deadline_suite, pipeline_suite, \
     process_suite, \
     net_suite, stream_suite, file_suite
 

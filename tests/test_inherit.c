@@ -439,6 +439,11 @@ static void dump_target(goro_chan_t *ch)
 /* goro_dump names a coroutine's deadline in force. */
 START_TEST(inherit_dump_shows_the_deadline_in_force)
 {
+#ifdef T_TSAN
+    /* the dump reads records that running threads write (docs/debugging.md) */
+    t_skip("inherit_dump_shows_the_deadline_in_force", "TSan reports the dump's reads as races");
+    return;
+#endif
     goro_chan_t *ch = t_chan_new(sizeof(long), 0);
     atomic_store(&dump_parked, 0);
     goro_t *h;

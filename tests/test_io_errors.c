@@ -102,7 +102,8 @@ START_TEST(bad_arguments)
 
     /* event masks */
     ck_assert_int_eq(goro_wait_fd(s[0], 0, GORO_FOREVER), -EINVAL);
-    ck_assert_int_eq(goro_wait_fd(s[0], 0x4, GORO_FOREVER), -EINVAL);
+    ck_assert_int_eq(goro_wait_fd(s[0], GORO_AFTER_EAGAIN, GORO_FOREVER), -EINVAL);
+    ck_assert_int_eq(goro_wait_fd(s[0], 0x8, GORO_FOREVER), -EINVAL);
     ck_assert_int_eq(goro_wait_fd(s[0], GORO_READABLE | 0x100, GORO_FOREVER), -EINVAL);
     ck_assert_int_eq(goro_wait_fd(s[0], -1, GORO_FOREVER), -EINVAL);
 

@@ -347,6 +347,64 @@ START_TEST(wait_fd_readiness)
 }
 END_TEST
 
+/* GORO_AFTER_EAGAIN: the caller's own recv/send has just said EAGAIN, and
+ * the wait skips the state check. It must still see everything that comes
+ * after: on a descriptor goro never saw before (registered by this wait),
+ * data written after the EAGAIN but before the wait, data written while
+ * it waits, and room made while a writer waits. */
+static long wait_after_eagain(int fd)
+{
+    atomic_store(&waiter_in, 1);
+    return goro_wait_fd(fd, GORO_READABLE | GORO_AFTER_EAGAIN, GORO_FOREVER);
+}
+
+static long wait_writable_after_eagain(int fd)
+{
+    atomic_store(&waiter_in, 1);
+    return goro_wait_fd(fd, GORO_WRITABLE | GORO_AFTER_EAGAIN, GORO_FOREVER);
+}
+
+START_TEST(wait_fd_after_eagain)
+{
+    int s[2];
+    char c;
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, s), 0);
+    ck_assert_int_eq(fcntl(s[0], F_SETFL, fcntl(s[0], F_GETFL) | O_NONBLOCK), 0);
+    /* never seen by goro: the wait registers it, nothing comes */
+    ck_assert_int_eq(recv(s[0], &c, 1, 0), -1);
+    ck_assert_int_eq(errno, EAGAIN);
+    ck_assert_int_eq(goro_wait_fd(s[0], GORO_READABLE | GORO_AFTER_EAGAIN,
+                                  goro_now() + 20 * GORO_MSEC), -ETIMEDOUT);
+    /* data between the EAGAIN and the wait: the edge was kept */
+    ck_assert_int_eq(write(s[1], "a", 1), 1);
+    ck_assert_int_eq(goro_wait_fd(s[0], GORO_READABLE | GORO_AFTER_EAGAIN,
+                                  goro_now() + 5 * GORO_SEC), GORO_READABLE);
+    ck_assert_int_eq(recv(s[0], &c, 1, 0), 1);
+    ck_assert_int_eq(recv(s[0], &c, 1, 0), -1);
+    /* data while it waits */
+    atomic_store(&waiter_in, 0);
+    goro_t *h = spawn_announced(go(wait_after_eagain, s[0]));
+    ck_assert_int_eq(write(s[1], "b", 1), 1);
+    long r = -1;
+    double dt = join_timed(h, &r);
+    ck_assert_int_eq(r, GORO_READABLE);
+    ck_assert_msg(dt < t_prompt(), "woke %.0f ms after the write", dt * 1e3);
+    ck_assert_int_eq(recv(s[0], &c, 1, 0), 1);
+    ck_assert_int_eq(c, 'b');
+    /* room while a writer waits */
+    long filled = fill_up(s[0]);
+    atomic_store(&waiter_in, 0);
+    h = spawn_announced(go(wait_writable_after_eagain, s[0]));
+    drain(s[1], filled);
+    ck_assert_int_eq(goro_join(h, &r), 0);
+    ck_assert_int_eq(r, GORO_WRITABLE);
+    /* the flag alone names no direction */
+    ck_assert_int_eq(goro_wait_fd(s[0], GORO_AFTER_EAGAIN, GORO_FOREVER), -EINVAL);
+    ck_assert_int_eq(goro_close(s[0]), 0);
+    ck_assert_int_eq(goro_close(s[1]), 0);
+}
+END_TEST
+
 /* Several coroutines parked on one descriptor: each readiness wakes one in
  * turn, and every byte goes to exactly one reader. */
 atomic_long readers_waiting;
@@ -448,6 +506,7 @@ void io_sock_tests(struct io_tcases *tc)
     tcase_add_test(tc->io, half_close);
     tcase_add_test(tc->io, accept_storm);
     tcase_add_test(tc->io, wait_fd_readiness);
+    tcase_add_test(tc->io, wait_fd_after_eagain);
     tcase_add_test(tc->io, several_readers_one_fd);
     tcase_add_test(tc->io, connect_refused_and_accepted);
 }

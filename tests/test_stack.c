@@ -431,6 +431,59 @@ START_TEST(idle_workers_give_their_cached_stacks_back)
 }
 END_TEST
 
+/* n coroutines alive at once, spawned from here, parked on one gate:
+ * 0 if no two of them were handed the same record, as a pooled slab
+ * given out twice would be. */
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static long burst_distinct(long n)
+{
+    goro_chan_t *gate;
+    if (goro_chan_new(&gate, 1, 0) != 0)
+        return -1;
+    goro_t **hs = calloc((size_t)n, sizeof *hs), **sorted = calloc((size_t)n, sizeof *hs);
+    long made = 0, same = 0;
+    while (hs && sorted && made < n && (hs[made] = go(hold_until_closed, gate)))
+        made++;
+    if (sorted && made == n) {
+        memcpy(sorted, hs, (size_t)n * sizeof *hs);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_ptr);
+        for (long i = 1; i < n; i++)
+            same += sorted[i] == sorted[i - 1];
+    }
+    goro_chan_close(gate);
+    long joined = 0;
+    for (long i = 0; i < made; i++)
+        joined += goro_join(hs[i], NULL) == 0;
+    free(hs);
+    free(sorted);
+    goro_chan_free(gate);
+    return made == n && joined == n && same == 0 ? 0 : -1;
+}
+
+/* The global pool holds chains of slabs: a worker's cache spills half of
+ * itself as one chain and refills by taking one whole, and a thread the
+ * runtime does not own takes one slab at a time, splitting a chain. In
+ * turns of both, every live coroutine has a slab of its own. */
+START_TEST(pooled_stacks_go_to_one_coroutine_at_a_time)
+{
+    long n = 100 + t_scale(200);     /* more than a worker's cache */
+    for (int round = 0; round < 4; round++) {
+        goro_t *h = go(burst_distinct, n);   /* a worker: by chains */
+        long r = -1;
+        ck_assert_ptr_nonnull(h);
+        ck_assert_int_eq(goro_join(h, &r), 0);
+        ck_assert_msg(r == 0, "round %d: a slab went to two coroutines (from a worker)", round);
+        ck_assert_msg(burst_distinct(n / 3 + round) == 0,    /* this thread: one at a time */
+                      "round %d: a slab went to two coroutines (from a thread)", round);
+    }
+}
+END_TEST
+
 static long deep_and_wait(void)
 {
     return dig_from_here(200 * KiB, wait_at_bottom);
@@ -873,6 +926,7 @@ Suite *stack_suite(void)
     tcase_add_test(tc, deep_recursion_within_1mib_stack);
     tcase_add_test(tc, reused_stacks_give_deep_pages_back);
     tcase_add_test(tc, idle_workers_give_their_cached_stacks_back);
+    tcase_add_test(tc, pooled_stacks_go_to_one_coroutine_at_a_time);
 
     tc = t_runtime_tcase(s, "guard", 30);
     tcase_add_test(tc, guard_covers_unprobed_frames);

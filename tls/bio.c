@@ -24,9 +24,10 @@ static int bio_read(BIO *b, char *buf, int len)
             return (int)n;          /* 0: end of stream */
         if (errno == EINTR)
             continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
             BIO_set_retry_read(b);
-        else
+            conn->recv_blocked = true;
+        } else
             conn->sys_err = errno;
         return -1;
     }
@@ -42,9 +43,10 @@ static int bio_write(BIO *b, const char *buf, int len)
             return (int)n;
         if (errno == EINTR)
             continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
             BIO_set_retry_write(b);
-        else
+            conn->send_blocked = true;
+        } else
             conn->sys_err = errno;
         return -1;
     }

@@ -222,6 +222,11 @@ static int build(goro_tls_config_t *cfg, const goro_tls_options_t *o, char *err,
      * less than a record, so no complete record waits in its buffer while
      * the coroutine waits for the socket. */
     SSL_CTX_set_read_ahead(ctx, 1);
+    /* A TLS 1.3 server sends one session ticket after the handshake, as
+     * Go's does, not OpenSSL's two: each costs an encryption, a MAC and
+     * a record of its own, and a client resuming needs one. */
+    if (o->server)
+        SSL_CTX_set_num_tickets(ctx, 1);
     if ((r = load_identity(ctx, o, err, errlen)) < 0)
         return r;
     int mode = verify_mode(o);

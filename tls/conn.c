@@ -31,6 +31,7 @@ struct outcome {
     size_t done;        /* bytes read or written */
     unsigned long first;/* the first queued error (0: none) */
     int code;           /* a failure's negative errno */
+    bool after_eagain;  /* the WANT_* came from the socket's EAGAIN */
 };
 
 static void append(struct goro_tls_conn *c, const char *s)
@@ -113,8 +114,11 @@ static int step(struct goro_tls_conn *c, enum op op, void *buf, size_t len, int6
     goro_preempt_disable();
     ERR_clear_error();
     c->sys_err = 0;
+    c->recv_blocked = c->send_blocked = false;
     call(c, op, buf, len, o);
     o->ssl_err = o->ret > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, o->ret);
+    o->after_eagain = o->ssl_err == SSL_ERROR_WANT_READ ? c->recv_blocked
+                    : o->ssl_err == SSL_ERROR_WANT_WRITE && c->send_blocked;
     o->first = 0;
     o->code = -EPROTO;          /* an SSL_ERROR_* not handled below */
     if (o->ssl_err == SSL_ERROR_SSL || o->ssl_err == SSL_ERROR_SYSCALL) {
@@ -131,7 +135,8 @@ static int step(struct goro_tls_conn *c, enum op op, void *buf, size_t len, int6
         const unsigned char *p;
         unsigned n;
         SSL_get0_alpn_selected(c->ssl, &p, &n);
-        memcpy(c->alpn, p, n);
+        if (n > 0)                  /* none agreed: p is NULL */
+            memcpy(c->alpn, p, n);
         c->alpn[n] = '\0';
         c->finished = true;
     }
@@ -165,6 +170,10 @@ static ssize_t run(struct goro_tls_conn *c, enum op op, void *buf, size_t len, i
         default:
             return o.code;
         }
+        /* After the BIO's own EAGAIN the socket's state is known: wait
+         * for what comes next, without a poll to learn it again. */
+        if (o.after_eagain)
+            events |= GORO_AFTER_EAGAIN;
         if ((r = goro_wait_fd(c->fd, events, deadline)) < 0)
             return r;
     }

@@ -27,6 +27,10 @@ struct goro_tls_conn {
     SSL *ssl;
     int fd;
     int sys_err;                /* errno of the BIO's last failed recv/send */
+    /* The BIO's recv / send of the last OpenSSL call found the socket not
+     * ready (EAGAIN): its WANT_READ / WANT_WRITE waits for what comes
+     * after (GORO_AFTER_EAGAIN). A WANT_* without it checks the state. */
+    bool recv_blocked, send_blocked;
     goro_tls_config_t *cfg;
     /* OpenSSL's SSL is not thread-safe: a reader and a writer in two
      * coroutines take turns through mu, held only while OpenSSL runs,

@@ -31,6 +31,8 @@ PAGES = [
     ('goro_offload', 'run a blocking call on a thread pool', ['Blocking calls'], None),
     ('goro_group', 'spawn, wait, fail and cancel coroutines together; cancel causes',
      ['Groups', 'Cancellation with a cause'], None),
+    ('goro_dl', 'deadline reservations: earliest deadline first, budgets, admission',
+     ['Deadlines'], None),
     ('goro_wsem', 'weighted semaphores: n units at once, first come first served',
      ['Weighted semaphores'], None),
     ('goro_future', 'futures: one value or error for many waiters', ['Futures'], None),

@@ -73,6 +73,7 @@ static void life_end(struct goro *g, long result)
     }
     goro__locals_end(g);           /* destructors, on its own stack, as itself */
     goro__holds_end(g);
+    goro__dl_end(g);               /* its reservation's share given back */
     goro__group_exit(g, result);
     if (g->end_hook)
         g->end_hook(g, result);
@@ -155,6 +156,11 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void),
     struct goro *g = goro__slab_get(at->p, size, &err);
     if (!g)
         return err;
+    /* A reservation (sched/deadline.c): admitted now, or no spawn. */
+    if (attr && attr->deadline && (err = goro__dl_spawn(g, attr->deadline)) != 0) {
+        goro__slab_put(g);
+        return err;
+    }
     /* coro: a spawn takes a free record (FREE -> RUNNABLE) */
     GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_FREE);
     g->id = goro__next_id(at->p);
@@ -211,8 +217,10 @@ static int spawn_begin(goro_t **h, const goro_attr_t *attr, void (*fn)(void), st
     err = at->m ? 0 : goro__spawn_gate_enter();
     if (!err) {
         err = spawn(h, attr, fn, at, g);
-        if (!err && grp && (err = goro__group_link(grp, *g, slot_first)) != 0)
+        if (!err && grp && (err = goro__group_link(grp, *g, slot_first)) != 0) {
+            goro__dl_end(*g);       /* its reservation, if any, given back */
             goro__slab_put(*g);     /* refused: it never ran */
+        }
         if (err && !at->m)
             goro__spawn_gate_leave();
     }

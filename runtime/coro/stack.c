@@ -14,7 +14,12 @@
  * code built with -fstack-clash-protection.
  *
  * Slabs of the default size are pooled: a small LIFO cache per P (no lock)
- * in front of a global pool. A slab going back to a pool gives its deep
+ * in front of a global pool. The pool holds chains, not slabs: a P's cache
+ * spills half of itself as one chain and refills by taking one chain whole,
+ * so neither walks the records of slabs freed long ago - with tens of
+ * thousands of stacks mapped, each such record is on a page of its own,
+ * a TLB and a cache miss, and a walk pays them one after the other. A slab
+ * going back to a pool gives its deep
  * pages back to the kernel when its coroutine went deep (seen at a switch)
  * and, to catch deep excursions between switches, every 64th reuse.
  *
@@ -70,7 +75,10 @@
 
 /* The global pool of default-size slabs, under pool_lock: `fresh` came in
  * since the last ageing step (at aged_at), `aged` before it and has not
- * been reused since. */
+ * been reused since. Each is a stack of chains: a chain is at most
+ * P_CACHE_MAX slabs linked through pool_next (NULL-terminated); its first
+ * slab holds the next chain (pool_chain) and the chain's length
+ * (pool_chain_len), which the other slabs' fields do not. */
 static goro_lock_t pool_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
 static struct goro *fresh, *aged;
 static int64_t aged_at;
@@ -234,23 +242,57 @@ static int unmap_list(struct goro *g)
 
 /* ---- the global pool (callers hold pool_lock) ---- */
 
+/* Pushes the chain of n slabs that starts at head. */
+static void chain_push(struct goro **stack, struct goro *head, uint32_t n)
+{
+    GORO_ASSERT(!pool_closed && n >= 1 && n <= P_CACHE_MAX);
+    head->pool_chain = *stack;
+    head->pool_chain_len = n;
+    *stack = head;
+    pool_count_add((int)n);
+}
+
 static void pool_push(struct goro *g)
 {
-    GORO_ASSERT(!pool_closed);
-    g->pool_next = fresh;
-    fresh = g;
-    pool_count_add(1);
+    g->pool_next = NULL;
+    chain_push(&fresh, g, 1);
+}
+
+/* One slab off the top chain of *stack: its first; the second, if any,
+ * becomes the chain's first. */
+static struct goro *chain_pop_one(struct goro **stack)
+{
+    struct goro *g = *stack;
+    if (!g)
+        return NULL;
+    struct goro *rest = g->pool_next;
+    if (rest) {
+        rest->pool_chain = g->pool_chain;
+        rest->pool_chain_len = g->pool_chain_len - 1;
+        *stack = rest;
+    } else {
+        *stack = g->pool_chain;
+    }
+    pool_count_add(-1);
+    return g;
 }
 
 /* For reuse: the slab pooled last (its top is the likeliest to be cached);
  * an aged one only when no fresh one is left. */
 static struct goro *pool_pop_newest(void)
 {
+    return chain_pop_one(fresh ? &fresh : &aged);
+}
+
+/* For a P's cache: the newest chain whole (*n slabs), or NULL. */
+static struct goro *pool_pop_chain(uint32_t *n)
+{
     struct goro **from = fresh ? &fresh : &aged;
     struct goro *g = *from;
     if (g) {
-        *from = g->pool_next;
-        pool_count_add(-1);
+        *from = g->pool_chain;
+        *n = g->pool_chain_len;
+        pool_count_add(-(int)*n);
     }
     return g;
 }
@@ -258,13 +300,7 @@ static struct goro *pool_pop_newest(void)
 /* For unmapping: aged slabs first. */
 static struct goro *pool_pop_oldest(void)
 {
-    struct goro **from = aged ? &aged : &fresh;
-    struct goro *g = *from;
-    if (g) {
-        *from = g->pool_next;
-        pool_count_add(-1);
-    }
-    return g;
+    return chain_pop_one(aged ? &aged : &fresh);
 }
 
 /* Empties the pool into one list. */
@@ -373,18 +409,19 @@ static struct goro *pooled_slab(struct goro_p *p)
         return g;
     }
     if (!p->free_slabs) {
+        uint32_t n = 0;
         goro__lock(&pool_lock);
-        while (cache_len(p) < P_CACHE_MAX / 2 && (g = pool_pop_newest())) {
-            g->pool_next = p->free_slabs;
-            p->free_slabs = g;
-            cache_len_set(p, cache_len(p) + 1);
-        }
+        p->free_slabs = pool_pop_chain(&n);
         goro__unlock(&pool_lock);
+        cache_len_set(p, (int)n);
     }
     g = p->free_slabs;
     if (g) {
         p->free_slabs = g->pool_next;
         cache_len_set(p, cache_len(p) - 1);
+        /* The next spawn's record: its page walk and miss overlap this
+         * spawn instead of stalling the next one. */
+        __builtin_prefetch(p->free_slabs, 1, 3);
     }
     return g;
 }
@@ -417,25 +454,26 @@ void goro__slab_put(struct goro *g)
         goro__p_leave();
         return;
     }
-    goro__lock(&pool_lock);
-    if (p) {
-        /* Cache full: move half of it to the global pool. */
-        while (cache_len(p) > P_CACHE_MAX / 2) {
-            struct goro *x = p->free_slabs;
-            p->free_slabs = x->pool_next;
-            cache_len_set(p, cache_len(p) - 1);
-            pool_push(x);
-        }
-        g->pool_next = p->free_slabs;
-        p->free_slabs = g;
-        cache_len_set(p, cache_len(p) + 1);
-        g = NULL;
-    }
-    if (g)
+    if (!p) {
+        goro__lock(&pool_lock);
         pool_push(g);
+        goro__unlock(&pool_lock);
+        return;
+    }
+    /* Cache full: its older half goes to the global pool as one chain;
+     * the newer half, freed last and likeliest cached, stays. */
+    struct goro *cut = p->free_slabs;
+    for (int i = 1; i < P_CACHE_MAX / 2; i++)
+        cut = cut->pool_next;
+    struct goro *older = cut->pool_next;
+    cut->pool_next = NULL;
+    goro__lock(&pool_lock);
+    chain_push(&fresh, older, (uint32_t)(cache_len(p) - P_CACHE_MAX / 2));
     goro__unlock(&pool_lock);
-    if (p)
-        goro__p_leave();
+    g->pool_next = p->free_slabs;
+    p->free_slabs = g;
+    cache_len_set(p, P_CACHE_MAX / 2 + 1);
+    goro__p_leave();
 }
 
 /* p's cache goes to the global pool, where ageing returns what is not
@@ -445,13 +483,10 @@ void goro__slab_cache_spill(struct goro_p *p)
     if (!p->free_slabs)
         return;
     goro__lock(&pool_lock);
-    struct goro *g;
-    while ((g = p->free_slabs)) {
-        p->free_slabs = g->pool_next;
-        pool_push(g);
-    }
-    cache_len_set(p, 0);
+    chain_push(&fresh, p->free_slabs, (uint32_t)cache_len(p));
     goro__unlock(&pool_lock);
+    p->free_slabs = NULL;
+    cache_len_set(p, 0);
 }
 
 /* Slabs pooled now, in the global pool and the Ps' caches: a test's view
@@ -492,9 +527,7 @@ static struct goro *take_idle(int64_t now)
         aged_at = now;
     }
     for (int i = 0; i < TRIM_BATCH && aged && now - aged_at >= IDLE_NS; i++) {
-        struct goro *x = aged;
-        aged = x->pool_next;
-        pool_count_add(-1);
+        struct goro *x = chain_pop_one(&aged);
         x->pool_next = batch;
         batch = x;
     }

@@ -207,6 +207,8 @@ enum goro_tev_type {
     GORO_TEV_BLOCKED,   /* the monitor: worker arg is blocked in the kernel */
     GORO_TEV_HANDOFF,   /* the monitor gives P x from worker g to worker arg */
     GORO_TEV_STACK_GC,  /* x stacks unmapped, or the deep part of one trimmed: arg bytes */
+    GORO_TEV_DL_THROTTLE,  /* reserved g spent its budget: waits arg ns (sched/deadline.c) */
+    GORO_TEV_DL_MISS,   /* reserved g ended a job arg ns past its deadline */
     GORO_TEV__COUNT
 };
 /* 32 bytes; text overlays arg..b (a NAME's characters). */

@@ -162,6 +162,9 @@ static void dump_coroutine(struct goro *g, void *arg)
         goro__outf(d->out, "  deadline in force: %s%lld.%03lld ms%s\n",
                    left >= 0 ? "in " : "passed ", ms, us, left >= 0 ? "" : " ago");
     }
+    char dl[200];
+    if (goro__dl_describe(g, dl, sizeof dl))
+        goro__outf(d->out, "  %s\n", dl);
     switch (state) {
     case GORO_S_RUNNING:
         print_running(d, g);

@@ -51,7 +51,9 @@ struct goro_debug_info {
     /* the saved context: words, the slots of pc and frame pointer, and
      * how far above the saved sp the resumed caller's sp lies */
     uint16_t ctx_words, ctx_slot_pc, ctx_slot_fp, ctx_caller_sp;
-    uint16_t reserved;
+    /* the reservation's pointer in struct goro (sched/deadline.c keeps the
+     * record's first fields where the script reads them) */
+    uint16_t off_dl;
     const char *ctx_regs;           /* space-separated gdb register names */
     char arch[16];
 };
@@ -97,7 +99,7 @@ const char *goro__wait_name(int wait)
 #define OFF(t, f) ((uint16_t)offsetof(t, f))
 __attribute__((visibility("default"), used))
 struct goro_debug_info goro_debug = {
-    .version = 2,
+    .version = 3,
     .size = sizeof(struct goro_debug_info),
     .sizeof_goro = sizeof(struct goro),
     .sizeof_m = sizeof(struct goro_m),
@@ -119,6 +121,7 @@ struct goro_debug_info goro_debug = {
     .ctx_words = GORO_CTX_FRAME_WORDS, .ctx_slot_pc = GORO_CTX_SLOT_PC,
     .ctx_slot_fp = GORO_CTX_SLOT_FP,
     .ctx_caller_sp = GORO_CTX_FRAME_WORDS * sizeof(uint64_t),
+    .off_dl = OFF(struct goro, dl),
     .ctx_regs = CTX_REGS,
     .arch = GORO_ARCH_NAME,
 };

@@ -557,6 +557,14 @@ static void on_event(struct writer *w, struct track *t, const struct goro_tev *e
         instant(w, t->pid, (uint64_t)t->tid, ts, e->x ? "stacks unmapped" : "stack trimmed",
                 args_of(&args, "stacks", e->x, "bytes", e->arg, NULL, 0));
         break;
+    case GORO_TEV_DL_THROTTLE:
+        instant(w, t->pid, (uint64_t)t->tid, ts, "deadline: throttled",
+                args_of(&args, "g", e->g, "wait_ns", e->arg, NULL, 0));
+        break;
+    case GORO_TEV_DL_MISS:
+        instant(w, t->pid, (uint64_t)t->tid, ts, "deadline: missed",
+                args_of(&args, "g", e->g, "late_ns", e->arg, NULL, 0));
+        break;
     }
 }
 

@@ -513,10 +513,16 @@ int goro_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 
 /* goro_wait_fd on a held number. A level check first: the edges the
  * poller keeps are consumed by the first waiter, but this call promises
- * "ready now", data left over or not. */
+ * "ready now", data left over or not. GORO_AFTER_EAGAIN skips the check,
+ * as io_run does: the caller's EAGAIN says the state is "not ready", and
+ * whatever comes after that raises an edge, kept or waking the wait
+ * (registering a descriptor reports its state at once, so the first wait
+ * loses nothing either). */
 static int wait_held(int fd, struct goro_pollfd *pd, uint32_t gen, int events,
                      int64_t deadline)
 {
+    if (events & GORO_AFTER_EAGAIN)
+        return goro__fd_wait(pd, gen, events & ~GORO_AFTER_EAGAIN, deadline);
     struct pollfd p = { .fd = fd, .events = (short)(((events & GORO_READABLE) ? POLLIN : 0) |
                                                     ((events & GORO_WRITABLE) ? POLLOUT : 0)) };
     for (;;) {
@@ -546,7 +552,8 @@ static int wait_held(int fd, struct goro_pollfd *pd, uint32_t gen, int events,
  * of a file that took its number after a goro_close. */
 int goro_wait_fd(int fd, int events, int64_t deadline)
 {
-    if (events == 0 || (events & ~(GORO_READABLE | GORO_WRITABLE)))
+    if ((events & ~GORO_AFTER_EAGAIN) == 0 ||
+        (events & ~(GORO_READABLE | GORO_WRITABLE | GORO_AFTER_EAGAIN)))
         return -EINVAL;
     struct goro_pollfd *pd;
     uint32_t gen;

@@ -165,17 +165,18 @@ char goro__m_thread_state(struct goro_m *m)
     return paren && paren[1] == ' ' ? paren[2] : '?';
 }
 
-/* sysmon: HIGH coroutines wait while p runs one of a lower class: cut
- * p's slice short (invariant 9) - again every `retry` while the slice
+/* sysmon: coroutines of class cls (HIGH, or the deadline class; above it:
+ * any) wait while p runs one of a lower class: cut p's slice short
+ * (invariant 9) - again every `retry` while the slice
  * lasts (the coroutine may be where it cannot be preempted: it then
  * yields at its next goro call). Not while p's thread is in the kernel: a
  * blocking call would fail with EINTR (the slice rule hands such a P over
  * instead). True if asked. */
-bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry)
+bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry, int cls)
 {
     uint32_t t = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
     if (!atomic_load_explicit(&p->running, memory_order_relaxed) ||
-        atomic_load_explicit(&p->running_prio, memory_order_relaxed) >= GORO_PRIO_HIGH ||
+        atomic_load_explicit(&p->running_prio, memory_order_relaxed) >= cls ||
         (p->sm_class_tick == t + 1 && now - p->sm_class_when < retry))
         return false;
     p->sm_class_when = now;

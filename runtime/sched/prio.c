@@ -27,6 +27,7 @@
 
 #include "internal.h"
 #include "sched/sched.h"
+#include "sched/deadline.h"
 
 static uint32_t loan_unit(int prio)
 {
@@ -135,6 +136,8 @@ void goro__holder_set(struct goro_holder *h, goro_lock_t *lk, struct goro *g)
         h->g = NULL;
         h->thread = (uintptr_t)g;
         h->by = GORO_HELD_BY_THREAD;
+        if (goro__dl_in_use())
+            goro__dl_holder_moved(h, NULL);
         return;
     }
     /* g is the caller, or a waiter being handed the lock: alive either way. */
@@ -145,6 +148,8 @@ void goro__holder_set(struct goro_holder *h, goro_lock_t *lk, struct goro *g)
     g->holds = h;
     goro__unlock(&g->holds_lock);
     holder_relend(h);
+    if (goro__dl_in_use())          /* the deadlines its waiters lend (deadline.c) */
+        goro__dl_holder_moved(h, g);
 }
 
 /* Under g->holds_lock: h off g's list. */
@@ -166,6 +171,8 @@ void goro__holder_clear(struct goro_holder *h)
         goro__lock(&g->holds_lock);
         holds_unlink(g, h);
         goro__unlock(&g->holds_lock);
+        if (goro__dl_in_use())
+            goro__dl_holder_moved(h, NULL);
     }
     h->g = NULL;
     h->ended_id = 0;
@@ -219,6 +226,8 @@ void goro__holds_end(struct goro *g)
         h->by = GORO_HELD_BY_ENDED;
         h->lent = 0;
         goro__unlock(&g->holds_lock);
+        if (goro__dl_in_use())      /* loans: none may name g past its end */
+            goro__dl_holder_moved(h, NULL);
         goro__unlock(lk);
         step = -1;
     }

@@ -267,6 +267,10 @@ void goro__pq_put(struct goro_p *p, struct goro *g, int prio)
     GORO_ASSERT(prio != GORO_PRIO_NORMAL && goro__classes_in_use());
     /* invariant 1 */
     GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_RUNNABLE);
+    if (prio == GORO_PRIO_DL) {
+        goro__dl_put(p, g);
+        return;
+    }
     struct goro_classq *cq = classq_of(p);
     int i = pq_index(prio);
     goro__lock(&cq->lock);
@@ -298,7 +302,8 @@ bool goro__global_work(void)
 {
     return atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) > 0 ||
            (GORO_CLASSES && (goro__pq_count(&goro__sched.classq, GORO_PQ_HIGH) > 0 ||
-                             goro__pq_count(&goro__sched.classq, GORO_PQ_LOW) > 0));
+                             goro__pq_count(&goro__sched.classq, GORO_PQ_LOW) > 0 ||
+                             goro__pq_count(&goro__sched.classq, GORO_PQ_DL) > 0));
 }
 
 /* Moves the coroutines of a LOW list - p's, or the global one (from) -
@@ -315,7 +320,7 @@ void goro__pq_rescan(struct goro_p *p, struct goro_p *from)
     struct goro **at = &cq->head[L], *prev = NULL;
     while (*at) {
         struct goro *g = *at;
-        if (goro__prio_of(g) == GORO_PRIO_LOW) {
+        if (goro__queue_class(g) == GORO_PRIO_LOW) {
             prev = g;
             at = &g->next;
             continue;
@@ -331,8 +336,8 @@ void goro__pq_rescan(struct goro_p *p, struct goro_p *from)
     while (lent) {
         struct goro *g = lent;
         lent = g->next;
-        if (goro__prio_of(g) > GORO_PRIO_NORMAL)
-            goro__pq_put(p, g, GORO_PRIO_HIGH);
+        if (goro__queue_class(g) > GORO_PRIO_NORMAL)
+            goro__pq_put(p, g, goro__queue_class(g));
         else
             goro__runq_put(p, g, false);
     }
@@ -392,7 +397,9 @@ struct goro *goro__steal_work(struct goro_p *p)
     enum { TRIES = 4 };
     int n = goro__sched.nprocs;
     bool classes = goro__classes_in_use();
-    struct goro *hi = classes ? steal_class(p, GORO_PQ_HIGH) : NULL;
+    struct goro *hi = goro__dl_in_use() ? goro__dl_steal(p) : NULL;
+    if (!hi && classes)
+        hi = steal_class(p, GORO_PQ_HIGH);
     if (hi)
         return hi;
     for (int pass = 0; pass < TRIES; pass++) {
@@ -469,6 +476,8 @@ struct goro *goro__pinned_take_all(struct goro_m *m)
 
 void goro__timed_append(struct goro_p *p, struct goro_polled *list)
 {
+    if (goro__dl_in_use())
+        goro__dl_timed(p, list);    /* reserved ones go by their deadline */
     if (!list->head)
         return;
     if (p->timed.tail)

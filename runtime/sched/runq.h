@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "sched/sched.h"
+#include "sched/deadline.h"
 
 #define RUNNEXT_STREAK 61
 
@@ -23,6 +24,19 @@ static inline int goro__runq_room(struct goro_p *p)
 GORO_HIDDEN bool goro__runq_empty(struct goro_p *p);
 /* Owner only. next: put g in runnext and demote its previous occupant. */
 GORO_HIDDEN void goro__runq_put(struct goro_p *p, struct goro *g, bool next);
+
+/* The coroutine at the ring's index h runs after the one being taken:
+ * start loading its record now. With tens of thousands of coroutines
+ * alive each record is on a page of its own, cold in the TLB and the
+ * cache, and the switch into it stalls on its first store (g->m) unless
+ * the slice before it has hidden the load. A hint only: a thief may take
+ * it meanwhile, and a prefetch of a stale pointer does not fault. */
+static inline void runq_prefetch(struct goro_p *p, uint32_t h, uint32_t t)
+{
+    if (h != t)
+        __builtin_prefetch(atomic_load_explicit(&p->runq[h % GORO_RUNQ_SIZE],
+                                                memory_order_relaxed), 1, 3);
+}
 
 /* Owner only. *inherit is set when g came from runnext. With a single P
  * nobody steals, so the owner may take without a CAS. */
@@ -64,11 +78,14 @@ static inline struct goro *goro__runq_get(struct goro_p *p, bool *inherit)
                                               memory_order_relaxed);
         if (alone) {
             atomic_store_explicit(&p->runq_head, h + 1, memory_order_relaxed);
+            runq_prefetch(p, h + 1, t);
             return g;
         }
         if (atomic_compare_exchange_weak_explicit(&p->runq_head, &h, h + 1,
-                memory_order_release, memory_order_relaxed))
+                memory_order_release, memory_order_relaxed)) {
+            runq_prefetch(p, h + 1, t);
             return g;
+        }
     }
 }
 
@@ -120,7 +137,7 @@ static inline int goro__pq_count(struct goro_classq *cq, int i)
 }
 
 /* Queues g, of class prio (not NORMAL), on p's list of that class, or the
- * global one without a P. Out of line: the wake-up paths that inline
+ * global one without a P (GORO_PRIO_DL: goro__dl_put). Out of line: the wake-up paths that inline
  * goro__queue_ready stay as small as they were for NORMAL coroutines. */
 GORO_HIDDEN __attribute__((noinline, cold)) void goro__pq_put(struct goro_p *p, struct goro *g,
                                                               int prio);
@@ -147,7 +164,8 @@ static inline struct goro *goro__pq_get(struct goro_p *p, int i)
 static inline bool goro__pq_any(struct goro_p *p)
 {
     return atomic_load_explicit(&p->classq.n[GORO_PQ_HIGH], memory_order_acquire) |
-           atomic_load_explicit(&p->classq.n[GORO_PQ_LOW], memory_order_acquire);
+           atomic_load_explicit(&p->classq.n[GORO_PQ_LOW], memory_order_acquire) |
+           atomic_load_explicit(&p->classq.n[GORO_PQ_DL], memory_order_acquire);
 }
 
 /* ---- making a coroutine runnable ---- */
@@ -161,7 +179,7 @@ static inline __attribute__((always_inline)) void goro__queue_ready(struct goro_
 {
     /* Until a class other than NORMAL is used, g's is NORMAL: the flag,
      * in the line a pick reads anyway, spares reading g's. */
-    int prio = goro__classes_in_use() ? goro__prio_of(g) : GORO_PRIO_NORMAL;
+    int prio = goro__classes_in_use() ? goro__queue_class(g) : GORO_PRIO_NORMAL;
     if (prio != GORO_PRIO_NORMAL)
         goro__pq_put(p, g, prio);
     else if (p)

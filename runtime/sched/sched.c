@@ -6,6 +6,7 @@
  *   switch.c   leaving and resuming a coroutine (2, 3), yield, preemption
  *   park.c     waiting and waking: park, the claim protocol, ready (1, 2, 5)
  *   runq.c     the run queues, class lists, pinned coroutines, stealing (1, 4, 9)
+ *   deadline.c the deadline class: reservations, EDF lists, budgets (1, 9)
  *   idle.c     idle Ms and Ps, spinners (5, 6, 7)
  *   handoff.c  a P's owner and the hand-off sysmon drives (8)
  *   vclock.c   the virtual clock (10)
@@ -23,7 +24,8 @@
  * Invariants, and why they hold:
  *
  * 1. A coroutine is in at most one place: the running slot of one M, one
- *    run queue slot / runnext / the global queue, or one waiter list. It is
+ *    run queue slot / runnext / the global queue, or one waiter list - or,
+ *    throttled, its reservation's timer (deadline.c). It is
  *    put into a queue only by goro__ready() (PARKED -> RUNNABLE), by spawn
  *    (FREE -> RUNNABLE) or by the YIELD post-switch action.
  *
@@ -95,6 +97,9 @@
  *    always; a pick reads them only once goro__sched.classes_used is set
  *    (before the first coroutine of another class exists), so a program
  *    of NORMAL coroutines pays one load of a line the pick reads anyway.
+ *    The deadline class (deadline.c) is one more list of each P and of
+ *    the scheduler, ordered by deadline, that a pick takes before every
+ *    class and a thief steals first; it counts for invariant 5 likewise.
  *
  * 10. The virtual clock (deterministic testing: goro_config_t.clock). One
  *    P, no preemption, and goro_now() stands still while coroutines run.
@@ -134,6 +139,7 @@
 #include "sched/inner.h"
 #include "sched/idle.h"
 #include "sched/runq.h"
+#include "sched/deadline.h"
 
 GORO_HIDDEN struct goro_sched goro__sched = {
     .lock = GORO_LOCK_INIT_RANK(GORO_RANK_SCHED),
@@ -194,6 +200,10 @@ struct goro *goro__pick_local(struct goro_m *m, bool *inherit)
     if (classes) {
         if (atomic_load_explicit(&goro__sched.low_rescan, memory_order_relaxed) != p->low_seen)
             low_rescan(p);
+        /* Reserved coroutines before every class, earliest deadline first
+         * (deadline.c): admission and budgets bound what they take. */
+        if (unlikely(goro__dl_in_use()) && (g = goro__dl_get(m, p)))
+            return g;
         if ((t % 61 == 3 && (g = goro__pq_get(p, GORO_PQ_LOW))) ||
             (t % 61 != 2 && (g = goro__pq_get(p, GORO_PQ_HIGH))))
             return g;
@@ -238,7 +248,7 @@ static struct goro *inject_polled(struct goro_p *p, struct goro_polled *list)
     bool spill = !p;                /* the ring filled: the rest go global */
     for (struct goro *next; g; g = next) {
         next = g->next;             /* before g is published: it may run at once */
-        int prio = goro__prio_of(g);
+        int prio = goro__queue_class(g);
         if (prio != GORO_PRIO_NORMAL) {
             goro__pq_put(p, g, prio);
             continue;

@@ -19,7 +19,7 @@
  * contract inspect for debug: goro__m goro__current goro__forked
  *     goro__forked_error goro__task_file goro__m_task_file
  *     goro__m_thread_state goro__outside_waits goro__sched_activity
- *     goro__timers_first
+ *     goro__timers_first goro__dl_describe
  * contract sample for debug: goro__m_ask_sample
  */
 #ifndef GORO_SCHED_SCHED_H
@@ -64,6 +64,25 @@ GORO_HIDDEN bool goro__holder_is(const struct goro_holder *h, const struct goro 
 /* For coro/, at g's end, on its own stack: off every lock it holds. */
 GORO_HIDDEN void goro__holds_end(struct goro *g);
 GORO_HIDDEN void goro__holder_waiter(struct goro_holder *h, int prio, int delta);
+
+/* deadline.c: the deadline class (goro/deadline.h). spawn: g, not yet
+ * running, takes the reservation dl (admission: -EINVAL, -EBUSY,
+ * -ENOMEM); end: g, ending, gives its reservation back. lend: the
+ * running coroutine self starts waiting for the lock whose holder record
+ * is h (held by holder, NULL for none), under the lock's own lock: a
+ * reserved self lends it its deadline; unlend: self's wait is over
+ * (called by self, with no lock held). moved: h now names `to` (NULL: a
+ * thread, an ended coroutine or nobody), under the lock's own lock: the
+ * loans made through h go to `to`. */
+GORO_HIDDEN int goro__dl_spawn(struct goro *g, const struct goro_dl *dl);
+GORO_HIDDEN void goro__dl_end(struct goro *g);
+GORO_HIDDEN void goro__dl_lend(const void *h, struct goro *holder, struct goro *self);
+GORO_HIDDEN void goro__dl_unlend(struct goro *self);
+GORO_HIDDEN void goro__dl_holder_moved(const void *h, struct goro *to);
+/* For goro_dump: g's reservation and counters, or its lent deadline, as
+ * one line into buf; false if it has neither (or they could not be read
+ * without waiting: a dump may run in a signal handler). */
+GORO_HIDDEN bool goro__dl_describe(const struct goro *g, char *buf, size_t len);
 
 /* sched.c (the M, the loop), switch.c (a coroutine's start and end),
  * park.c (waiting and waking), handoff.c (entering on a P), outside.c
@@ -207,10 +226,13 @@ GORO_HIDDEN void goro__outside_waits(void (*fn)(struct goro *g, pid_t tid, bool 
 GORO_HIDDEN uint64_t goro__sched_activity(void);
 
 /* sysmon.c */
-GORO_HIDDEN bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry);
+GORO_HIDDEN bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry,
+                                         int cls);
 GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
 GORO_HIDDEN void goro__sysmon_stop(void);
 GORO_HIDDEN void goro__sysmon_kick(void);
+/* Wakes sysmon now if it would sleep past `when` (goro__now() time). */
+GORO_HIDDEN void goro__sysmon_poke_by(int64_t when);
 /* handoff.c (sched.c: attach, inject_global), for sysmon */
 #define GORO_P_RETAKING ((struct goro_m *)1)
 GORO_HIDDEN bool goro__handoff(struct goro_p *p, struct goro_m *m);

@@ -29,6 +29,7 @@
 #include "sched/inner.h"
 #include "sched/idle.h"
 #include "sched/runq.h"
+#include "sched/deadline.h"
 
 /* Run by the context that was switched to: finishes what the leaver asked
  * for, now that the leaver's registers are saved (invariant 2). */
@@ -64,12 +65,21 @@ static void post_switch(struct goro_m *m)
         break;
     case GORO_POST_MIGRATE:
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
-        goro__globrunq_put_batch(&prev, 1);
+        if (goro__classes_in_use())
+            goro__queue_ready(NULL, prev, false, NULL);
+        else
+            goro__globrunq_put_batch(&prev, 1);
         goro__spinner_start_if_idle(NULL);         /* m gave its P up (goro__migrate) */
         break;
     case GORO_POST_PREEMPT:
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
-        goro__pinned_push(m, prev);
+        /* A reserved coroutine waits on m's own EDF list instead (or is
+         * throttled there): pinned all the same (preempt.c says why). */
+        if (unlikely(goro__classes_in_use() && atomic_load_explicit(&prev->dl,
+                                                                    memory_order_relaxed)))
+            goro__dl_pin(m, prev);
+        else
+            goro__pinned_push(m, prev);
         break;
     }
 }
@@ -84,11 +94,17 @@ static void tick(struct goro_p *p)
 }
 
 /* The class of the slice p starts, for sysmon's preemption of lower
- * classes: out of line, so that start_slice stays small enough to inline
- * where no class is used. */
+ * classes, and a reserved coroutine's charging begins: out of line, so
+ * that start_slice stays small enough to inline where no class is used. */
 static GORO_NOINLINE void note_running_class(struct goro_p *p, struct goro *g)
 {
-    atomic_store_explicit(&p->running_prio, (int8_t)goro__prio_of(g), memory_order_relaxed);
+    atomic_store_explicit(&p->running_prio, (int8_t)goro__queue_class(g), memory_order_relaxed);
+    if (unlikely(goro__dl_in_use())) {
+        if (atomic_load_explicit(&g->dl, memory_order_relaxed))
+            goro__dl_begin(p, g);
+        else if (atomic_load_explicit(&p->dl_until, memory_order_relaxed))
+            atomic_store_explicit(&p->dl_until, 0, memory_order_relaxed);
+    }
 }
 
 static inline __attribute__((always_inline)) void start_slice(struct goro_m *m, struct goro *g,
@@ -142,6 +158,9 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
         self->min_sp = sp_now;
     m->post = what;
     m->post_g = self;
+    /* A reserved coroutine pays for its slice (before the next begins). */
+    if (goro__classes_in_use() && atomic_load_explicit(&self->dl, memory_order_relaxed))
+        goro__dl_charge(m->p, self, what);
     goro__stall_leaving(m);         /* before start_slice moves schedtick */
     if (goro__trace_on())           /* one look for both events */
         trace_switch(self, what, next);
@@ -230,8 +249,11 @@ void goro_yield(void)
     /* via g0, which polls and runs timers, when due or when this slice
      * was cut short */
     bool poll = goro__poll_due(m->p) || goro__preempt_requested(m->p) || goro__timers_due(m->p);
-    struct goro *next = poll ? NULL : goro__pick_local(m, &inherit);
-    if (!next && !poll) {
+    /* A reserved coroutine yields only to earlier deadlines, and may be
+     * throttled: queued first (post_switch), then g0 picks. */
+    bool dl = goro__classes_in_use() && goro__queue_class(self) == GORO_PRIO_DL;
+    struct goro *next = poll || dl ? NULL : goro__pick_local(m, &inherit);
+    if (!next && !poll && !dl) {
         goro__stall_leaving(m);     /* its slice ends all the same */
         tick(m->p);                 /* nobody to yield to */
     }

@@ -8,7 +8,9 @@
  *   - coroutines waiting in the global queue for GQ_WAIT: make every P
  *     look there at its next switch;
  *   - HIGH coroutines queued while Ps run lower classes: cut as many of
- *     those slices short (check_classes);
+ *     those slices short (check_classes); the same for reserved ones, and
+ *     a reserved coroutine's slice once its budget is spent
+ *     (goro__dl_watch, deadline.c; it pokes sysmon awake for that);
  *   - a busy P whose event base nobody polled for POLL_STARVED: poll it
  *     here, so that its I/O is not held up by a long runner (what it
  *     finds runs at the next slice: lateness <= slice + 2 ms); and a busy
@@ -48,6 +50,7 @@
 
 #include "internal.h"
 #include "sched/sched.h"
+#include "sched/deadline.h"
 #include "io/poller.h"
 #include "coro/coro.h"
 #include "debug/debug.h"
@@ -69,9 +72,23 @@ static _Atomic int deep;               /* asleep until a P is busy */
 static int64_t slice;
 static struct goro_m sysmon_m;         /* its M (no P): what goro__m() returns on sysmon */
 
+static _Atomic int64_t wake_at;        /* when its sleep ends (INT64_MAX: deep) */
+
 static void sysmon_wait(uint32_t seen, int64_t ns)
 {
     goro__futex_wait_ns(&sleep_word, seen, ns);
+}
+
+/* Something is due at `when` (a reserved coroutine's budget ends, one
+ * throttled may run again: sched/deadline.c) before sysmon would look:
+ * it wakes now and plans its sleep again. */
+void goro__sysmon_poke_by(int64_t when)
+{
+    if (when < atomic_load_explicit(&wake_at, memory_order_relaxed)) {
+        atomic_store_explicit(&wake_at, when, memory_order_relaxed);
+        atomic_fetch_add(&sleep_word, 1);
+        goro__futex_wake(&sleep_word, 1);
+    }
 }
 
 void goro__sysmon_kick(void)
@@ -213,7 +230,7 @@ static void check_classes(int64_t now)
         waiting += atomic_load_explicit(&goro__sched.procs[i].classq.n[GORO_PQ_HIGH],
                                         memory_order_relaxed);
     for (int i = 0; i < goro__sched.nprocs && waiting > 0; i++)
-        if (goro__preempt_for_class(&goro__sched.procs[i], now, PREEMPT_RETRY))
+        if (goro__preempt_for_class(&goro__sched.procs[i], now, PREEMPT_RETRY, GORO_PRIO_HIGH))
             waiting--;
 }
 
@@ -247,6 +264,7 @@ static void *sysmon_main(void *arg)
             uint64_t moves = atomic_load(&goro__sched.outside_moves);
             int64_t until = goro__deadlock_pending(goro__real_now());
             atomic_store(&deep, 1);
+            atomic_store(&wake_at, INT64_MAX);
             /* A thread that began to wait after the check kicked us, or
              * sees deep unset: then its move is seen here (seq_cst both). */
             if (all_idle() && !atomic_load(&quit) &&
@@ -264,6 +282,7 @@ static void *sysmon_main(void *arg)
                 idle_rounds = 0;
             continue;
         }
+        atomic_store_explicit(&wake_at, goro__now() + wait, memory_order_relaxed);
         sysmon_wait(seen, wait);
         int64_t now = goro__now();
         int64_t wake = INT64_MAX;   /* the earliest slice end (check_slice) */
@@ -291,6 +310,7 @@ static void *sysmon_main(void *arg)
         }
         if (slice > 0) {            /* never on the virtual clock (slice off) */
             check_classes(now);
+            goro__dl_watch(now, &wake);     /* budgets spent, reservations waiting */
             acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
         }
         if (now >= caches_due) {            /* idle Ps' stack caches to the pool */

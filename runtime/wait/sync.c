@@ -121,13 +121,16 @@ static int wait_lending(struct goro_waitq *q, goro_lock_t *lk, struct goro_holde
     struct goro_waiter w = { .g = self, .kind = kind, .prio = (int8_t)goro__prio_of(self) };
     goro__holder_waiter(h, w.prio, +1);
     goro__waitq_push(q, &w);
+    goro__dl_lend(h, h->g, self);   /* a reserved waiter lends its deadline */
     struct goro_park how = { .why = why, .obj = obj, .unlock = goro__unlock_cb, .arg = lk,
                              .deadline = deadline, .firm = firm, .lends = true };
     for (;;) {
         how.lent = w.prio;
         int outcome = goro__park(&how);
-        if (outcome == GORO_WAKE_DONE)
+        if (outcome == GORO_WAKE_DONE) {
+            goro__dl_unlend(self);
             return 0;
+        }
         goro__lock(lk);
         if (outcome == GORO_WAKE_RECLASS && w.queued) {
             /* The new class first, then the old one off: a rise is one
@@ -139,6 +142,7 @@ static int wait_lending(struct goro_waitq *q, goro_lock_t *lk, struct goro_holde
             continue;
         }
         goro__holder_waiter(h, w.prio, -1);
+        goro__dl_unlend(self);
         if (outcome == GORO_WAKE_RECLASS)
             return LEND_RETRY;      /* skipped by a release: not queued */
         goro__waitq_remove(q, &w);

@@ -31,6 +31,7 @@ struct load_options {
     bool quiet, verify, allow_errors;
     bool tls;                   /* --tls: the goro engine speaks TLS */
     const char *tls_ca;         /* --ca FILE: verify the server; NULL: do not */
+    int server_pid;             /* --server-pid: its CPU over the measured time; 0: none */
 };
 
 void load_options_parse(int argc, char **argv, struct load_options *opt);

@@ -46,12 +46,16 @@ static const char usage_text[] =
     "      --tls              speak TLS (engine goro; the server's certificate is\n"
     "                         not verified unless --ca is given)\n"
     "      --ca FILE          with --tls: verify the server against FILE and --host\n"
+    "      --server-pid PID   report the CPU time (user + system) process PID,\n"
+    "                         the server on this machine, used per round trip\n"
+    "                         over the measured time\n"
     "  -q, --quiet            no progress line\n"
     "  -h, --help             this text\n"
     "\n"
     "Progress goes to stderr once a second. The last line on stdout is\n"
     "  RESULT conns=<connected> size=<bytes> duration=<s> rtps=<round trips/s>\n"
     "         p50_us=<x> p99_us=<y> p999_us=<z> errors=<n>\n"
+    "         [server_cpu_us_per_rt=<u>]   (with --server-pid)\n"
     "(one line). Exit status 1 if errors > 0, unless --allow-errors.\n";
 
 /* The target must be this machine: echoload is a test tool, not a way to
@@ -129,7 +133,7 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
 {
     cli_program = "echoload";
     enum { O_WARMUP = 256, O_RAMP, O_SOURCES, O_PROCS, O_HOLD, O_TIMEOUT, O_VERIFY,
-           O_NO_VERIFY, O_ALLOW_ERRORS, O_ENGINE, O_TLS, O_CA };
+           O_NO_VERIFY, O_ALLOW_ERRORS, O_ENGINE, O_TLS, O_CA, O_SERVER_PID };
     static const struct option longs[] = {
         { "host", required_argument, NULL, 'H' },
         { "port", required_argument, NULL, 'p' },
@@ -149,6 +153,7 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
         { "allow-errors", no_argument, NULL, O_ALLOW_ERRORS },
         { "tls", no_argument, NULL, O_TLS },
         { "ca", required_argument, NULL, O_CA },
+        { "server-pid", required_argument, NULL, O_SERVER_PID },
         { "quiet", no_argument, NULL, 'q' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -178,6 +183,9 @@ void load_options_parse(int argc, char **argv, struct load_options *opt)
         case O_ALLOW_ERRORS: opt->allow_errors = true; break;
         case O_TLS: opt->tls = true; break;
         case O_CA: opt->tls_ca = optarg; break;
+        case O_SERVER_PID:
+            opt->server_pid = (int)cli_long("--server-pid", optarg, 1, 1L << 22);
+            break;
         case 'q': opt->quiet = true; break;
         case 'h': cli_usage(usage_text, 0);
         default: cli_usage(usage_text, 2);

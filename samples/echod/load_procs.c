@@ -33,6 +33,7 @@ static struct {
     int64_t measured_rounds;
     struct hist measured;
     long lost;                      /* connections of processes that died */
+    double server_cpu[2];           /* --server-pid's CPU seconds at measure, stop */
 } run;
 
 static int64_t now_ns(void)
@@ -45,6 +46,34 @@ static int64_t now_ns(void)
 static int64_t seconds_ns(double s)
 {
     return (int64_t)(s * 1e9);
+}
+
+/* The CPU seconds (user + system, every thread) process pid has used,
+ * from /proc/PID/stat; -1 when it cannot be read (the server is gone). */
+static double cpu_seconds(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* After the command name's closing parenthesis (the name may hold
+     * spaces): state is field 3, utime and stime fields 14 and 15. */
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut, st;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                     &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void sample_server(int which)
+{
+    if (run.opt->server_pid)
+        run.server_cpu[which] = cpu_seconds(run.opt->server_pid);
 }
 
 /* ---- starting the load processes ---- */
@@ -242,6 +271,7 @@ static double drive(void)
         run.phase = "warm-up";
         pump(now_ns() + seconds_ns(opt->warmup), NULL);
         tell_all(CONTROL_MEASURE);
+        sample_server(0);
     }
     int64_t t0 = now_ns();
     if (any) {
@@ -249,6 +279,7 @@ static double drive(void)
         pump(t0 + seconds_ns(opt->duration), NULL);
     }
     tell_all(CONTROL_STOP);
+    sample_server(1);
     int64_t t1 = now_ns();
     run.phase = "stopping";
     pump(0, has_finished);
@@ -306,9 +337,20 @@ static void summary(double measured, long errors)
            "lost with a process %ld)\n", errors, sum(offsetof(struct report, connect_errors)),
            sum(offsetof(struct report, io_errors)), sum(offsetof(struct report, verify_errors)),
            sum(offsetof(struct report, silent)), run.lost);
+    double cpu = run.server_cpu[1] - run.server_cpu[0];
+    bool have_cpu = opt->server_pid && run.server_cpu[0] >= 0 && run.server_cpu[1] >= 0 &&
+                    run.measured_rounds > 0;
+    double cpu_us = have_cpu ? cpu * 1e6 / (double)run.measured_rounds : 0;
+    if (have_cpu)
+        printf("echoload: server pid %d used %.2f s of CPU over the %.2f s measured "
+               "(%.0f%% of one CPU): %.2f us per round trip\n", opt->server_pid, cpu,
+               measured, measured > 0 ? cpu * 100 / measured : 0, cpu_us);
     printf("RESULT conns=%ld size=%zu duration=%g rtps=%.0f p50_us=%ld p99_us=%ld "
-           "p999_us=%ld errors=%ld\n", connected, opt->size, opt->duration, rtps, p50, p99,
+           "p999_us=%ld errors=%ld", connected, opt->size, opt->duration, rtps, p50, p99,
            p999, errors);
+    if (have_cpu)
+        printf(" server_cpu_us_per_rt=%.2f", cpu_us);
+    putchar('\n');
     fflush(stdout);
 }
 

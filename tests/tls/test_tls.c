@@ -25,7 +25,9 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
+#include <pthread.h>
 
 #include "goro.h"
 #include "goro/tls.h"
@@ -723,6 +725,63 @@ START_TEST(against_s_client)
 }
 END_TEST
 
+/* ---- session tickets ---- */
+
+/* A plain OpenSSL client on a thread (blocking socket): counts the TLS 1.3
+ * session tickets the server sends, which come before the echo. */
+static atomic_int tickets;
+
+static int count_ticket(SSL *ssl, SSL_SESSION *sess)
+{
+    (void)ssl, (void)sess;
+    atomic_fetch_add(&tickets, 1);
+    return 0;                       /* not kept: OpenSSL frees it */
+}
+
+static void *ticket_client(void *arg)
+{
+    int port = (int)(intptr_t)arg;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, count_ticket);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    SSL *ssl = SSL_new(ctx);
+    char c = 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || !SSL_set_fd(ssl, fd) ||
+        SSL_connect(ssl) != 1 || SSL_write(ssl, "t", 1) != 1 || SSL_read(ssl, &c, 1) != 1 ||
+        c != 't')
+        tfail("the OpenSSL client failed");
+    SSL_shutdown(ssl);
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+    return NULL;
+}
+
+/* One ticket after a TLS 1.3 handshake, as Go's server sends, rather than
+ * OpenSSL's default two: enough to resume, half the work (tls/config.c). */
+START_TEST(one_session_ticket)
+{
+    int port, lfd = listener(&port);
+    goro_tls_config_t *scfg = server_cfg(GORO_TLS_VERIFY_DEFAULT);
+    struct served s = { 0 };
+    goro_t *srv = go(echo_one, lfd, scfg, &s);
+    atomic_store(&tickets, 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, ticket_client, (void *)(intptr_t)port), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(goro_join(srv, NULL), 0);
+    ck_assert_msg(failed() == NULL, "%s", failed());
+    int n = atomic_load(&tickets);
+    ck_assert_msg(n == 1, "%d session tickets", n);
+    goro_tls_config_free(scfg);
+    goro_close(lfd);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(bad_input)
@@ -799,6 +858,7 @@ static Suite *tls_suite(void)
         { "many_connections", many_connections, 60 },
         { "against_s_server", against_s_server, 20 },
         { "against_s_client", against_s_client, 20 },
+        { "one_session_ticket", one_session_ticket, 10 },
         { "bad_input", bad_input, 10 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -34,7 +34,7 @@ SONAME := libgoro.so.$(VERSION_MAJOR)
 
 # Cross build for aarch64 on another host: the Debian cross gcc, a sysroot
 # of arm64 static archives that tools/aarch64-sysroot.sh unpacks on first use
-# (libunwind, liblzma, Check, subunit, libevent), -static linking (dynamic
+# (libunwind, liblzma, Check, subunit, libevent, liburing), -static linking (dynamic
 # aarch64 programs that create threads hang in pthread_create under qemu-user
 # 7.2), and qemu-user to run the result, with GORO_TEST_SLOW=1 (the tests
 # shrink their loop counts and stretch their timeouts for the emulator).
@@ -72,7 +72,7 @@ endif
 UNWIND_LIBS := $(if $(STATIC),-lunwind-$(ARCH) -lunwind -llzma,-lunwind)
 CHECK_LIBS := $(if $(STATIC),-lcheck -lsubunit,$(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit))
 EVENT_LIBS := -levent_pthreads -levent_core
-LIBS := $(EVENT_LIBS) $(UNWIND_LIBS) -lpthread -lm -lrt
+LIBS := $(EVENT_LIBS) -luring $(UNWIND_LIBS) -lpthread -lm -lrt
 ALL_CFLAGS = $(BASE_CFLAGS) $(SYS_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SYS_LDFLAGS) $(SAN_FLAGS) $(if $(STATIC),-static) $(LDFLAGS)
 
@@ -208,7 +208,7 @@ $(SHARED_LIB): $(SHARED_REAL)
 #   cc prog.c $(pkg-config --cflags --libs goro) $(pkg-config --variable=rpath goro)
 # Written afresh on every install: it holds PREFIX, which may differ from
 # the last run's.
-STATIC_PRIVATE := -levent_pthreads -levent_core -lgcc_eh -lunwind -llzma -lpthread -lm -lrt
+STATIC_PRIVATE := -levent_pthreads -levent_core -luring -lgcc_eh -lunwind -llzma -lpthread -lm -lrt
 .PHONY: $(BUILD)/goro.pc $(BUILD)/cmake
 $(BUILD)/goro.pc:
 	@mkdir -p $(@D)

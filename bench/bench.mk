@@ -12,7 +12,7 @@
 
 BENCH_OUT := $(BUILD)/bench
 BENCH_NAMES := switch yield spawn forkjoin chan_pingpong skynet parked sleep preempt timers group \
-               pipeline future accept local inherit deadline
+               pipeline future accept local inherit deadline file_pread
 BENCH_BINS := $(addprefix $(BENCH_OUT)/,$(BENCH_NAMES))
 BENCH_OBJS := $(addsuffix .o,$(BENCH_BINS))
 

@@ -212,6 +212,16 @@ run GORO_WORKERS=2 DL_SECONDS="${DL_SECONDS:-60}" "$B/deadline"
 run GOMAXPROCS="$ncpu" "$P/go/accept"
 run GORO_WORKERS="$ncpu" "$B/accept"
 
+# ---- files: 4 KiB random preads of a cached 1 GiB file by 256 readers, 2
+# workers: goro's rings, goro on the offload pool (GORO_IO_URING=0, figures
+# file_pread_pool_*), Go's ReadAt; one file for the three, made by the
+# first and removed at the end (docs/files.md) ----
+bench_file=$B/file_pread-1g.dat
+run GOMAXPROCS=2 "$P/go/file_pread" "$bench_file"
+run GORO_WORKERS=2 "$B/file_pread" "$bench_file"
+run --as file_pread:file_pread_pool GORO_IO_URING=0 GORO_WORKERS=2 "$B/file_pread" "$bench_file"
+rm -f "$bench_file"
+
 # ---- scheduled pipelines: two CPU-bound jobs, 2 workers (docs/pipelines.md) ----
 run GOMAXPROCS=2 "$P/go/pipeline"
 run GORO_WORKERS=2 "$B/pipeline"
@@ -287,6 +297,11 @@ ratio trace_on_cost_skynet goro skynet_traced goro skynet_notrace goro "<=" 1.15
 ratio future_vs_chan_handoff goro future_handoff goro future_chan_handoff goro "<=" 1.0
 # connections per second (goro over Go: higher is better)
 ratio accept_vs_go goro accept goro accept go ">=" 1.3
+# files: the rings over the pool and over Go's ReadAt (higher is better);
+# threads alive meanwhile: at most the workers + 4
+ratio file_pread_vs_pool goro file_pread goro file_pread_pool goro ">=" 1.5
+ratio file_pread_vs_go goro file_pread goro file_pread go ">=" 1.0
+target_val file_pread_threads goro "<=" 6
 # a wait under a deadline in force against the same wait given it
 ratio deadline_inherited_vs_explicit goro deadline_inherited_handoff goro deadline_explicit_handoff goro "<=" 1.05
 # a coroutine-local read

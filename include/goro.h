@@ -865,5 +865,6 @@ goro_t *goro__handle_or_errno(int err, goro_t *h);
 #include "goro/net.h"
 #include "goro/stream.h"
 #include "goro/deadline.h"
+#include "goro/file.h"
 
 #endif /* GORO_H */

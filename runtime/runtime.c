@@ -13,6 +13,7 @@
 #include "sched/sched.h"
 #include "coro/coro.h"
 #include "io/poller.h"
+#include "file/file.h"
 #include "debug/debug.h"
 
 #define DEFAULT_STACK (256 * 1024)
@@ -164,6 +165,7 @@ int goro_shutdown_until(int64_t deadline)
         return err;
     }
     goro__handles_close();          /* no other thread frees or reads a slab now */
+    goro__file_stop();              /* no call runs now; the bases are still there */
     goro__sched_stop();
     goro__offload_stop();
     goro__signal_end_all();         /* its threads are gone: no poll runs a callback */

@@ -3,7 +3,7 @@
  * the first use of the runtime, which starts it from any layer.
  *
  * layer: runtime - goro_start / goro_shutdown: starts and stops the layers
- * may call: io, coro, sched, debug, base
+ * may call: file, io, coro, sched, debug, base
  * contract start for all: goro__ensure_started
  */
 #ifndef GORO_RUNTIME_H

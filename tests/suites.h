@@ -44,6 +44,7 @@ Suite *clock_suite(void);       /* test_clock.c: the virtual clock, seeded inter
 Suite *process_suite(void);     /* test_process.c: child processes, pipes, waits, kills */
 Suite *net_suite(void);         /* test_net.c: listen, dial by name, Happy Eyeballs */
 Suite *stream_suite(void);      /* test_stream.c: buffered streams, goro_copy, fd passing */
+Suite *file_suite(void);        /* test_file.c: files through io_uring and the pool, sendfile */
 
 #define GORO_TEST_SUITES \
     spawn_suite, err_suite, args_suite, context_suite, stack_suite, errors_suite, \
@@ -52,6 +53,6 @@ Suite *stream_suite(void);      /* test_stream.c: buffered streams, goro_copy, f
     offload_suite, io_suite, fdreuse_suite, time_suite, timer_suite, cancel_suite, preempt_suite, handoff_suite, \
     dump_suite, stall_suite, deadlock_suite, trace_suite, clock_suite, group_suite, flight_suite, structured_suite, inherit_suite, watch_suite, priority_suite, deadline_suite, pipeline_suite, \
     process_suite, \
-    net_suite, stream_suite
+    net_suite, stream_suite, file_suite
 
 #endif

@@ -29,7 +29,8 @@ TRIPLET=aarch64-linux-gnu
 #   liblzma-dev    liblzma.a
 #   check          libcheck.a check.h               (check.pc requires libsubunit)
 #   libsubunit-dev libsubunit.a
-PACKAGES=(libevent-dev libunwind-dev liblzma-dev check libsubunit-dev)
+#   liburing-dev   liburing.a liburing.h             (files through io_uring)
+PACKAGES=(libevent-dev libunwind-dev liblzma-dev check libsubunit-dev liburing-dev)
 REQUIRED_FILES=(
     usr/include/check.h
     usr/include/event2/event.h
@@ -44,9 +45,15 @@ REQUIRED_FILES=(
     "usr/lib/$TRIPLET/libunwind.a"
     "usr/lib/$TRIPLET/libunwind-aarch64.a"
     "usr/lib/$TRIPLET/liblzma.a"
+    usr/include/liburing.h
+    "usr/lib/$TRIPLET/liburing.a"
 )
 
-if [ -e "$STAMP" ]; then
+# A sysroot made before a package joined the list is made again.
+have_all() {
+    for f in "${REQUIRED_FILES[@]}"; do [ -e "$SYSROOT/$f" ] || return 1; done
+}
+if [ -e "$STAMP" ] && have_all; then
     exit 0
 fi
 

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 declare -A group=(
-  [core]="gcc g++ clang make pkg-config python3 libunwind-dev libevent-dev check valgrind libsqlite3-dev zlib1g-dev libssl-dev openssl"
+  [core]="gcc g++ clang make pkg-config python3 libunwind-dev libevent-dev liburing-dev check valgrind libsqlite3-dev zlib1g-dev libssl-dev openssl"
   [test]="valgrind cmake man-db groff-base"
   [bench]="g++ libboost-context-dev golang-go gnuplot-nox wrk nginx-light"
   [httpd]="curl wrk"

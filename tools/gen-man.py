@@ -53,6 +53,8 @@ PAGES = [
      ['Buffered reader', 'Buffered writer', 'Copying', 'Messages'], None),
     ('goro_debug', 'dumps, traces, stall and deadlock watches, leak reports',
      ['Debugging'], None),
+    ('goro_file', 'files through io_uring or the offload pool: open, pread, fsync, sendfile',
+     ['Files'], None),
 ]
 SKIP_DIRECTIVES = ('#if', '#endif', '#else', '#elif', '#pragma', '#undef', '#include')
 

@@ -17,7 +17,7 @@ PEER_C_BINS  := $(PEER_OUT)/switch_ucontext $(PEER_OUT)/spawn_pthread \
                 $(PEER_OUT)/echo_epoll $(PEER_OUT)/echo_libevent
 PEER_CC_BINS := $(PEER_OUT)/switch_boost
 PEER_GO_NAMES := skynet pingpong yield spawn forkjoin parked sleep echo preempt timers pipeline group \
-                 accept echo_tls httpd deadline
+                 accept echo_tls httpd deadline file_pread
 PEER_GO_BINS := $(addprefix $(PEER_OUT)/go/,$(PEER_GO_NAMES))
 
 PEER_BINS := $(PEER_C_BINS) $(PEER_CC_BINS) $(PEER_GO_BINS)

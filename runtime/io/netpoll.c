@@ -50,6 +50,7 @@
 #include "sched/sched.h"
 #include "runtime.h"
 #include "io/netpoll.h"
+#include "file/file.h"
 #include "wait/waitq.h"
 
 GORO_HIDDEN _Atomic int goro__io_used;
@@ -302,6 +303,12 @@ int goro__netpoll(struct goro_p *p, struct goro_p *sleeper, _Atomic uint32_t *sl
 {
     *out = (struct goro_polled){ NULL, NULL, 0 };
     bool block = sleep_note != NULL;
+    /* File requests queued on any P's ring go in, and what completed comes
+     * out, at every look - also by an M that then finds the base taken and
+     * sleeps elsewhere: nothing queued waits for a look that may not come.
+     * A completion the kernel posts later shows on its ring's eventfd, in
+     * the descriptors' base, which its sleeper watches. */
+    goro__file_flush_all();
     if (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire)) {
         if (!block)
             return 0;
@@ -361,12 +368,12 @@ void goro__netpoll_break(struct goro_p *p)
  * M, sysmon) and must not switch. */
 int goro__netpoll_watch(struct event *ev, int fd, void (*cb)(int, short, void *), void *arg)
 {
-    if (event_assign(ev, goro__sched.procs[0].base, fd, EV_READ | EV_PERSIST, cb, arg) < 0)
+    if (event_assign(ev, GORO_NETPOLL_FDS_P->base, fd, EV_READ | EV_PERSIST, cb, arg) < 0)
         return -EINVAL;
     errno = 0;
     if (event_add(ev, NULL) < 0)
         return errno ? -errno : -ENOMEM;
-    /* Busy Ps look at their bases only when somebody uses I/O. */
+    /* Busy Ps look at the descriptors' base only when somebody uses I/O. */
     atomic_store_explicit(&goro__io_used, 1, memory_order_relaxed);
     return 0;
 }

@@ -16,7 +16,7 @@
  *
  * layer: io - descriptors, the poller and signals: all of libevent
  * may call: wait, sched, base
- * uses: start, reports, fatal
+ * uses: start, reports, fatal, rings
  * contract poller for sched: goro__netpoll goro__netpoll_break
  *     goro__netpoll_looking goro__netpoll_init goro__netpoll_fini goro__netpoll_forget_all
  * contract select-fd for wait: goro__select_fds
@@ -109,8 +109,10 @@ enum goro_select_fds_step {
 GORO_HIDDEN int goro__select_fds(struct goro_select_fds *s, enum goro_select_fds_step step,
                                  int i, const void *skip);
 
-/* netpoll.c, for signal.c: base 0 of the running runtime watches fd for
- * reading; cb runs on a runtime thread's g0 and must not switch. */
+/* netpoll.c, for signal.c and file/'s rings (their eventfds): the
+ * descriptors' base (GORO_NETPOLL_FDS_P) of the running runtime watches fd
+ * for reading; cb runs on a runtime thread's g0 and must not switch. The
+ * caller ends the watch with event_del before the base goes at shutdown. */
 GORO_HIDDEN int goro__netpoll_watch(struct event *ev, int fd,
                                     void (*cb)(int, short, void *), void *arg);
 

@@ -23,7 +23,6 @@
 
 #include <goro.h>
 
-#include "file_shim.h"   /* goro_openat, goro_fstat, goro_sendfile_until */
 #include "http.h"
 
 /* How long a connection may take to send a request head (a keep-alive

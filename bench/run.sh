@@ -13,7 +13,8 @@
 # Go peers run with GOMAXPROCS equal to goro's worker count for the figure.
 # The TCP echo figures come last but one, from bench/echo.sh (its own matrix
 # of servers and loads, its own ratios and targets; ECHO_* settings there),
-# then the static file servers' from bench/httpd.sh (HTTPD_* settings).
+# then the static file servers' from bench/httpd.sh (HTTPD_* settings),
+# then TLS echo and handshakes from bench/tls.sh (TLS_* settings).
 # Exit status: 1 if a benchmark failed (crashed, timed out, wrong result),
 # else 0; a missed target is reported, not an error.
 set -u
@@ -359,5 +360,8 @@ ratio preempt_nw_tick_p99_late_vs_go goro preempt_nw_tick_p99_late goro preempt_
 
 # ---- static files over HTTP: samples/httpd, nginx, Go ----
 "$(dirname "$0")/httpd.sh" "$build" || failed=1
+
+# ---- TLS: echod --tls and Go's crypto/tls echo ----
+"$(dirname "$0")/tls.sh" "$build" || failed=1
 
 exit $failed

@@ -116,3 +116,12 @@ ratio "tls_echo_c${CONNS}_s64" "${echo_best[goro]}" "${echo_best[go]}"
 ratio "tls_echo_c${CONNS}_s64_server_cpu" "${echo_cpu[go]:-0}" "${echo_cpu[goro]:-0}"
 ratio tls_handshakes "${hs_best[goro]}" "${hs_best[go]}"
 ratio tls_handshakes_server_cpu "${hs_cpu[go]:-0}" "${hs_cpu[goro]:-0}"
+target() {   # name value op limit
+  awk -v n="$1" -v v="$2" -v op="$3" -v t="$4" 'BEGIN {
+    ok = (op == ">=") ? (v >= t) : (v <= t)
+    printf "target %s %.2f %s %s %s\n", n, v, op, t, ok ? "ok" : "MISSED" }'
+}
+if [ "${echo_best[go]:-0}" -gt 0 ] && [ "${hs_best[go]:-0}" -gt 0 ]; then
+  target "tls_echo_c${CONNS}_s64_vs_go" "$(awk -v a="${echo_best[goro]}" -v b="${echo_best[go]}" 'BEGIN { print a / b }')" ">=" 1.3
+  target tls_handshakes_vs_go "$(awk -v a="${hs_best[goro]}" -v b="${hs_best[go]}" 'BEGIN { print a / b }')" ">=" 1.0
+fi

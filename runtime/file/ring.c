@@ -87,6 +87,12 @@ static goro_lock_t rings_lk = GORO_LOCK_INIT;
 static struct file_ring *_Atomic rings[MAX_RINGS];
 /* A ring was made: until then the poller's look costs one load. */
 static _Atomic int rings_made;
+/* Pollers inside goro__file_flush_all. Workers still poll while
+ * goro__file_stop runs: it takes each ring out of rings[] first, then
+ * waits until no flush is under way before it frees any, so no flush
+ * holds a ring that is freed (both sides seq_cst: a flush that found a
+ * ring had counted itself before, and the stop sees that count). */
+static _Atomic int flushers;
 
 /* ---- completions ---- */
 
@@ -245,15 +251,17 @@ void goro__file_flush_all(void)
 {
     if (!atomic_load_explicit(&rings_made, memory_order_relaxed))
         return;
+    atomic_fetch_add(&flushers, 1);
     int n = goro__sched.nprocs < MAX_RINGS ? goro__sched.nprocs : MAX_RINGS;
     for (int i = 0; i < n; i++) {
-        struct file_ring *fr = atomic_load_explicit(&rings[i], memory_order_acquire);
+        struct file_ring *fr = atomic_load(&rings[i]);
         if (!fr || (atomic_load_explicit(&fr->queued, memory_order_relaxed) == 0 &&
                     !cq_nonempty_hint(fr)))
             continue;
         goro__lock(&fr->lk);
         submit_and_reap(fr);
     }
+    atomic_fetch_sub_explicit(&flushers, 1, memory_order_release);
 }
 
 bool goro__ring_usable(void)
@@ -264,10 +272,18 @@ bool goro__ring_usable(void)
 void goro__file_stop(void)
 {
     goro__lock(&rings_lk);
+    struct file_ring *gone[MAX_RINGS];
+    int n = 0;
     for (int i = 0; i < MAX_RINGS; i++) {
         struct file_ring *fr = atomic_exchange(&rings[i], NULL);
-        if (!fr)
-            continue;
+        if (fr)
+            gone[n++] = fr;
+    }
+    /* No flush may still hold one (see flushers). */
+    while (atomic_load(&flushers))
+        sched_yield();
+    for (int i = 0; i < n; i++) {
+        struct file_ring *fr = gone[i];
         event_del(&fr->ev);            /* waits for a callback under way */
         io_uring_queue_exit(&fr->ring);
         close(fr->efd);

@@ -102,8 +102,11 @@ static void req_complete(struct ring_req *r, int res)
     r->res = res;
     uintptr_t old = atomic_exchange_explicit(&r->state, REQ_CLAIMING, memory_order_acq_rel);
     GORO_ASSERT(old != REQ_DONE && old != REQ_CLAIMING);  /* ring: one CQE a request */
-    if (old != REQ_PENDING)
-        goro__claim_ready((struct goro *)old);
+    /* Inside a look at the descriptors' base its result takes the waiter
+     * (the look's caller queues it within the run queue's room); outside,
+     * a plain wake-up. */
+    if (old != REQ_PENDING && goro__claim((struct goro *)old, GORO_WAKE_DONE))
+        goro__ready_seen((struct goro *)old);
     atomic_store_explicit(&r->state, REQ_DONE, memory_order_release);
 }
 

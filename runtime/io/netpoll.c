@@ -303,12 +303,19 @@ int goro__netpoll(struct goro_p *p, struct goro_p *sleeper, _Atomic uint32_t *sl
 {
     *out = (struct goro_polled){ NULL, NULL, 0 };
     bool block = sleep_note != NULL;
+    struct poll_run run = { out, room > 0 ? room : 1, p->base };
     /* File requests queued on any P's ring go in, and what completed comes
      * out, at every look - also by an M that then finds the base taken and
      * sleeps elsewhere: nothing queued waits for a look that may not come.
-     * A completion the kernel posts later shows on its ring's eventfd, in
-     * the descriptors' base, which its sleeper watches. */
+     * What completed joins this look's result (goro__ready_seen), which
+     * the caller queues: work found, so no sleep. A completion the kernel
+     * posts later shows on its ring's eventfd, in the descriptors' base,
+     * which its sleeper watches. */
+    this_poll = &run;
     goro__file_flush_all();
+    this_poll = NULL;
+    if (out->n)
+        return out->n;
     if (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire)) {
         if (!block)
             return 0;
@@ -335,7 +342,6 @@ int goro__netpoll(struct goro_p *p, struct goro_p *sleeper, _Atomic uint32_t *sl
         else if (until != INT64_MAX)
             alarm_set(p, until);
     }
-    struct poll_run run = { out, room > 0 ? room : 1, p->base };
     this_poll = &run;
     atomic_fetch_add_explicit(&p->npolls, 1, memory_order_relaxed);
     if (block)
@@ -396,6 +402,14 @@ void goro__ready_polled(struct goro *g)
      * queue instead would put the earliest deadlines behind later ones. */
     if (++out->n == run->room)
         event_base_loopbreak(run->base);
+}
+
+void goro__ready_seen(struct goro *g)
+{
+    if (this_poll)
+        goro__ready_polled(g);      /* the look's result: its caller queues it */
+    else
+        goro__ready(g);
 }
 
 /* ---- the descriptor table ----

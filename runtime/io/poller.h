@@ -40,6 +40,12 @@
 /* From an event callback, inside goro__netpoll's loop: g (already
  * claimed) joins that poll's result. */
 GORO_HIDDEN void goro__ready_polled(struct goro *g);
+/* For what a look finds outside libevent's callbacks too (file/'s rings,
+ * reaped at every look and by their own callers): g (already claimed)
+ * joins the look's result when one runs on this thread - inject_polled in
+ * sched/ is the one place a poll's result is queued, within the run
+ * queue's room - else it is made runnable as any wake-up (goro__ready). */
+GORO_HIDDEN void goro__ready_seen(struct goro *g);
 GORO_HIDDEN int goro__netpoll_init(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
 /* block: as m's way to sleep; returns at once unless m->note still reads

@@ -7,7 +7,7 @@
  * layer: file - files through io_uring (one ring per P) or the offload pool
  * may call: io, sched, base
  * uses: start
- * contract rings for io: goro__file_flush_all
+ * contract rings for io: goro__file_flush goro__file_flush_all
  */
 #ifndef GORO_FILE_FILE_H
 #define GORO_FILE_FILE_H
@@ -49,6 +49,9 @@ GORO_HIDDEN int goro__ring_run(const struct file_op *op, int64_t deadline, long 
  * (goro__claim_ready). Costs a load before the first ring is made, and
  * two per idle ring after. */
 GORO_HIDDEN void goro__file_flush_all(void);
+/* The same for p's ring alone: a worker's look flushes its own. */
+struct goro_p;
+GORO_HIDDEN void goro__file_flush(struct goro_p *p);
 /* Whether this run uses rings (makes the caller's P's ring if needed). */
 GORO_HIDDEN bool goro__ring_usable(void);
 /* At shutdown, once every coroutine has ended: every ring goes. */

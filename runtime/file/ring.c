@@ -5,11 +5,12 @@
  *  1. A ring's queues are touched only under its lock (fr->lk): the
  *     submission queue by whoever queues or submits, the completion queue
  *     by whoever reaps. A call queues its SQE and parks; every look at the
- *     descriptors' base (goro__file_flush_all, from the poller: a worker
- *     whose run queue is empty and every POLL_INTERVAL slices, an idle
- *     worker before it sleeps - in the base or on its futex - and the
- *     monitor) submits what every ring has queued, each in one
- *     io_uring_enter - cached reads complete right there - and reaps. A
+ *     descriptors' base (from the poller: a worker whose run queue is
+ *     empty and every POLL_INTERVAL slices, an idle worker before it
+ *     sleeps - in the base or on its futex - with goro__file_flush of its
+ *     own P's ring; the monitor with goro__file_flush_all) submits what is
+ *     queued in one io_uring_enter - cached reads complete right there -
+ *     and reaps. A
  *     completion the kernel posts later also shows on the ring's eventfd,
  *     registered on the descriptors' base (io/poller.h), so the worker
  *     asleep there wakes for it. So a completion reaches the scheduler
@@ -248,6 +249,20 @@ static bool cq_nonempty_hint(struct file_ring *fr)
 {
     return __atomic_load_n(fr->ring.cq.ktail, __ATOMIC_ACQUIRE) !=
            __atomic_load_n(fr->ring.cq.khead, __ATOMIC_RELAXED);
+}
+
+void goro__file_flush(struct goro_p *p)
+{
+    if (!atomic_load_explicit(&rings_made, memory_order_relaxed) || p->id >= MAX_RINGS)
+        return;
+    atomic_fetch_add(&flushers, 1);
+    struct file_ring *fr = atomic_load(&rings[p->id]);
+    if (fr && (atomic_load_explicit(&fr->queued, memory_order_relaxed) != 0 ||
+               cq_nonempty_hint(fr))) {
+        goro__lock(&fr->lk);
+        submit_and_reap(fr);
+    }
+    atomic_fetch_sub_explicit(&flushers, 1, memory_order_release);
 }
 
 void goro__file_flush_all(void)

@@ -59,7 +59,8 @@ GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
  * (goro__timers_first, read once the poll owns the base) - unless the note
  * no longer reads GORO_NOTE_SLEEPING by then (a wake already sent is not
  * lost) - or returns GORO_NETPOLL_TAKEN at once: another M sleeps in p's
- * base, and watches it. */
+ * base, and watches it. sleeper is the caller's own P (NULL: sysmon): the
+ * look first flushes that P's file ring, or every ring for sysmon. */
 #define GORO_NETPOLL_TAKEN (-1)
 GORO_HIDDEN int goro__netpoll(struct goro_p *p, struct goro_p *sleeper,
                               _Atomic uint32_t *sleep_note, int room, struct goro_polled *out);

@@ -276,7 +276,7 @@ static struct goro *poll_fds(struct goro_m *m)
     p->poll_tick = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
     struct goro_polled got;
     if (!goro__io_in_use() ||
-        goro__netpoll(GORO_NETPOLL_FDS_P, NULL, NULL, goro__runq_room(p), &got) <= 0)
+        goro__netpoll(GORO_NETPOLL_FDS_P, p, NULL, goro__runq_room(p), &got) <= 0)
         return NULL;
     return inject_polled(p, &got);
 }

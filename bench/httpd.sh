@@ -181,7 +181,11 @@ run_point() {
     c0=$(cpu_ticks)
     out=$( { TIMEFORMAT='%U %S'; time wrk -t1 -c"$c" -d"${DURATION}s" --latency "$url"; } 2>&1)
     c1=$(cpu_ticks)
-    kill -0 "$server_pid" 2>/dev/null || { echo "# FAILED: $n ($impl): the server died"; failed=1; }
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+        echo "# FAILED: $n ($impl): the server died"
+        sed 's/^/#   stderr: /' "$dir/server.log" | head -n 20
+        failed=1
+    fi
     stop_server
     reqs=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' <<<"$out")
     rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' <<<"$out")

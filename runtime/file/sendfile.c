@@ -23,8 +23,23 @@
 #include "goro.h"
 #include "internal.h"
 #include "file/file.h"
+#include "io/poller.h"
 
 #define CHUNK (256L * 1024)
+
+/* sendfile(2) has no MSG_NOSIGNAL: a peer that is gone raises SIGPIPE,
+ * which goro never lets through (-EPIPE instead; io/io.c). */
+struct sf_call {
+    int sock, file;
+    off_t *off;
+    size_t len;
+};
+
+static ssize_t sendfile_call(void *arg)
+{
+    struct sf_call *c = arg;
+    return sendfile(c->sock, c->file, c->off, c->len);
+}
 
 /* Whether the byte at off is in memory (or past the end of the file). */
 static bool cached(int file, int64_t off)
@@ -77,7 +92,8 @@ int64_t goro_sendfile_until(int sock, int file, int64_t *offset, int64_t count,
         if (in_coro && (err = warm(file, *offset, len, &scratch, deadline)) < 0)
             break;
         off_t off = (off_t)*offset;
-        ssize_t n = sendfile(sock, file, &off, (size_t)len);
+        ssize_t n = goro__without_sigpipe(sendfile_call,
+                                          &(struct sf_call){ sock, file, &off, (size_t)len });
         if (n > 0) {
             *offset = off;
             sent += n;

@@ -188,7 +188,7 @@ static bool sigpipe_pending(void)
  * own pending signals first, so the one taken is the write's. A SIGPIPE
  * the program already had pending (only possible while it blocks the
  * signal) is left for it: that one and the write's are indistinguishable. */
-static ssize_t unsignalled(io_op op, int fd, struct io_call *c)
+ssize_t goro__without_sigpipe(ssize_t (*fn)(void *), void *arg)
 {
     sigset_t pipe_only, old;
     sigemptyset(&pipe_only);
@@ -196,7 +196,7 @@ static ssize_t unsignalled(io_op op, int fd, struct io_call *c)
     pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
     bool blocked = sigismember(&old, SIGPIPE);
     bool had = blocked && sigpipe_pending();
-    ssize_t n = op(fd, c);
+    ssize_t n = fn(arg);
     int e = n < 0 ? errno_now() : 0;
     if (e == EPIPE && !had) {
         struct timespec now = { 0, 0 };
@@ -207,6 +207,24 @@ static ssize_t unsignalled(io_op op, int fd, struct io_call *c)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = e;                      /* for the caller's errno_now() */
     return n;
+}
+
+struct unsignalled_op {
+    io_op op;
+    int fd;
+    struct io_call *c;
+};
+
+static ssize_t run_unsignalled(void *arg)
+{
+    struct unsignalled_op *u = arg;
+    return u->op(u->fd, u->c);
+}
+
+static ssize_t unsignalled(io_op op, int fd, struct io_call *c)
+{
+    struct unsignalled_op u = { op, fd, c };
+    return goro__without_sigpipe(run_unsignalled, &u);
 }
 
 static ssize_t plain_write(int fd, struct io_call *c) { return write(fd, c->cbuf, c->len); }

@@ -304,17 +304,10 @@ int goro__netpoll(struct goro_p *p, struct goro_p *sleeper, _Atomic uint32_t *sl
     *out = (struct goro_polled){ NULL, NULL, 0 };
     bool block = sleep_note != NULL;
     struct poll_run run = { out, room > 0 ? room : 1, p->base };
-    /* File requests queued on the caller's P's ring go in, and what
-     * completed comes out, at every look - also by an M that then finds
-     * the base taken and sleeps elsewhere: nothing queued waits for a
-     * look that may not come. Only its own ring: a worker that took
-     * another's completions would leave that one dry, to sleep and be
-     * woken again (make bench's pread: 63,000 context switches, one CPU
-     * used). sysmon, with no P, flushes every ring of busy workers.
-     * What completed joins this look's result (goro__ready_seen), which
-     * the caller queues: work found, so no sleep. A completion the kernel
-     * posts later shows on its ring's eventfd, in the descriptors' base,
-     * which its sleeper watches. */
+    /* The caller's own file ring (sysmon: every ring) is flushed at every
+     * look, also by an M that then sleeps elsewhere; only its own, or the
+     * other worker runs dry and sleeps (file/ring.c). What completed joins
+     * this look's result (goro__ready_seen): work found, so no sleep. */
     this_poll = &run;
     if (sleeper)
         goro__file_flush(sleeper);

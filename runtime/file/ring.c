@@ -251,17 +251,23 @@ static bool cq_nonempty_hint(struct file_ring *fr)
            __atomic_load_n(fr->ring.cq.khead, __ATOMIC_RELAXED);
 }
 
+/* Submits and reaps fr if it has anything; the caller counts itself in
+ * flushers around it. */
+static void flush_ring(struct file_ring *fr)
+{
+    if (!fr || (atomic_load_explicit(&fr->queued, memory_order_relaxed) == 0 &&
+                !cq_nonempty_hint(fr)))
+        return;
+    goro__lock(&fr->lk);
+    submit_and_reap(fr);
+}
+
 void goro__file_flush(struct goro_p *p)
 {
     if (!atomic_load_explicit(&rings_made, memory_order_relaxed) || p->id >= MAX_RINGS)
         return;
     atomic_fetch_add(&flushers, 1);
-    struct file_ring *fr = atomic_load(&rings[p->id]);
-    if (fr && (atomic_load_explicit(&fr->queued, memory_order_relaxed) != 0 ||
-               cq_nonempty_hint(fr))) {
-        goro__lock(&fr->lk);
-        submit_and_reap(fr);
-    }
+    flush_ring(atomic_load(&rings[p->id]));
     atomic_fetch_sub_explicit(&flushers, 1, memory_order_release);
 }
 
@@ -271,14 +277,8 @@ void goro__file_flush_all(void)
         return;
     atomic_fetch_add(&flushers, 1);
     int n = goro__sched.nprocs < MAX_RINGS ? goro__sched.nprocs : MAX_RINGS;
-    for (int i = 0; i < n; i++) {
-        struct file_ring *fr = atomic_load(&rings[i]);
-        if (!fr || (atomic_load_explicit(&fr->queued, memory_order_relaxed) == 0 &&
-                    !cq_nonempty_hint(fr)))
-            continue;
-        goro__lock(&fr->lk);
-        submit_and_reap(fr);
-    }
+    for (int i = 0; i < n; i++)
+        flush_ring(atomic_load(&rings[i]));
     atomic_fetch_sub_explicit(&flushers, 1, memory_order_release);
 }
 

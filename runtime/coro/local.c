@@ -98,19 +98,26 @@ void *goro_local_get(goro_key_t key)
 {
     /* Nothing can move this coroutine to another worker between the read
      * of m and of m->curg: nothing here switches, and goro's own code is
-     * never preempted asynchronously (sched/preempt.c). */
+     * never preempted asynchronously (sched/preempt.c). The inline slots
+     * are the path the branches favour; the generation checks end in one
+     * conditional move rather than two branches. */
     struct goro_m *m = goro__tls_m;
-    struct goro *g = m ? m->curg : NULL;
-    uint32_t i = key_index(key);
-    if (!g || i >= KEYS_MAX)
+    if (__builtin_expect(!m, 0))
         return NULL;
-    struct goro_local *l = slot_of(g, i);
+    struct goro *g = m->curg;
+    uint32_t i = key_index(key);
+    struct goro_local *l;
+    if (__builtin_expect(g && i < GORO_LOCALS, 1))
+        l = &g->locals[i];
+    else if (!g || i >= KEYS_MAX || !(l = slot_of(g, i)))
+        return NULL;
     /* A value set under this key's generation, while the key is in use: a
      * deleted key's value, or one of an earlier key of the same index,
      * reads as NULL. */
-    return l && l->gen == key_gen(key) &&
-                   atomic_load_explicit(&keys[i].gen, memory_order_relaxed) == l->gen
-               ? l->value : NULL;
+    uint32_t gen = l->gen;
+    void *v = l->value;
+    uint32_t live = atomic_load_explicit(&keys[i].gen, memory_order_relaxed);
+    return ((gen ^ key_gen(key)) | (live ^ gen)) == 0 ? v : NULL;
 }
 
 /* Makes the overflow array reach index i (i >= GORO_LOCALS). */

@@ -1,6 +1,6 @@
 // deadline.go - the periodic tasks of goro's deadline benchmark
 // (bench/deadline.c) as goroutines: 8 tasks (periods 1-20 ms, deadline =
-// period, 90% of their runtime in CPU work), 4 CPU-bound spinners and
+// period, 90% of their runtime in CPU time), 4 CPU-bound spinners and
 // ECHO_PAIRS echo pairs over socket pairs, for DL_SECONDS (default 10).
 // Go has no deadline class: each task sleeps until its next release.
 // GOMAXPROCS from the env (run.sh: 2).
@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 var taskUs = [8][2]int64{
@@ -33,11 +34,38 @@ var (
 	sink       atomic.Int64
 )
 
+// cpuNs is this thread's CPU clock (CLOCK_THREAD_CPUTIME_ID).
+func cpuNs() int64 {
+	var ts syscall.Timespec
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 3, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
+}
+
+const chunkNs = 20000
+
+// work uses ns of CPU time, counted as bench/deadline.c counts it: chunks
+// of at most 20 us of the thread's CPU clock; one a goroutine was moved or
+// switched out in reads below 0 or above 4 chunks and counts as what it
+// was meant to take.
 func work(ns int64) {
-	n := int64(itersPerNs * float64(ns))
 	var x int64
-	for i := int64(0); i < n; i++ {
-		x += i ^ (x >> 3)
+	a := cpuNs()
+	for done := int64(0); done < ns; {
+		want := ns - done
+		if want > chunkNs {
+			want = chunkNs
+		}
+		n := int64(itersPerNs * float64(want))
+		for i := int64(0); i < n; i++ {
+			x += i ^ (x >> 3)
+		}
+		b := cpuNs()
+		d := b - a
+		a = b
+		if d < 0 || d > 4*chunkNs {
+			d = want
+		}
+		done += d
 	}
 	sink.Add(x & 1)
 }

@@ -518,6 +518,10 @@ struct goro_p {
      * its budget (0: none runs; owner writes, sysmon reads), and when its
      * slice began (owner). */
     _Atomic int64_t dl_until;
+    /* The deadline the reserved coroutine running here runs by (its key:
+     * its own or a lent one; 0: none runs; owner writes, sysmon and
+     * queuers read): an earlier one queued cuts the latest of these. */
+    _Atomic int64_t dl_running;
     /* Its M has a reserved coroutine pinned (goro_m.dl_pinned) that may
      * run from this time on (0: none; owner writes, sysmon reads). */
     _Atomic int64_t dl_pinned_at;

@@ -659,6 +659,89 @@ START_TEST(real_clock_budget_enforced)
 }
 END_TEST
 
+/* Jobs of a short period, until spin_stop: each does nothing but end. */
+static long ticker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&spin_stop, memory_order_relaxed))
+        goro_dl_next();
+    return 0;
+}
+
+/* EDF is preemptive: a job whose deadline is earlier than the running
+ * reserved coroutine's takes its worker at once, not when the other's job
+ * ends or its budget runs out. The long job here spins for 40 ms of each
+ * 100 ms; before the cut, the ticker's 5 ms jobs behind it all missed. */
+START_TEST(real_clock_an_earlier_deadline_cuts_a_later_one)
+{
+    if (!t_async_preemption())
+        return t_skip("real_clock_an_earlier_deadline_cuts_a_later_one",
+                      "no asynchronous preemption here");
+    if (t_slow())
+        return t_skip("real_clock_an_earlier_deadline_cuts_a_later_one",
+                      "an emulator's signals are too late here");
+    t_restart(&(goro_config_t){ .workers = 1, .slice_ns = 10 * MS });
+    atomic_store(&spin_stop, 0);
+    goro_dl_t slow = { 40 * MS, 100 * MS, 100 * MS }, fast = { 1 * MS, 5 * MS, 5 * MS };
+    goro_t *a, *b;
+    ck_assert_int_eq(goro_spawn(&a, GORO_ATTR(.deadline = &slow), spinner, (void *)0), 0);
+    ck_assert_int_eq(goro_spawn(&b, GORO_ATTR(.deadline = &fast), ticker, NULL), 0);
+    t_host_watch_begin();
+    t_nap(0.3);
+    goro_dl_stats_t s;
+    ck_assert_int_eq(goro_dl_stats(b, &s), 0);
+    atomic_store(&spin_stop, 1);
+    double host = t_ms(t_host_watch_end());
+    ck_assert_int_eq(goro_join(a, NULL), 0);
+    ck_assert_int_eq(goro_join(b, NULL), 0);
+    printf("ticker beside a long reserved job: %llu periods, %llu misses, worst %.3f ms late\n",
+           (unsigned long long)s.periods, (unsigned long long)s.misses, t_ms(s.worst_lateness));
+    fflush(stdout);
+    /* 60 periods; each host stall may cost one or two */
+    ck_assert_msg(s.periods >= 40, "periods %llu", (unsigned long long)s.periods);
+    ck_assert_msg(s.misses <= 2 + (unsigned long long)(host / 5), "misses %llu (the host stalled %.1f ms)",
+                  (unsigned long long)s.misses, host);
+    t_restart(&(goro_config_t){ .workers = 2 });
+}
+END_TEST
+
+/* A period starts on time while a NORMAL coroutine holds the worker: its
+ * release timer is fired by the monitor, not found at the spinner's next
+ * switch or a millisecond late by the monitor's starved-timer look
+ * (before: about one period in two was lost that way). */
+START_TEST(real_clock_periods_start_on_time_beside_a_spinner)
+{
+    if (!t_async_preemption())
+        return t_skip("real_clock_periods_start_on_time_beside_a_spinner",
+                      "no asynchronous preemption here");
+    if (t_slow())
+        return t_skip("real_clock_periods_start_on_time_beside_a_spinner",
+                      "an emulator's signals are too late here");
+    t_restart(&(goro_config_t){ .workers = 1, .slice_ns = 10 * MS });
+    atomic_store(&spin_stop, 0);
+    goro_dl_t d = { 200 * US, 1 * MS, 1 * MS };
+    goro_t *norm, *res;
+    ck_assert_int_eq(goro_spawn(&norm, NULL, spinner, (void *)1), 0);
+    ck_assert_int_eq(goro_spawn(&res, GORO_ATTR(.deadline = &d), ticker, NULL), 0);
+    t_host_watch_begin();
+    int64_t t0 = goro_now();
+    t_nap(0.3);
+    goro_dl_stats_t s;
+    ck_assert_int_eq(goro_dl_stats(res, &s), 0);
+    double took = t_ms(goro_now() - t0);
+    atomic_store(&spin_stop, 1);
+    double host = t_ms(t_host_watch_end());
+    ck_assert_int_eq(goro_join(res, NULL), 0);
+    ck_assert_int_eq(goro_join(norm, NULL), 0);
+    printf("1 ms periods beside a spinner: %llu in %.0f ms, %llu misses\n",
+           (unsigned long long)s.periods, took, (unsigned long long)s.misses);
+    fflush(stdout);
+    ck_assert_msg((double)s.periods >= 0.8 * (took - host), "periods %llu in %.0f ms (the host stalled %.1f ms)",
+                  (unsigned long long)s.periods, took, host);
+    t_restart(&(goro_config_t){ .workers = 2 });
+}
+END_TEST
+
 Suite *deadline_suite(void)
 {
     Suite *s = suite_create("deadline");
@@ -676,5 +759,7 @@ Suite *deadline_suite(void)
     tcase_add_test(tc, deadline_lent_to_a_lock_holder);
     tcase_add_test(tc, deadline_reservations_and_loans_random_stress);
     tcase_add_test(tc, real_clock_budget_enforced);
+    tcase_add_test(tc, real_clock_an_earlier_deadline_cuts_a_later_one);
+    tcase_add_test(tc, real_clock_periods_start_on_time_beside_a_spinner);
     return s;
 }

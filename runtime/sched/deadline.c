@@ -33,6 +33,10 @@
  * alive while they do (loans.lock is taken to detach it before it is
  * freed).
  *
+ * What sysmon does for the class - enforcement, the cuts for queued
+ * reserved coroutines, the releases - is dl_watch.c's; the record both
+ * share is sched/dl_res.h.
+ *
  * Inheritance (loans): a reserved coroutine waiting for a goro lock lends
  * its deadline to the lock's holder: the holder is queued on the EDF
  * lists with the earliest deadline lent to it (g->dl_lent), and not
@@ -52,34 +56,9 @@
 #include "sched/idle.h"
 #include "sched/runq.h"
 #include "sched/deadline.h"
+#include "sched/dl_res.h"
 
 #define BW_SHIFT 20                 /* bandwidth: a fraction of one worker, << BW_SHIFT */
-#define ENFORCE_RETRY (100 * GORO_USEC)  /* a spent budget's preemption, asked again */
-
-/* The fields up to worst_over are read by gdb/goro_gdb.py (through
- * goro_debug.off_dl) at these offsets: keep them (asserted below). */
-struct goro_dlres {
-    goro_dl_t dl;
-    uint64_t bw;                    /* runtime / period << BW_SHIFT, rounded down */
-    struct goro *g;
-    _Atomic int64_t abs;            /* the current absolute deadline */
-    _Atomic int64_t budget;         /* ns left in this period (< 0: overrun) */
-    _Atomic uint64_t periods, misses, throttles;
-    _Atomic int64_t worst_late, worst_over;
-    int64_t from;                   /* when its running slice began (its M) */
-    bool parked;                    /* it left its CPU to wait: the wake-up rule is due */
-    int64_t held_until;             /* pinned and throttled: its next period (0: not) */
-    struct goro_timer timer;        /* replenishment, while throttled */
-    /* Its loan, under loans.lock: the holder record of the lock it waits
-     * for (NULL: none) and that lock's holder (NULL: a thread, nobody). */
-    const void *loan_h;
-    struct goro *loan_to;
-    struct goro_dlres *loan_next;
-};
-
-_Static_assert(offsetof(struct goro_dlres, abs) == 40 && offsetof(struct goro_dlres, budget) == 48 &&
-               offsetof(struct goro_dlres, periods) == 56 &&
-               offsetof(struct goro_dlres, worst_over) == 88, "gdb/goro_gdb.py reads these");
 
 static struct {
     goro_lock_t lock;               /* the loans, and records being detached */
@@ -89,33 +68,6 @@ static struct {
 
 static _Atomic uint64_t admitted;   /* << BW_SHIFT, of every live reservation */
 static _Atomic int bound_pct;       /* 0: not read from the environment yet */
-
-static int64_t ld(_Atomic int64_t *v)
-{
-    return atomic_load_explicit(v, memory_order_relaxed);
-}
-
-static void st(_Atomic int64_t *v, int64_t x)
-{
-    atomic_store_explicit(v, x, memory_order_relaxed);
-}
-
-static void bump(_Atomic uint64_t *c)
-{
-    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
-static void raise_to(_Atomic int64_t *v, int64_t x)
-{
-    int64_t old = ld(v);
-    while (x > old && !atomic_compare_exchange_weak(v, &old, x))
-        ;
-}
-
-static struct goro_dlres *res_of(const struct goro *g)
-{
-    return atomic_load_explicit(&((struct goro *)g)->dl, memory_order_relaxed);
-}
 
 /* ---- admission ---- */
 
@@ -247,6 +199,7 @@ static int64_t replenish_fire(struct goro_timer *t, int64_t now)
 {
     struct goro_dlres *r = (struct goro_dlres *)((char *)t - offsetof(struct goro_dlres, timer));
     struct goro *g = r->g;
+    goro__dl_release_drop(r);
     replenish(r, now);
     goro__pq_put(NULL, g, GORO_PRIO_DL);
     goro__spinner_start_if_idle(NULL);
@@ -279,7 +232,9 @@ static bool throttle(struct goro_p *p, struct goro_dlres *r, int64_t now,
     r->timer.kind = GORO_TIMER_FUNC;
     r->timer.fire = fire;
     if (fire == pinned_fire)
-        r->held_until = at;
+        r->held_until = at;         /* sysmon cuts its P then (dl_pinned_at) */
+    else
+        goro__dl_release_add(r, at);
     goro__timer_start(&r->timer, p, at);
     return true;
 }
@@ -347,8 +302,11 @@ void goro__dl_put(struct goro_p *p, struct goro *g)
     }
     /* Its loan ended after it was found to have one: last of the list,
      * once; it is queued by its class from its next switch. */
-    g->dl_key = key ? key : INT64_MAX;
-    dlq_insert(dlq_of(p), g);
+    key = key ? key : INT64_MAX;
+    g->dl_key = key;
+    dlq_insert(dlq_of(p), g);       /* g may run, and be queued again, from here on */
+    if (goro__dl_must_cut(key))
+        goro__sysmon_poke_by(goro__now());
 }
 
 /* The deadline g runs by: its own, or an earlier one lent to it. */
@@ -471,12 +429,31 @@ void goro__dl_timed(struct goro_p *p, struct goro_polled *list)
 
 /* ---- charging ---- */
 
+/* The clock a slice is charged by: the CPU time of the thread running it,
+ * as Linux charges a task's runtime - not the wall time, which counts
+ * what others took from that CPU meanwhile (the hypervisor's steal, an
+ * interrupt, another thread; on a shared 2-CPU machine steals of 2-7 ms
+ * were measured, and charged, each throttled a job that had not used its
+ * budget). The virtual clock when tests run on it. A read is a system
+ * call (no vDSO for thread CPU clocks: 0.6 us on the development
+ * machine), made twice per slice of a reserved coroutine only. */
+static int64_t charge_clock(void)
+{
+    if (goro__clock_virtual())
+        return goro__now();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * GORO_SEC + ts.tv_nsec;
+}
+
 void goro__dl_begin(struct goro_p *p, struct goro *g)
 {
     struct goro_dlres *r = res_of(g);
     int64_t now = goro__now();
-    r->from = now;
+    r->from = charge_clock();
     int64_t left = ld(&r->budget);
+    if (p)
+        st(&p->dl_running, key_of(g, r));
     /* Lent a deadline, it is not throttled (goro__dl_put): nothing to end. */
     if (p && !ld(&g->dl_lent)) {
         int64_t until = now + (left > 0 ? left : 0);
@@ -490,15 +467,17 @@ void goro__dl_begin(struct goro_p *p, struct goro *g)
 void goro__dl_charge(struct goro_p *p, struct goro *g, int what)
 {
     struct goro_dlres *r = res_of(g);
-    int64_t now = goro__now();
+    int64_t now = charge_clock();
     int64_t left = ld(&r->budget) - (now - r->from);
     st(&r->budget, left);
     if (left < 0)
         raise_to(&r->worst_over, -left);
     r->from = now;
     r->parked = what == GORO_POST_PARK;
-    if (p)
+    if (p) {
         st(&p->dl_until, 0);
+        st(&p->dl_running, 0);
+    }
 }
 
 /* The running coroutine's reservation changed (set, or a new period by
@@ -514,39 +493,6 @@ static void recharge(struct goro *self, struct goro_dlres *r, int64_t now, bool 
         new_period(r, now);
     goro__dl_begin(p, self);
     goro__rt_leave(goro__m());
-}
-
-/* ---- the monitor's part ---- */
-
-void goro__dl_watch(int64_t now, int64_t *wake)
-{
-    if (!goro__dl_in_use())
-        return;
-    int waiting = atomic_load_explicit(&goro__sched.classq.n[GORO_PQ_DL], memory_order_relaxed);
-    for (int i = 0; i < goro__sched.nprocs; i++) {
-        struct goro_p *p = &goro__sched.procs[i];
-        waiting += atomic_load_explicit(&p->classq.n[GORO_PQ_DL], memory_order_relaxed);
-        /* A pinned reserved coroutine may run, behind a lower class. */
-        int64_t pin = ld(&p->dl_pinned_at);
-        if (pin && now >= pin)
-            waiting++;
-        else if (pin && pin < *wake)
-            *wake = pin;
-        int64_t until = ld(&p->dl_until);
-        if (!until)
-            continue;
-        if (now >= until) {
-            goro__preempt_for_class(p, now, ENFORCE_RETRY, GORO_PRIO_DL + 1);
-            until = now + ENFORCE_RETRY;
-        }
-        if (until < *wake)
-            *wake = until;
-    }
-    /* Reserved coroutines queued while Ps run lower classes: as many of
-     * those slices are cut (as for HIGH ones, sysmon.c's check_classes). */
-    for (int i = 0; i < goro__sched.nprocs && waiting > 0; i++)
-        if (goro__preempt_for_class(&goro__sched.procs[i], now, ENFORCE_RETRY, GORO_PRIO_DL))
-            waiting--;
 }
 
 /* ---- loans (inheritance through goro locks) ---- */
@@ -651,6 +597,7 @@ static void res_drop(struct goro *g)
     atomic_store_explicit(&g->dl, NULL, memory_order_relaxed);
     goro__unlock(&loans.lock);
     goro__timer_stop(&r->timer);
+    goro__dl_release_drop(r);                /* sysmon reads the list under its lock */
     atomic_fetch_sub(&admitted, r->bw);
     free(r);
 }
@@ -741,8 +688,12 @@ int goro_dl_next(void)
     int64_t next = abs - r->dl.deadline + r->dl.period;
     if (next > now) {
         /* Parked until then: waking past its deadline, it starts the new
-         * period by the wake-up rule (goro__dl_put). */
-        return goro_sleep_until(next);
+         * period by the wake-up rule (goro__dl_put). sysmon sees that its
+         * timer fires on time (dl_watch.c). */
+        goro__dl_release_add(r, next);
+        int rc = goro_sleep_until(next);
+        goro__dl_release_drop(r);
+        return rc;
     }
     recharge(self, r, now, true);
     return 0;

@@ -925,9 +925,14 @@ START_TEST(svg_tool_draws_the_known_run)
                   strstr(text, "</svg>"), "not an SVG document");
     ck_assert_msg(strstr(text, ">worker 0<") && strstr(text, ">alice (") && strstr(text, ">bob ("),
                   "the worker and coroutine rows are missing");
+    ck_assert_msg(!strstr(text, "class=\"dl-"), "deadline marks without a reservation");
     /* well-formed XML, by python's own parser */
     snprintf(cmd, sizeof cmd, "python3 -c 'import sys, xml.dom.minidom as m; "
              "m.parse(sys.argv[1])' %s", svg);
+    ck_assert_int_eq(system(cmd), 0);
+    /* --reserved with none: refused, saying why */
+    snprintf(cmd, sizeof cmd, "python3 tools/goro-trace-svg --reserved %s %s 2>&1 | "
+             "grep -q 'no reserved coroutines'", path, svg);
     ck_assert_int_eq(system(cmd), 0);
     free(text);
     unlink(svg);

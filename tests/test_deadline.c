@@ -453,6 +453,17 @@ START_TEST(deadline_trace_marks_misses_and_throttles)
     ck_assert_msg(strstr(text, "\"deadline: missed\"") && strstr(text, "\"late_ns\":1000000"),
                   "no miss in the trace");
     ck_assert_msg(strstr(text, "\"deadline: throttled\""), "no throttle in the trace");
+    /* its periods: the set's and the wake-up's (at 0 and 10 ms), each due
+     * 5 ms on; the refill at 20 pays the 2 ms debt with two periods (due
+     * at 35: 10 ms past its start at 30) */
+    const char *fresh = "\"deadline: new period\",\"args\":{\"g\":";
+    ck_assert_msg(strstr(text, fresh), "no period in the trace");
+    int fresh_n = 0;
+    for (const char *at = text; (at = strstr(at, "\"start_ns\":0,\"deadline_ns\":5000000}")); at++)
+        fresh_n++;
+    ck_assert_int_eq(fresh_n, 2);
+    ck_assert_msg(strstr(text, "\"start_ns\":10000000,\"deadline_ns\":15000000}"),
+                  "no refill two periods on in the trace");
 }
 END_TEST
 

@@ -12,7 +12,9 @@
  *     stop with no trace, buffer sizes out of range;
  *   - GORO_TRACE=file traces a program from its start to its shutdown,
  *     and names the cause when the file cannot be made;
- *   - tools/goro-trace-svg draws the known run;
+ *   - tools/goro-trace-svg draws the known run, and a reserved coroutine
+ *     (the deadline class) that misses a deadline and is throttled: its
+ *     three periods, their deadlines, the throttled span and the miss;
  *   - a process that dies with a trace under way - the deadlock abort
  *     (GORO_TRACE), a SIGSEGV and an abort() in a coroutine (a trace from
  *     goro_trace_start) - leaves a valid file that has the run up to its
@@ -923,10 +925,122 @@ START_TEST(svg_tool_draws_the_known_run)
                   strstr(text, "</svg>"), "not an SVG document");
     ck_assert_msg(strstr(text, ">worker 0<") && strstr(text, ">alice (") && strstr(text, ">bob ("),
                   "the worker and coroutine rows are missing");
+    ck_assert_msg(!strstr(text, "class=\"dl-"), "deadline marks without a reservation");
     /* well-formed XML, by python's own parser */
     snprintf(cmd, sizeof cmd, "python3 -c 'import sys, xml.dom.minidom as m; "
              "m.parse(sys.argv[1])' %s", svg);
     ck_assert_int_eq(system(cmd), 0);
+    /* --reserved with none: refused, saying why */
+    snprintf(cmd, sizeof cmd, "python3 tools/goro-trace-svg --reserved %s %s 2>&1 | "
+             "grep -q 'no reserved coroutines'", path, svg);
+    ck_assert_int_eq(system(cmd), 0);
+    free(text);
+    unlink(svg);
+    unlink(path);
+}
+END_TEST
+
+/* A reserved coroutine (1 ms every 4 ms, due at 2) whose first job
+ * spins 3 ms where it cannot be preempted: it ends that job late (a
+ * miss), and the 2 ms it overran are a debt - its next period, when it
+ * wakes at 4 ms, starts with -1 ms, so it is throttled until 8, where
+ * the refill pays the debt two periods on (deadline.md). Three periods:
+ * the spawn's, the wake-up's, the refill's. On the real clock: the trace's
+ * own. A host that holds it up past 4 ms makes goro_dl_next start the
+ * next period at once, with the debt, and the yield throttles it: the
+ * same three periods, one throttle, one miss. */
+static _Atomic int64_t overrunner_due;     /* its last deadline */
+
+static void overrunner(void)
+{
+    int64_t from = goro_now();
+    goro_preempt_disable();
+    while (goro_now() - from < 3 * GORO_MSEC)
+        ;
+    if (goro_dl_next() != 0)
+        t_fail("overrunner: goro_dl_next");
+    goro_preempt_enable();
+    goro_yield();
+    goro_dl_stats_t s;
+    if (goro_dl_stats(NULL, &s) != 0 || s.misses != 1 || s.throttles != 1)
+        t_fail("overrunner: %llu misses, %llu throttles", (unsigned long long)s.misses,
+               (unsigned long long)s.throttles);
+    atomic_store(&overrunner_due, s.abs_deadline);
+}
+
+/* The drawing's window ends with the last slice: the parent outlives the
+ * last deadline (the refill's, some periods after the reserved one's end). */
+static void dl_parent(void)
+{
+    goro_dl_t dl = { GORO_MSEC, 2 * GORO_MSEC, 4 * GORO_MSEC };
+    goro_attr_t attr = { .name = "overrunner", .deadline = &dl };
+    goro_t *h;
+    if (goro_go(&h, &attr, overrunner) != 0) {
+        t_fail("dl_parent: spawn");
+        return;
+    }
+    goro_join(h, NULL);
+    goro_sleep_until(atomic_load(&overrunner_due) + GORO_MSEC);
+}
+
+/* Occurrences of needle in text. */
+static int occurrences(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *at = text; (at = strstr(at, needle)); at++)
+        n++;
+    return n;
+}
+
+START_TEST(svg_tool_draws_a_reserved_coroutine)
+{
+    if (t_slow() || access("tools/goro-trace-svg", R_OK) != 0 ||
+        system("python3 -c pass >/dev/null 2>&1") != 0) {
+        t_skip("svg_tool_draws_a_reserved_coroutine",
+               "needs python3 and tools/ (run from the source tree; not in slow runs)");
+        return;
+    }
+    char *path = temp_path("dlsvg"), svg[80], cmd[256];
+    snprintf(svg, sizeof svg, "%s.svg", path);
+    ck_assert_int_eq(goro_trace_start(path, NULL), 0);
+    goro_t *p;
+    ck_assert_int_eq(goro_go(&p, NULL, dl_parent), 0);
+    ck_assert_int_eq(goro_join(p, NULL), 0);
+    ck_assert_int_eq(goro_trace_stop(), 0);
+    ck_assert_ptr_null(t_failed());
+    snprintf(cmd, sizeof cmd, "python3 tools/goro-trace-svg --reserved %s %s 2>&1", path, svg);
+    ck_assert_int_eq(system(cmd), 0);
+    FILE *f = fopen(svg, "r");
+    ck_assert_ptr_nonnull(f);
+    enum { TEXT_MAX = 1 << 20 };
+    char *text = malloc(TEXT_MAX);
+    ck_assert_ptr_nonnull(text);
+    size_t n = fread(text, 1, TEXT_MAX - 1, f);
+    fclose(f);
+    text[n] = 0;
+    /* its row alone: no worker, not the parent */
+    ck_assert_msg(strstr(text, "text-anchor=\"end\">overrunner (") && !strstr(text, ">worker 0<"),
+                  "the reserved row alone is not drawn");
+    ck_assert_int_eq(occurrences(text, "class=\"dl-period\""), 3);
+    ck_assert_int_eq(occurrences(text, "class=\"dl-deadline\""), 3);
+    ck_assert_int_eq(occurrences(text, "class=\"dl-throttled\""), 1);
+    ck_assert_int_eq(occurrences(text, "class=\"dl-miss\""), 1);
+    snprintf(cmd, sizeof cmd, "python3 -c 'import sys, xml.dom.minidom as m; "
+             "m.parse(sys.argv[1])' %s", svg);
+    ck_assert_int_eq(system(cmd), 0);
+    /* without --reserved: the workers, then its row, then the others */
+    snprintf(cmd, sizeof cmd, "python3 tools/goro-trace-svg %s %s 2>&1", path, svg);
+    ck_assert_int_eq(system(cmd), 0);
+    f = fopen(svg, "r");
+    ck_assert_ptr_nonnull(f);
+    n = fread(text, 1, TEXT_MAX - 1, f);
+    fclose(f);
+    text[n] = 0;
+    const char *label = "text-anchor=\"end\">overrunner (";  /* a row's label */
+    char *worker = strstr(text, ">worker 0<"), *res = strstr(text, label);
+    ck_assert_msg(worker && res && worker < res && occurrences(text, label) == 1,
+                  "the workers and the reserved row are not drawn in order");
+    ck_assert_int_eq(occurrences(text, "class=\"dl-miss\""), 1);
     free(text);
     unlink(svg);
     unlink(path);
@@ -941,6 +1055,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, small_ring_keeps_the_latest_events);
     tcase_add_test(tc, bad_input_is_refused);
     tcase_add_test(tc, svg_tool_draws_the_known_run);
+    tcase_add_test(tc, svg_tool_draws_a_reserved_coroutine);
     tc = t_tcase(s, "env", 90);
     tcase_add_test(tc, env_traces_from_start_to_shutdown);
     tcase_add_test(tc, deadlock_abort_keeps_the_trace);

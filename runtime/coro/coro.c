@@ -156,14 +156,14 @@ static int spawn(goro_t **h, const goro_attr_t *attr, void (*fn)(void),
     struct goro *g = goro__slab_get(at->p, size, &err);
     if (!g)
         return err;
+    /* coro: a spawn takes a free record (FREE -> RUNNABLE) */
+    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_FREE);
+    g->id = goro__next_id(at->p);   /* first: the reservation's trace names it */
     /* A reservation (sched/deadline.c): admitted now, or no spawn. */
     if (attr && attr->deadline && (err = goro__dl_spawn(g, attr->deadline)) != 0) {
         goro__slab_put(g);
         return err;
     }
-    /* coro: a spawn takes a free record (FREE -> RUNNABLE) */
-    GORO_ASSERT(atomic_load_explicit(&g->state, memory_order_relaxed) == GORO_S_FREE);
-    g->id = goro__next_id(at->p);
     g->prio = (int8_t)prio;
     if (prio != GORO_PRIO_NORMAL)
         goro__prio_classes_used();

@@ -209,6 +209,8 @@ enum goro_tev_type {
     GORO_TEV_STACK_GC,  /* x stacks unmapped, or the deep part of one trimmed: arg bytes */
     GORO_TEV_DL_THROTTLE,  /* reserved g spent its budget: waits arg ns (sched/deadline.c) */
     GORO_TEV_DL_MISS,   /* reserved g ended a job arg ns past its deadline */
+    GORO_TEV_DL_PERIOD, /* reserved g's deadline is now + arg ns (int64; its period
+                           began x us before that deadline: the relative deadline) */
     GORO_TEV__COUNT
 };
 /* 32 bytes; text overlays arg..b (a NAME's characters). */

@@ -8,7 +8,10 @@
  *   (1, n)   worker n: one slice per time slice, named after the coroutine
  *            ("ended": why it left), "idle" while the worker sleeps, and
  *            instants: steals, timer fires, ready descriptors, the
- *            monitor's preemption requests, blocked calls, lost Ps;
+ *            monitor's preemption requests, blocked calls, lost Ps,
+ *            and reserved coroutines' new periods, throttles and misses
+ *            (args.g names the coroutine; any thread's track may have
+ *            them: the one that started the period or queued it);
  *   (2, id)  coroutine id: "running" / "runnable" / "waiting: <what>"
  *            slices, one after the other; a flow arrow from the slice of
  *            the coroutine that spawned or woke it to its next run;
@@ -453,6 +456,22 @@ static const char *args_of(struct txt *t, const char *k1, uint64_t v1, const cha
     return t->s;
 }
 
+/* A reserved coroutine's period: when it starts and its deadline, in ns
+ * from this instant (signed: a debt's refill may start one ahead). */
+static void dl_period(struct writer *w, const struct track *t, const struct goro_tev *e,
+                      uint64_t ts)
+{
+    struct txt args = { 0 };
+    int64_t deadline = (int64_t)e->arg;
+    txt_s(&args, "\"g\":");
+    txt_num(&args, e->g, 10);
+    txt_s(&args, ",\"start_ns\":");
+    txt_i(&args, deadline - (int64_t)e->x * 1000);
+    txt_s(&args, ",\"deadline_ns\":");
+    txt_i(&args, deadline);
+    instant(w, t->pid, (uint64_t)t->tid, ts, "deadline: new period", args.s);
+}
+
 static void on_event(struct writer *w, struct track *t, const struct goro_tev *e, uint64_t ts)
 {
     struct txt args;
@@ -564,6 +583,9 @@ static void on_event(struct writer *w, struct track *t, const struct goro_tev *e
     case GORO_TEV_DL_MISS:
         instant(w, t->pid, (uint64_t)t->tid, ts, "deadline: missed",
                 args_of(&args, "g", e->g, "late_ns", e->arg, NULL, 0));
+        break;
+    case GORO_TEV_DL_PERIOD:
+        dl_period(w, t, e, ts);
         break;
     }
 }

@@ -148,6 +148,7 @@ static void new_period(struct goro_dlres *r, int64_t now)
     st(&r->abs, now + r->dl.deadline);
     st(&r->budget, r->dl.runtime + (left < 0 ? left : 0));
     bump(&r->periods);
+    GORO_TRACE(GORO_TEV_DL_PERIOD, r->g->id, (uint64_t)(ld(&r->abs) - now), (uint32_t)(r->dl.deadline / 1000), 0, 0);
 }
 
 /* The budget left cannot be used up before the deadline at the
@@ -189,6 +190,7 @@ static void replenish(struct goro_dlres *r, int64_t now)
     }
     if (ld(&r->abs) - r->dl.deadline + r->dl.period <= now)
         new_period(r, now);
+    GORO_TRACE(GORO_TEV_DL_PERIOD, r->g->id, (uint64_t)(ld(&r->abs) - now), (uint32_t)(r->dl.deadline / 1000), 0, 0);
 }
 
 /* Its replenishment timer (invariant 1 above): the throttled coroutine

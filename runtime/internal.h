@@ -560,6 +560,7 @@ struct goro_m {
     struct goro *pinned, *pinned_tail;
     _Atomic int npinned;
     _Atomic int64_t lost_p_at;     /* sysmon took its P away then (0: has one) */
+    int64_t sm_stop_when;          /* sysmon: when it last signalled it for that */
     _Atomic int in_rt;             /* > 0 while in the runtime (may touch p; m) */
     _Atomic uint32_t handed;       /* futex: a P was handed to this P-less M */
     struct goro_m *next_free;      /* goro__sched.spares / .waitp link, under its lock */

@@ -333,12 +333,81 @@ START_TEST(slices_end_within_the_documented_bound)
 }
 END_TEST
 
+/* ---- a thread whose worker was handed off, back in a loop ---- */
+
+static atomic_int lost_stop, lost_back;
+static atomic_long lost_spun[2];
+
+static void lost_spinner(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    while (!atomic_load_explicit(&lost_stop, memory_order_relaxed))
+        atomic_fetch_add_explicit(&lost_spun[i], 1, memory_order_relaxed);
+}
+
+/* Blocks in usleep() (its P is handed off), then spins without a goro
+ * call: before, its thread ran on without a P beside the new worker, two
+ * threads on the CPUs of one. */
+static void lost_blocker(void *arg)
+{
+    (void)arg;
+    usleep(100 * 1000);
+    atomic_store(&lost_back, 1);
+    lost_spinner((void *)1);
+}
+
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One worker. The thread that lost it is stopped at its next safe point,
+ * its coroutine pinned to it, and it waits for the P (the two coroutines
+ * take turns), so the process uses about one CPU, not two. */
+START_TEST(a_thread_that_lost_its_worker_does_not_run_on_beside_it)
+{
+    if (!t_async_preemption())
+        return t_skip("a_thread_that_lost_its_worker_does_not_run_on_beside_it",
+                      "no asynchronous preemption here");
+    if (t_slow())
+        return t_skip("a_thread_that_lost_its_worker_does_not_run_on_beside_it",
+                      "an emulator's CPU time is its own");
+    restart_for(1, SLICE, 10);
+    atomic_store(&lost_stop, 0);
+    atomic_store(&lost_back, 0);
+    goro_t *h[2];
+    ck_assert_ptr_nonnull(h[0] = go(lost_spinner, (void *)0));
+    ck_assert_ptr_nonnull(h[1] = go(lost_blocker, NULL));
+    double give_up = t_now() + t_timeout(2);
+    while (!atomic_load(&lost_back) && t_now() < give_up)
+        t_nap(0.01);
+    t_nap(0.05);
+    long b0 = atomic_load(&lost_spun[1]);
+    double w0 = t_now(), c0 = process_cpu_s();
+    t_nap(0.3);
+    double cpus = (process_cpu_s() - c0) / (t_now() - w0);
+    long b1 = atomic_load(&lost_spun[1]);
+    atomic_store(&lost_stop, 1);
+    ck_assert_int_eq(goro_join(h[0], NULL), 0);
+    ck_assert_int_eq(goro_join(h[1], NULL), 0);
+    report("preempt: a coroutine back from usleep() in a loop, on 1 worker: the process "
+           "used %.2f CPUs\n", cpus);
+    ck_assert(atomic_load(&lost_back));
+    ck_assert_msg(cpus < 1.5, "%.2f CPUs for one worker: the thread that lost its P runs on",
+                  cpus);
+    ck_assert_msg(b1 > b0, "the coroutine that lost its worker never ran again");
+}
+END_TEST
+
 /* Adds this file's tests to the preempt test case (test_preempt.h). */
 void preempt_blocking_tests(TCase *tc)
 {
     tcase_add_test(tc, blocked_worker_does_not_stop_the_others);
     tcase_add_test(tc, blocking_call_hands_the_worker_over);
     tcase_add_test(tc, slices_end_within_the_documented_bound);
+    tcase_add_test(tc, a_thread_that_lost_its_worker_does_not_run_on_beside_it);
     /* last: it fills the table of marked ranges for the rest of the process */
     tcase_add_test(tc, preempt_allow_marks_code_preemptible);
 }

@@ -297,6 +297,38 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
     return true;
 }
 
+/* sysmon: a thread whose P was handed off while it seemed blocked (state
+ * S or D for a moment) or would not be preempted may come back to run its
+ * coroutine in code that never calls goro - a loop of the program's. It
+ * would run on without a P, one thread more than the workers competing
+ * for the CPUs (seen: a spinner ran that way for a second beside both
+ * workers, and reserved coroutines lost a third of their CPU). So each
+ * such thread, running outside the runtime and not blocked, is signalled
+ * every `retry`: its coroutine is stopped at a safe point, pinned to it,
+ * and the thread waits for a P (switch.c, goro__preempt_park). True while
+ * one is seen. */
+bool goro__stop_lost(int64_t now, int64_t retry)
+{
+    if (!goro__preempt_async())
+        return false;
+    bool seen = false;
+    int nms = atomic_load(&goro__sched.nms);
+    for (int i = 0; i < nms; i++) {
+        struct goro_m *m = &goro__sched.ms[i];
+        if (!atomic_load_explicit(&m->lost_p_at, memory_order_relaxed) ||
+            atomic_load_explicit(&m->in_rt, memory_order_acquire) != 0)
+            continue;
+        seen = true;
+        if (now - m->sm_stop_when < retry)
+            continue;
+        m->sm_stop_when = now;
+        char st = goro__m_thread_state(m);
+        if (st != 'S' && st != 'D')     /* a blocking call would fail with EINTR */
+            goro__preempt_signal(m);
+    }
+    return seen;
+}
+
 /* sysmon: a preempted coroutine is pinned to its thread because compiled
  * code may hold the address of a thread-local (errno's, say) across the
  * point where it was interrupted. But if that thread lost its P and stays

@@ -181,8 +181,11 @@ static void goro__on_sigurg(int sig, siginfo_t *si, void *ucv)
         goro__stall_sample(m, g, uc);
     int why = g ? decline_reason(m, g, goro__sigframe_pc(uc)) : GORO_STALL_RUNTIME;
     struct goro_p *p = m->p;
-    if (g && p && atomic_load_explicit(&p->owner, memory_order_relaxed) == m &&
-        goro__preempt_requested(p)) {
+    bool owned = p && atomic_load_explicit(&p->owner, memory_order_relaxed) == m;
+    /* Its P was handed off while g ran on: every signal of ours asks g to
+     * stop (handoff.c, goro__stop_lost). */
+    bool lost = !owned && atomic_load_explicit(&m->lost_p_at, memory_order_relaxed);
+    if (g && ((owned && goro__preempt_requested(p)) || lost)) {
         bool done = why == GORO_STALL_PREEMPTIBLE &&
                     goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,
                                             goro__preempt_resume, frame_copy);
@@ -195,7 +198,7 @@ static void goro__on_sigurg(int sig, siginfo_t *si, void *ucv)
             goro__thread_mask(&uc->uc_sigmask);
         /* sysmon hands the P off after a few of these (not merely because
          * this thread was slow to get the CPU and the signal). */
-        if (!done && why != GORO_STALL_ASYNC_OFF)
+        if (owned && !done && why != GORO_STALL_ASYNC_OFF)
             atomic_fetch_add_explicit(&p->preempt_declines, 1, memory_order_relaxed);
     }
     if (sample)

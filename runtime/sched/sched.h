@@ -252,6 +252,10 @@ GORO_HIDDEN void goro__inject_global(struct goro_polled *list);
  * ago and are still outside the runtime to the global queue; true if it
  * moved any. *pending: some are pinned to an M without a P (watch them). */
 GORO_HIDDEN bool goro__unpin_stuck(int64_t now, int64_t after, bool *pending);
+/* sysmon: threads that lost their P and run a coroutine outside the
+ * runtime are signalled (every retry) to stop it and wait for a P; true
+ * while there is one. */
+GORO_HIDDEN bool goro__stop_lost(int64_t now, int64_t retry);
 /* The stack caches of idle Ps into the global pool (sysmon, now and then). */
 GORO_HIDDEN void goro__spill_idle_caches(void);
 

@@ -75,8 +75,8 @@ static void post_switch(struct goro_m *m)
         atomic_store_explicit(&prev->state, GORO_S_RUNNABLE, memory_order_relaxed);
         /* A reserved coroutine waits on m's own EDF list instead (or is
          * throttled there): pinned all the same (preempt.c says why). */
-        if (unlikely(goro__classes_in_use() && atomic_load_explicit(&prev->dl,
-                                                                    memory_order_relaxed)))
+        if (unlikely(goro__classes_in_use() && m->p &&
+                     atomic_load_explicit(&prev->dl, memory_order_relaxed)))
             goro__dl_pin(m, prev);
         else
             goro__pinned_push(m, prev);
@@ -298,12 +298,12 @@ void goro__preempt_park(void *uc)
 {
     struct goro_m *m = goro__m();
     struct goro *self = m->curg;
-    if (!goro__rt_enter(m, false)) {
-        goro__rt_leave(m);
-        return;                     /* P handed off: go on; the next goro call moves */
-    }
     /* Through g0, which looks at timers, I/O and the global queue first
-     * (find_runnable): the slice was cut short. */
+     * (find_runnable): the slice was cut short. Its P handed off (rt_enter
+     * finds it gone and forgets it), self is pinned to m all the same, and
+     * g0, without a P, waits for one first in line (goro__m_wait_for_p):
+     * a thread running on without a P would take a CPU from the workers. */
+    goro__rt_enter(m, false);
     switch_to(m, self, GORO_POST_PREEMPT, NULL, false);
     struct goro_m *now = goro__m();  /* usually m; another M once unpinned */
     if (now != m) {

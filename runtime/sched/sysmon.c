@@ -19,6 +19,8 @@
  *     switch): run its due timers here;
  *   - coroutines pinned to a thread that lost its P UNPIN_SLICES ago and
  *     is still away: to the global queue (handoff.c, goro__unpin_stuck);
+ *     and such a thread that runs its coroutine on, outside the runtime:
+ *     signalled to stop it (goro__stop_lost);
  *   - pooled stacks idle for a second or two: back to the kernel (stack.c);
  *     sysmon does not sleep deeply while the pool holds any;
  *   - a slice that has lasted the stall threshold: report it (stall.c);
@@ -317,6 +319,7 @@ static void *sysmon_main(void *arg)
             check_classes(now);
             goro__dl_watch(now, &wake);     /* budgets spent, reservations waiting */
             acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
+            pinned_waiting |= goro__stop_lost(now, PREEMPT_RETRY);
         }
         if (now >= caches_due) {            /* idle Ps' stack caches to the pool */
             goro__spill_idle_caches();

@@ -572,7 +572,8 @@ struct goro_m {
     struct goro_stall_track sm_stall;  /* a stall it kept after a hand-off (sysmon) */
     /* Reserved coroutines preempted here (sched/deadline.c): pinned like
      * the others, but picked by deadline, and held while throttled. m
-     * only: nothing else takes them (an M that lost its P keeps them). */
+     * only: nothing else takes them; an M that lost its P moves them to
+     * its plain pinned list when it waits for one (goro__dl_unpin_all). */
     struct goro *dl_pinned;
 };
 

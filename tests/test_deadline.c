@@ -753,6 +753,65 @@ START_TEST(real_clock_periods_start_on_time_beside_a_spinner)
 }
 END_TEST
 
+/* Blocks its thread in usleep() - its P is handed off - then comes back
+ * through goro calls. */
+static atomic_int blocked_done;
+
+static long blocker(void *arg)
+{
+    (void)arg;
+    usleep(100 * 1000);
+    atomic_store(&blocked_done, 1);
+    while (!atomic_load_explicit(&spin_stop, memory_order_relaxed))
+        goro_yield();
+    return 0;
+}
+
+/* A reserved coroutine preempted - pinned to its thread's own list - stays
+ * runnable when that thread loses its P: before, the thread waited as a
+ * spare with the coroutine on a list nothing else looks at, and it never
+ * ran again. */
+START_TEST(real_clock_pinned_reserved_coroutine_outlives_a_hand_off)
+{
+    if (!t_async_preemption())
+        return t_skip("real_clock_pinned_reserved_coroutine_outlives_a_hand_off",
+                      "no asynchronous preemption here");
+    if (t_slow())
+        return t_skip("real_clock_pinned_reserved_coroutine_outlives_a_hand_off",
+                      "an emulator's signals are too late here");
+    t_restart(&(goro_config_t){ .workers = 1, .slice_ns = 10 * MS });
+    atomic_store(&spin_stop, 0);
+    atomic_store(&blocked_done, 0);
+    atomic_store(&spun[0], 0);
+    goro_dl_t d = { 1 * MS, 10 * MS, 10 * MS };
+    goro_t *res, *norm, *blk;
+    ck_assert_int_eq(goro_spawn(&res, GORO_ATTR(.deadline = &d), spinner, (void *)0), 0);
+    ck_assert_int_eq(goro_spawn(&norm, NULL, spinner, (void *)1), 0);
+    t_nap(0.05);                    /* the reserved one throttled, pinned, a few times */
+    ck_assert_int_eq(goro_spawn(&blk, NULL, blocker, NULL), 0);
+    double give_up = t_now() + t_timeout(2);
+    while (!atomic_load(&blocked_done) && t_now() < give_up)
+        t_nap(0.01);
+    t_nap(0.05);
+    long before = atomic_load(&spun[0]);
+    t_nap(0.2);
+    long after = atomic_load(&spun[0]);
+    goro_dl_stats_t s;
+    ck_assert_int_eq(goro_dl_stats(res, &s), 0);
+    atomic_store(&spin_stop, 1);
+    printf("reserved spinner after a hand-off: %ld spins in 200 ms, %llu periods\n",
+           after - before, (unsigned long long)s.periods);
+    fflush(stdout);
+    ck_assert(atomic_load(&blocked_done));
+    /* before the joins: a stranded one would never end */
+    ck_assert_msg(after > before, "the reserved coroutine never ran after the hand-off");
+    ck_assert_int_eq(goro_join(blk, NULL), 0);
+    ck_assert_int_eq(goro_join(norm, NULL), 0);
+    ck_assert_int_eq(goro_join(res, NULL), 0);
+    t_restart(&(goro_config_t){ .workers = 2 });
+}
+END_TEST
+
 Suite *deadline_suite(void)
 {
     Suite *s = suite_create("deadline");
@@ -772,5 +831,6 @@ Suite *deadline_suite(void)
     tcase_add_test(tc, real_clock_budget_enforced);
     tcase_add_test(tc, real_clock_an_earlier_deadline_cuts_a_later_one);
     tcase_add_test(tc, real_clock_periods_start_on_time_beside_a_spinner);
+    tcase_add_test(tc, real_clock_pinned_reserved_coroutine_outlives_a_hand_off);
     return s;
 }

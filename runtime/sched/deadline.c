@@ -387,6 +387,22 @@ void goro__dl_pin(struct goro_m *m, struct goro *g)
     goro__sysmon_poke_by(may);      /* behind a lower class then: cut it */
 }
 
+void goro__dl_unpin_all(struct goro_m *m)
+{
+    /* only m's own thread touches its list */
+    GORO_ASSERT(m == goro__m());
+    while (m->dl_pinned) {
+        struct goro *g = m->dl_pinned;
+        m->dl_pinned = g->next;
+        struct goro_dlres *r = res_of(g);
+        if (r->held_until) {        /* throttled: it runs, and is stopped again */
+            goro__timer_stop(&r->timer);
+            r->held_until = 0;
+        }
+        goro__pinned_push(m, g);
+    }
+}
+
 struct goro *goro__dl_steal(struct goro_p *p)
 {
     for (int tries = 0; tries < 4; tries++) {

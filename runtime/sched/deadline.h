@@ -36,6 +36,11 @@ GORO_HIDDEN struct goro *goro__dl_get(struct goro_m *m, struct goro_p *p);
 /* g, reserved, was preempted on m (post-switch): onto m's own list, held
  * there until its next period if its budget is spent. */
 GORO_HIDDEN void goro__dl_pin(struct goro_m *m, struct goro *g);
+/* m lost its P: its reserved coroutines pinned to it go to its plain
+ * pinned list, which goro__m_wait_for_p and sysmon's unpinning see (one
+ * left on m's own list waited for ever on a spare thread). A throttled
+ * one runs once more and is stopped again. */
+GORO_HIDDEN void goro__dl_unpin_all(struct goro_m *m);
 /* An idle M's theft: the earliest head of another P's EDF list. */
 GORO_HIDDEN struct goro *goro__dl_steal(struct goro_p *p);
 /* p starts a slice of g, which has a reservation: the clock is read, and

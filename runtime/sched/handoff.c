@@ -27,6 +27,7 @@
 #include "sched/inner.h"
 #include "sched/idle.h"
 #include "sched/runq.h"
+#include "sched/deadline.h"
 
 /* ---- P ownership (invariant 8) ---- */
 
@@ -102,6 +103,8 @@ void goro__m_notify_handed(struct goro_m *to)
  * Returns true with a P in m->p, false when the runtime stops. */
 bool goro__m_wait_for_p(struct goro_m *m)
 {
+    if (m->dl_pinned)
+        goro__dl_unpin_all(m);
     goro__lock(&goro__sched.lock);
     bool pinned = goro__pinned_any(m);
     struct goro_m **list = pinned ? &goro__sched.waitp : &goro__sched.spares;

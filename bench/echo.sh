@@ -24,11 +24,14 @@
 #   ECHO_DURATION   seconds measured per run (default 5; plus 1 s warm-up)
 #   ECHO_CONNS      connection counts (default "100 1000 10000")
 #   ECHO_SIZES      message sizes in bytes (default "64 4096")
-#   ECHO_IMPLS      servers (default "goro goro_lines epoll1 epoll2 libevent go";
+#   ECHO_IMPLS      servers (default "goro goro_lines goro_w1 epoll1 epoll2 libevent go";
 #                   goro_lines: echod --lines, whose ratio to goro is
 #                   target-checked >= 0.95 at 1000 connections;
 #                   goro_w1, goro_w2: echod with 1 and 2 workers, whatever
-#                   ECHO_WORKERS says)
+#                   ECHO_WORKERS says; goro against the better of itself
+#                   and goro_w1 is target-checked at 100 and 1000
+#                   connections, 64 B: >= 0.95x rt/s, p99 <= 1.1x - the
+#                   worker count a user leaves alone must be the best one)
 #   ECHO_WORKERS    threads of goro, Go and epoll2 (default 2)
 #   ECHO_REPS       runs per server and point, best reported (default 1)
 #   ECHO_CLIENT     echoload's engine: epoll (default) or goro (a coroutine
@@ -75,7 +78,7 @@ DURATION=${ECHO_DURATION:-5}
 WARMUP=1
 read -r -a CONNS <<<"${ECHO_CONNS:-$def_conns}"
 read -r -a SIZES <<<"${ECHO_SIZES:-$def_sizes}"
-read -r -a IMPLS <<<"${ECHO_IMPLS:-goro goro_lines epoll1 epoll2 libevent go}"
+read -r -a IMPLS <<<"${ECHO_IMPLS:-goro goro_lines goro_w1 epoll1 epoll2 libevent go}"
 WORKERS=${ECHO_WORKERS:-2}
 REPS=${ECHO_REPS:-1}
 CLIENT=${ECHO_CLIENT:-epoll}
@@ -375,7 +378,7 @@ best_c() {
 # ratios_for CONNS SIZE: goro against Go and the fastest C server;
 # targets against Go at 1000 connections and more, against C at 64 B.
 ratios_for() {
-    local n="echo_c$1_s$2" g gl go gp gop bc bv t=0
+    local n="echo_c$1_s$2" g gl go gp gop bc bv w1 t=0
     g=$(val "$n" goro)
     [[ -z $g ]] && return
     (($1 >= 1000)) && t=1
@@ -383,6 +386,19 @@ ratios_for() {
     if [[ -n $gl ]]; then
         echo "name=${n}_lines impl=goro_lines ratio_vs=goro value=$(quotient "$gl" "$g") unit=x"
         ((t)) && target "${n}_lines_vs_raw" "$(quotient "$gl" "$g")" ">=" 0.95
+    fi
+    w1=$(val "$n" goro_w1)
+    if [[ -n $w1 && $2 == 64 ]] && (($1 == 100 || $1 == 1000)); then
+        # the default count against the better of it and one worker
+        local bw=$g bwp
+        bwp=$(val "${n}_p99" goro)
+        if awk -v a="$w1" -v b="$g" 'BEGIN { exit !(a > b) }'; then
+            bw=$w1 bwp=$(val "${n}_p99" goro_w1)
+        fi
+        ratio "${n}_workers_default_vs_best" goro "$g" "$bw"
+        target "${n}_workers_default_vs_best" "$R" ">=" 0.95
+        ratio "${n}_workers_default_vs_best_p99" goro "$(val "${n}_p99" goro)" "$bwp"
+        target "${n}_workers_default_vs_best_p99" "$R" "<=" 1.1
     fi
     go=$(val "$n" go)
     if [[ -n $go ]]; then

@@ -269,8 +269,8 @@ ratio switch_vs_ucontext goro switch goro switch glibc_ucontext
 ratio yield_vs_switch goro yield goro switch_same_site goro "<=" 1.5
 ratio yield_vs_go goro yield goro yield go
 target_val spawn goro "<=" 100
-ratio spawn_vs_go goro spawn goro spawn go "<=" 0.5
-ratio spawn_2w_vs_go goro spawn_2w goro spawn_2w go "<=" 0.5
+ratio spawn_vs_go goro spawn goro spawn go "<=" 0.6
+ratio spawn_2w_vs_go goro spawn_2w goro spawn_2w go "<=" 0.6
 ratio spawn_vs_pthread goro spawn goro spawn pthread
 ratio chan_pingpong_vs_go goro chan_pingpong goro chan_pingpong go "<=" 0.5
 gw=$(val skynet_workers go)
@@ -278,7 +278,7 @@ ow=$(val skynet_workers goro)
 if [[ -n $gw && -n $ow && $gw != "$ow" ]]; then
     echo "# skip: skynet_vs_go: workers differ (go $gw, goro $ow)"
 else
-    ratio skynet_vs_go goro skynet goro skynet go "<=" 0.5
+    ratio skynet_vs_go goro skynet goro skynet go "<=" 0.6
 fi
 ratio forkjoin_speedup go forkjoin_1w go forkjoin_2w go
 target_val forkjoin_speedup goro ">=" 1.8

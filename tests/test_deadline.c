@@ -621,6 +621,23 @@ END_TEST
 
 /* ---- enforcement on the real clock ---- */
 
+/* The real-clock checks need signals that stop a coroutine on time: none
+ * without asynchronous preemption, too late under an emulator. True (and
+ * a SKIP line) when name cannot run here. */
+static bool real_clock_skipped(const char *name)
+{
+    if (!t_async_preemption()) {
+        t_skip(name, "no asynchronous preemption here");
+        return true;
+    }
+    if (t_slow()) {
+        t_skip(name, "an emulator's signals are too late here");
+        return true;
+    }
+    return false;
+}
+
+
 static atomic_int spin_stop;
 static atomic_long spun[2];
 
@@ -685,12 +702,8 @@ static long ticker(void *arg)
  * 100 ms; before the cut, the ticker's 5 ms jobs behind it all missed. */
 START_TEST(real_clock_an_earlier_deadline_cuts_a_later_one)
 {
-    if (!t_async_preemption())
-        return t_skip("real_clock_an_earlier_deadline_cuts_a_later_one",
-                      "no asynchronous preemption here");
-    if (t_slow())
-        return t_skip("real_clock_an_earlier_deadline_cuts_a_later_one",
-                      "an emulator's signals are too late here");
+    if (real_clock_skipped("real_clock_an_earlier_deadline_cuts_a_later_one"))
+        return;
     t_restart(&(goro_config_t){ .workers = 1, .slice_ns = 10 * MS });
     atomic_store(&spin_stop, 0);
     goro_dl_t slow = { 40 * MS, 100 * MS, 100 * MS }, fast = { 1 * MS, 5 * MS, 5 * MS };
@@ -722,12 +735,8 @@ END_TEST
  * (before: about one period in two was lost that way). */
 START_TEST(real_clock_periods_start_on_time_beside_a_spinner)
 {
-    if (!t_async_preemption())
-        return t_skip("real_clock_periods_start_on_time_beside_a_spinner",
-                      "no asynchronous preemption here");
-    if (t_slow())
-        return t_skip("real_clock_periods_start_on_time_beside_a_spinner",
-                      "an emulator's signals are too late here");
+    if (real_clock_skipped("real_clock_periods_start_on_time_beside_a_spinner"))
+        return;
     t_restart(&(goro_config_t){ .workers = 1, .slice_ns = 10 * MS });
     atomic_store(&spin_stop, 0);
     goro_dl_t d = { 200 * US, 1 * MS, 1 * MS };
@@ -773,12 +782,8 @@ static long blocker(void *arg)
  * ran again. */
 START_TEST(real_clock_pinned_reserved_coroutine_outlives_a_hand_off)
 {
-    if (!t_async_preemption())
-        return t_skip("real_clock_pinned_reserved_coroutine_outlives_a_hand_off",
-                      "no asynchronous preemption here");
-    if (t_slow())
-        return t_skip("real_clock_pinned_reserved_coroutine_outlives_a_hand_off",
-                      "an emulator's signals are too late here");
+    if (real_clock_skipped("real_clock_pinned_reserved_coroutine_outlives_a_hand_off"))
+        return;
     t_restart(&(goro_config_t){ .workers = 1, .slice_ns = 10 * MS });
     atomic_store(&spin_stop, 0);
     atomic_store(&blocked_done, 0);

@@ -107,6 +107,16 @@ START_TEST(call_while_goro_close_closes_is_refused)
 {
     int s[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s), 0);
+    /* The read may come after close(2) (it waits for the record's lock
+     * while close(2) runs, and a slow machine may start it later still):
+     * the number must then stay free. The kernel gives open() the lowest
+     * free number, so a number far above those in use stays free, and the
+     * read cannot find some other thread's fresh file on it (sysmon's
+     * /proc reads, for one). */
+    int hi = fcntl(s[0], F_DUPFD_CLOEXEC, 700);
+    ck_assert_int_ge(hi, 700);
+    ck_assert_int_eq(close(s[0]), 0);
+    s[0] = hi;
     char c;
     ck_assert_int_eq(goro_read_until(s[0], &c, 1, goro_now() + GORO_MSEC), -ETIMEDOUT);
     atomic_store(&in_slow_close, 0);

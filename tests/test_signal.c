@@ -1155,6 +1155,18 @@ END_TEST
  * every thread blocks it), is read from the pending set (round 2). */
 static const int four[] = { SIGTERM, SIGINT, SIGCHLD, SIGUSR1 };
 
+/* A child's exit sends SIGCHLD to the process, and the kernel gives it to
+ * any thread that does not block it, not to the one waiting (kill(getpid())
+ * goes to its caller first): in round 0 that may be a runtime thread
+ * asleep in a futex, where TSan holds the handler back (see PATHS; 1 run
+ * in 300 under TSan with two CPU hogs). So TSan builds send the four with
+ * kill() alone. */
+#ifdef T_TSAN
+#define REAL_SIGCHLD 0
+#else
+#define REAL_SIGCHLD 1
+#endif
+
 static bool got_within(goro_chan_t *ch, int sig, int workers, int round)
 {
     int got = 0;
@@ -1200,6 +1212,8 @@ static int notify_counts_child(void *arg)
                 if (!got_within(ch, four[i], n, round))
                     return 12;
             }
+            if (!REAL_SIGCHLD)
+                continue;
             pid_t pid = fork();         /* a real SIGCHLD too */
             if (pid == 0)
                 _exit(0);

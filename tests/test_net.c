@@ -346,6 +346,100 @@ START_TEST(net_cancel_mid_resolution)
 }
 END_TEST
 
+/* ---- numeric addresses: no resolver ---- */
+
+static _Atomic int gai_calls;
+
+static int counting_gai(const char *host, const char *port, const struct addrinfo *hints,
+                        struct addrinfo **res)
+{
+    atomic_fetch_add(&gai_calls, 1);
+    return getaddrinfo(host, port, hints, res);
+}
+
+/* Dials address in network, echoes a byte through the connection lfd's
+ * acceptor takes; the dial's result, and how many lookups it made. */
+static int dial_counted(int lfd, const char *network, const char *address, int64_t deadline,
+                        int *lookups)
+{
+    atomic_store(&gai_calls, 0);
+    int fd, err = goro_dial(network, address, deadline, &fd);
+    *lookups = atomic_load(&gai_calls);
+    if (err)
+        return err;
+    int a = goro_accept(lfd, NULL, NULL);
+    char c = 0;
+    if (a < 0 || goro_write(fd, "n", 1) != 1 || goro_read(a, &c, 1) != 1 || c != 'n')
+        err = -EIO;
+    if (a >= 0)
+        goro_close(a);
+    goro_close(fd);
+    return err;
+}
+
+static long cancelled_dial(const char *address)
+{
+    goro_cancel(goro_self());
+    int fd;
+    return goro_dial("tcp", address, GORO_FOREVER, &fd);
+}
+
+/* A dotted IPv4 or a plain IPv6 address with a decimal port connects
+ * without a lookup (the pool hop used to cost the accept bench a third of
+ * its connections); every other form still goes to getaddrinfo, and a
+ * deadline or a cancellation that came before the dial ends it. */
+static long numeric_skips_the_resolver(void)
+{
+    int lfd, err, n;
+    char addr[64];
+    CHECK(goro_listen("tcp4", "127.0.0.1:0", NULL, &lfd) == 0, "listen");
+    int port = goro_listen_addr(lfd, NULL, 0);
+    goro__net_getaddrinfo = counting_gai;
+
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    CHECK((err = dial_counted(lfd, "tcp", addr, GORO_FOREVER, &n)) == 0 && n == 0,
+          "%s: %d, %d lookups", addr, err, n);
+    CHECK((err = dial_counted(lfd, "tcp4", addr, GORO_FOREVER, &n)) == 0 && n == 0,
+          "tcp4 %s: %d, %d lookups", addr, err, n);
+    /* inet_aton's short form: the resolver reads it, as before */
+    snprintf(addr, sizeof addr, "127.1:%d", port);
+    CHECK((err = dial_counted(lfd, "tcp", addr, GORO_FOREVER, &n)) == 0 && n == 1,
+          "%s: %d, %d lookups", addr, err, n);
+    /* an IPv4 address on tcp6, a port beyond 65535: the resolver refuses */
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    CHECK((err = dial_counted(lfd, "tcp6", addr, GORO_FOREVER, &n)) < 0 && n == 1,
+          "tcp6 %s: %d, %d lookups", addr, err, n);
+    CHECK((err = dial_counted(lfd, "tcp", "127.0.0.1:65536", GORO_FOREVER, &n)) < 0 && n == 1,
+          "port 65536: %d, %d lookups", err, n);
+    CHECK((err = dial_counted(lfd, "tcp", "127.0.0.1:", GORO_FOREVER, &n)) == -EINVAL && n == 0,
+          "no port: %d, %d lookups", err, n);
+
+    CHECK((err = dial_counted(lfd, "tcp", addr, goro_now() - 1, &n)) == -ETIMEDOUT,
+          "a deadline that passed: %d", err);
+    long r = 0;
+    goro_join(go(cancelled_dial, (const char *)addr), &r);
+    CHECK(r == -ECANCELED, "a cancelled dial: %ld", r);
+    goro_close(lfd);
+
+    if (have_ipv6()) {
+        CHECK(goro_listen("tcp6", "[::1]:0", NULL, &lfd) == 0, "listen [::1]");
+        snprintf(addr, sizeof addr, "[::1]:%d", goro_listen_addr(lfd, NULL, 0));
+        CHECK((err = dial_counted(lfd, "tcp", addr, GORO_FOREVER, &n)) == 0 && n == 0,
+              "%s: %d, %d lookups", addr, err, n);
+        goro_close(lfd);
+    }
+    goro__net_getaddrinfo = getaddrinfo;
+    return 0;
+}
+
+START_TEST(net_numeric_addresses_skip_the_resolver)
+{
+    goro_join(go(numeric_skips_the_resolver), NULL);
+    goro__net_getaddrinfo = getaddrinfo;
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+}
+END_TEST
+
 /* ---- Happy Eyeballs ---- */
 
 static socklen_t sockname(int fd, struct sockaddr_storage *ss)
@@ -682,6 +776,7 @@ Suite *net_suite(void)
     tcase_add_test(tc, net_options_and_bad_input);
     tcase_add_test(tc, net_deadline_mid_resolution);
     tcase_add_test(tc, net_cancel_mid_resolution);
+    tcase_add_test(tc, net_numeric_addresses_skip_the_resolver);
     tcase_add_test(tc, net_happy_eyeballs);
     tcase_add_test(tc, net_interleaves_families);
     tcase_add_test(tc, net_descriptor_limit);

@@ -116,8 +116,10 @@ typedef struct goro_dial_opts {
 } goro_dial_opts_t;
 
 /* Connects to address on network and puts the connected descriptor in
- * *fd. A host name is resolved with getaddrinfo on the offload pool (the
- * worker goes on with other coroutines); the addresses are then tried by
+ * *fd. A numeric address (dotted IPv4, IPv6 without a zone, a decimal
+ * port) is parsed in place; a host name is resolved with getaddrinfo on
+ * the offload pool (the worker goes on with other coroutines); the
+ * addresses are then tried by
  * Happy Eyeballs: families interleaved, starting with the resolver's
  * first choice, a new attempt every attempt_delay until one connects; the
  * first to connect wins and the others are closed. deadline (goro_now()'s

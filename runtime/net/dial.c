@@ -9,6 +9,7 @@
  * at once. Invariant: pending[0..npending-1] are exactly the sockets whose
  * connect is in flight; each is closed once, by the loop or at the end. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -191,6 +192,48 @@ static int local_addr(const char *text, struct net_local *l)
     return 0;
 }
 
+/* A numeric host (dotted IPv4, IPv6 without a zone) and a decimal port,
+ * parsed in place: 1 and the address, or 0 - anything else, even what
+ * getaddrinfo would read as a number ("127.1", "fe80::1%eth0", a service
+ * name), goes to the resolver, which gives the same answer slower. */
+static int numeric_addr(const char *host, const char *port, int family,
+                        struct sockaddr_storage *ss, socklen_t *len)
+{
+    unsigned long p = 0;
+    for (const char *c = port; *c; c++) {
+        if (*c < '0' || *c > '9' || (p = p * 10 + (unsigned long)(*c - '0')) > 65535)
+            return 0;
+    }
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *in = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (family != AF_INET6 && inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons((uint16_t)p);
+        *len = sizeof *in;
+        return 1;
+    }
+    if (family != AF_INET && inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)p);
+        *len = sizeof *in6;
+        return 1;
+    }
+    return 0;
+}
+
+/* A deadline or a cancellation that came before the dial ends it before
+ * any connect - a loopback connect can succeed at once, and a name's
+ * lookup would have been refused. The error is the one a wait returns
+ * (a sleep until now: -ECANCELED, or -ETIMEDOUT for a deadline in force). */
+static int dial_refused(int64_t deadline)
+{
+    if (deadline != GORO_FOREVER && goro_now() >= deadline)
+        return -ETIMEDOUT;
+    int r = goro_cancelled() ? goro_sleep_until(goro_now()) : 0;
+    return r < 0 ? r : 0;
+}
+
 int goro_dial_opts(const char *network, const char *address, const goro_dial_opts_t *opts,
                    int64_t deadline, int *fd)
 {
@@ -210,16 +253,22 @@ int goro_dial_opts(const char *network, const char *address, const goro_dial_opt
     if (opts && opts->local && (err = local_addr(opts->local, &local)) != 0)
         return err;
 
-    struct addrinfo *res = NULL;
-    if ((err = goro__net_resolve(host, port, family, false, deadline, &res)) != 0)
-        return err;
     struct sockaddr_storage addrs[NET_DIAL_MAX];
     socklen_t lens[NET_DIAL_MAX];
-    int n = res ? goro__net_interleave(res, addrs, lens) : 0;
-    if (res)
-        freeaddrinfo(res);
-    if (n == 0)
-        return -ENOENT;
+    int n = port[0] ? numeric_addr(host, port, family, &addrs[0], &lens[0]) : 0;
+    if (n == 1 && (err = dial_refused(deadline)) != 0)
+        return err;
+    if (n == 0) {
+        /* A name: the offload pool (resolve.c), which can wait. */
+        struct addrinfo *res = NULL;
+        if ((err = goro__net_resolve(host, port, family, false, deadline, &res)) != 0)
+            return err;
+        n = res ? goro__net_interleave(res, addrs, lens) : 0;
+        if (res)
+            freeaddrinfo(res);
+        if (n == 0)
+            return -ENOENT;
+    }
     return goro__net_dial_addrs(addrs, lens, n, opts && opts->local ? &local : NULL, delay,
                                 deadline, fd);
 }

@@ -5,11 +5,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -716,6 +719,84 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* ---- goro_copy to a reader or peer that is gone ----
+ * -EPIPE, never SIGPIPE, as every goro write (goro.h): sendfile and
+ * splice have no MSG_NOSIGNAL. In a child with SIGPIPE at its default
+ * action, which the signal would kill. */
+
+static int gone_code(const char *what, int64_t rc, const int64_t *copied)
+{
+    if (rc == -EPIPE && *copied == 0)
+        return 0;
+    printf("%s: %lld, copied %lld; want -EPIPE, 0\n", what, (long long)rc, (long long)*copied);
+    return 1;
+}
+
+static long copy_to_gone(void)
+{
+    int bad = 0, s[2], p[2];
+    int64_t copied = -1;
+    /* a regular file to a socket: sendfile */
+    char path[] = "/tmp/goro-stream-XXXXXX";
+    int file = mkstemp(path);
+    if (file < 0 || unlink(path) != 0 || write(file, "file", 4) != 4 || lseek(file, 0, SEEK_SET))
+        return 100;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) || close(s[1]))
+        return 101;
+    bad += gone_code("file to socket", goro_copy(s[0], file, -1, &copied), &copied);
+    goro_close(s[0]);
+    goro_close(file);
+    /* a pipe to a socket: splice */
+    if (pipe2(p, O_CLOEXEC) || write(p[1], "pipe", 4) != 4 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) || close(s[1]))
+        return 102;
+    bad += gone_code("pipe to socket", goro_copy(s[0], p[0], 4, &copied), &copied);
+    goro_close(s[0]);
+    goro_close(p[0]);
+    goro_close(p[1]);
+    /* a socket to a pipe nobody reads: splice */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) || write(s[1], "sock", 4) != 4 ||
+        pipe2(p, O_CLOEXEC) || close(p[0]))
+        return 103;
+    bad += gone_code("socket to pipe", goro_copy(p[1], s[0], 4, &copied), &copied);
+    goro_close(p[1]);
+    /* a socket to a socket: splice through a private pipe */
+    int t[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, t) || close(t[1]))
+        return 104;
+    bad += gone_code("socket to socket", goro_copy(t[0], s[0], 4, &copied), &copied);
+    goro_close(t[0]);
+    goro_close(s[0]);
+    goro_close(s[1]);
+    return bad;
+}
+
+static int copy_to_gone_child(void *unused)
+{
+    (void)unused;
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+    if (goro_start(&(goro_config_t){ .workers = 1 }) != 0)
+        return 110;
+    long r = -1;
+    if (goro_join(go(copy_to_gone), &r) != 0)
+        return 111;
+    return goro_shutdown() != 0 ? 112 : (int)r;
+}
+
+START_TEST(copy_to_a_reader_that_is_gone_is_epipe)
+{
+    char out[2048];
+    int st = t_run_child(copy_to_gone_child, NULL, t_timeout(30), out, sizeof out);
+    ck_assert_msg(st != -1 && !WIFSIGNALED(st), "the child died of signal %d (%s): %s",
+                  WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+                  WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "-", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: %s", st, out);
+}
+END_TEST
+
 Suite *stream_suite(void)
 {
     Suite *s = suite_create("stream");
@@ -730,6 +811,7 @@ Suite *stream_suite(void)
     tcase_add_test(tc, lines_end_to_end_over_a_socket);
     tcase_add_test(tc, copy_splices_sockets_and_pipes);
     tcase_add_test(tc, copy_sendfile_and_fallback);
+    tcase_add_test(tc, copy_to_a_reader_that_is_gone_is_epipe);
     tcase_add_test(tc, descriptor_passing);
     tcase_add_test(tc, bad_input);
     return s;

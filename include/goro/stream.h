@@ -200,7 +200,8 @@ int goro_writer_error(const goro_writer_t *w);
  * and write through a buffer. Reading a regular file (sendfile or read)
  * may block the worker on the disk, as goro_read does. Returns the byte
  * count, or a negative errno - -EINVAL (negative descriptor), -EBADF,
- * -ETIMEDOUT past deadline (GORO_FOREVER: none), -ECANCELED, the system calls' -
+ * -ETIMEDOUT past deadline (GORO_FOREVER: none), -ECANCELED, -EPIPE (dst's
+ * reader or peer is gone; never SIGPIPE), the system calls' -
  * and then *copied (if not NULL) says how many bytes reached dst. The
  * descriptors are then registered with goro: close them with goro_close. */
 int64_t goro_copy(int dst, int src, int64_t max, int64_t *copied);

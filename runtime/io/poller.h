@@ -21,6 +21,7 @@
  *     goro__netpoll_looking goro__netpoll_init goro__netpoll_fini goro__netpoll_forget_all
  * contract select-fd for wait: goro__select_fds
  * contract signals for debug: goro__signal_subscribers
+ * contract nosigpipe for net: goro__without_sigpipe
  */
 #ifndef GORO_IO_POLLER_H
 #define GORO_IO_POLLER_H

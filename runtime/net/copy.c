@@ -1,7 +1,9 @@
 /* goro_copy (docs/streams.md): splice, sendfile, or read and write, parking
- * on the descriptors. Built on the public API only. */
+ * on the descriptors. Built on the public API, and on io's SIGPIPE
+ * contract: sendfile and splice have no MSG_NOSIGNAL. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "goro.h"
+#include "io/poller.h"               /* the nosigpipe contract */
 
 #define COPY_CHUNK ((size_t)1 << 16)
 
@@ -53,13 +56,33 @@ static int await(const struct copy *c, int fd, int events)
     return e < 0 ? e : 0;
 }
 
+/* sendfile(2) and splice(2) into dst, whose reader or peer may be gone:
+ * -EPIPE (errno), never SIGPIPE, as every goro write promises. */
+struct kcopy {
+    int in, out;
+    size_t n;
+    bool splice;
+};
+
+static ssize_t kcopy_run(void *arg)
+{
+    const struct kcopy *k = arg;
+    return k->splice ? splice(k->in, NULL, k->out, NULL, k->n, SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
+                     : sendfile(k->out, k->in, NULL, k->n);
+}
+
+static ssize_t kcopy(int in, int out, size_t n, bool splice)
+{
+    return goro__without_sigpipe(kcopy_run, &(struct kcopy){ in, out, n, splice });
+}
+
 /* sendfile from a regular file: its offset advances by what was sent.
  * Returns 0 at end of file or max, 1 when sendfile cannot serve this
  * pair and nothing was sent (the caller falls back), or a negative errno. */
 static int by_sendfile(struct copy *c)
 {
     while (c->left != 0) {
-        ssize_t n = sendfile(c->dst, c->src, NULL, chunk(c));
+        ssize_t n = kcopy(c->src, c->dst, chunk(c), false);
         if (n > 0) {
             moved(c, (size_t)n);
         } else if (n == 0) {
@@ -87,7 +110,10 @@ static ssize_t splice_once(const struct copy *c, int in, int out, size_t n, int 
                            int wait_out)
 {
     for (int turn = 0;; turn++) {
-        ssize_t k = splice(in, NULL, out, NULL, n, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        /* Into the private pipe of by_pipe (wait_out -1) no signal can
+         * come: its reader is this copy. */
+        ssize_t k = wait_out >= 0 ? kcopy(in, out, n, true)
+                                  : splice(in, NULL, out, NULL, n, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (k >= 0)
             return k;
         if (errno == EINTR)

@@ -1,12 +1,14 @@
 /* net/: listen and dial by name (docs/net.md), and streams
  * (docs/streams.md: stream.c, copy.c, msg.c - buffered readers and
- * writers, goro_copy, descriptor passing). Built on the public API only,
- * as pipe/ is: this layer calls nothing below it but through goro.h
+ * writers, goro_copy, descriptor passing). Built on the public API, as
+ * pipe/ is: this layer calls nothing below it but through goro.h
  * (goro_socket, goro_connect, goro_select, goro_offload, channels,
- * goro_read/goro_write, goro_wait_fd).
+ * goro_read/goro_write, goro_wait_fd) - and io's goro__without_sigpipe,
+ * for goro_copy's sendfile and splice, which have no MSG_NOSIGNAL.
  *
- * layer: net - listen and dial by name, streams, built on the public API (goro.h) alone
+ * layer: net - listen and dial by name, streams, built on the public API (goro.h)
  * may call: nothing
+ * uses: nosigpipe
  */
 #ifndef GORO_NET_NET_H
 #define GORO_NET_NET_H

@@ -416,6 +416,10 @@ static long numeric_skips_the_resolver(void)
 
     CHECK((err = dial_counted(lfd, "tcp", addr, goro_now() - 1, &n)) == -ETIMEDOUT,
           "a deadline that passed: %d", err);
+    int64_t prev = goro_deadline_push(goro_now() - 1);
+    err = dial_counted(lfd, "tcp", addr, GORO_FOREVER, &n);
+    goro_deadline_pop(prev);
+    CHECK(err == -ETIMEDOUT, "a deadline in force that passed: %d", err);
     long r = 0;
     goro_join(go(cancelled_dial, (const char *)addr), &r);
     CHECK(r == -ECANCELED, "a cancelled dial: %ld", r);

@@ -205,33 +205,42 @@ static int numeric_addr(const char *host, const char *port, int family,
             return 0;
     }
     memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *in = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-    if (family != AF_INET6 && inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (family != AF_INET6 && inet_pton(AF_INET, host, &a4) == 1) {
+        struct sockaddr_in *in = (struct sockaddr_in *)ss;
         in->sin_family = AF_INET;
         in->sin_port = htons((uint16_t)p);
+        in->sin_addr = a4;
         *len = sizeof *in;
         return 1;
     }
-    if (family != AF_INET && inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+    if (family != AF_INET && inet_pton(AF_INET6, host, &a6) == 1) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
         in6->sin6_family = AF_INET6;
         in6->sin6_port = htons((uint16_t)p);
+        in6->sin6_addr = a6;
         *len = sizeof *in6;
         return 1;
     }
     return 0;
 }
 
-/* A deadline or a cancellation that came before the dial ends it before
- * any connect - a loopback connect can succeed at once, and a name's
- * lookup would have been refused. The error is the one a wait returns
- * (a sleep until now: -ECANCELED, or -ETIMEDOUT for a deadline in force). */
+/* A cancellation or a deadline (the caller's, or the one in force) that
+ * came before the dial ends it before any connect - a loopback connect
+ * can succeed at once, and a name's lookup would have been refused - with
+ * the error any wait returns then: a cancelled coroutine's sleep until now
+ * (-ECANCELED, or -ETIMEDOUT when a group's deadline cancelled it). */
 static int dial_refused(int64_t deadline)
 {
-    if (deadline != GORO_FOREVER && goro_now() >= deadline)
-        return -ETIMEDOUT;
-    int r = goro_cancelled() ? goro_sleep_until(goro_now()) : 0;
-    return r < 0 ? r : 0;
+    if (goro_cancelled()) {
+        int r = goro_sleep_until(goro_now());
+        return r < 0 ? r : -ECANCELED;
+    }
+    int64_t in_force = goro_deadline();
+    if (in_force != GORO_FOREVER && (deadline == GORO_FOREVER || in_force < deadline))
+        deadline = in_force;
+    return deadline != GORO_FOREVER && goro_now() >= deadline ? -ETIMEDOUT : 0;
 }
 
 int goro_dial_opts(const char *network, const char *address, const goro_dial_opts_t *opts,

@@ -93,7 +93,8 @@ int64_t goro_sendfile_until(int sock, int file, int64_t *offset, int64_t count,
             break;
         off_t off = (off_t)*offset;
         ssize_t n = goro__without_sigpipe(sendfile_call,
-                                          &(struct sf_call){ sock, file, &off, (size_t)len });
+                                          &(struct sf_call){ sock, file, &off, (size_t)len },
+                                          (size_t)len);
         if (n > 0) {
             *offset = off;
             sent += n;

@@ -187,8 +187,11 @@ static bool sigpipe_pending(void)
  * raises is directed at this thread, and sigtimedwait takes the thread's
  * own pending signals first, so the one taken is the write's. A SIGPIPE
  * the program already had pending (only possible while it blocks the
- * signal) is left for it: that one and the write's are indistinguishable. */
-ssize_t goro__without_sigpipe(ssize_t (*fn)(void *), void *arg)
+ * signal) is left for it: that one and the write's are indistinguishable.
+ * Looked for after EPIPE, and after a count short of want: a call that
+ * moved some bytes before the reader went (a pipe write, the loops inside
+ * sendfile and splice) may have raised it and still return the count. */
+ssize_t goro__without_sigpipe(ssize_t (*fn)(void *), void *arg, size_t want)
 {
     sigset_t pipe_only, old;
     sigemptyset(&pipe_only);
@@ -198,7 +201,7 @@ ssize_t goro__without_sigpipe(ssize_t (*fn)(void *), void *arg)
     bool had = blocked && sigpipe_pending();
     ssize_t n = fn(arg);
     int e = n < 0 ? errno_now() : 0;
-    if (e == EPIPE && !had) {
+    if (!had && (e == EPIPE || (n >= 0 && (size_t)n < want))) {
         struct timespec now = { 0, 0 };
         while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno_now() == EINTR)
             ;
@@ -215,6 +218,17 @@ struct unsignalled_op {
     struct io_call *c;
 };
 
+/* The bytes a write or writev of c asks for. */
+static size_t call_len(const struct io_call *c)
+{
+    if (!c->iov)
+        return c->len;
+    size_t n = 0;
+    for (int i = 0; i < c->iovcnt; i++)
+        n += c->iov[i].iov_len;
+    return n;
+}
+
 static ssize_t run_unsignalled(void *arg)
 {
     struct unsignalled_op *u = arg;
@@ -224,7 +238,7 @@ static ssize_t run_unsignalled(void *arg)
 static ssize_t unsignalled(io_op op, int fd, struct io_call *c)
 {
     struct unsignalled_op u = { op, fd, c };
-    return goro__without_sigpipe(run_unsignalled, &u);
+    return goro__without_sigpipe(run_unsignalled, &u, call_len(c));
 }
 
 static ssize_t plain_write(int fd, struct io_call *c) { return write(fd, c->cbuf, c->len); }

@@ -47,11 +47,11 @@ GORO_HIDDEN void goro__ready_polled(struct goro *g);
  * sched/ is the one place a poll's result is queued, within the run
  * queue's room - else it is made runnable as any wake-up (goro__ready). */
 GORO_HIDDEN void goro__ready_seen(struct goro *g);
-/* io.c: fn(arg), a write-like call, with the SIGPIPE it may raise in this
- * thread blocked and taken off again (goro promises -EPIPE, never the
- * signal): for calls with no MSG_NOSIGNAL, such as sendfile(2). errno is
- * fn's. */
-GORO_HIDDEN ssize_t goro__without_sigpipe(ssize_t (*fn)(void *), void *arg);
+/* io.c: fn(arg), a write-like call of want bytes, with the SIGPIPE it may
+ * raise in this thread blocked and taken off again (goro promises -EPIPE,
+ * never the signal): for calls with no MSG_NOSIGNAL, such as sendfile(2).
+ * errno is fn's. */
+GORO_HIDDEN ssize_t goro__without_sigpipe(ssize_t (*fn)(void *), void *arg, size_t want);
 GORO_HIDDEN int goro__netpoll_init(struct goro_p *p);
 GORO_HIDDEN void goro__netpoll_fini(struct goro_p *p);
 /* block: as m's way to sleep; returns at once unless m->note still reads

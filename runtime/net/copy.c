@@ -73,7 +73,7 @@ static ssize_t kcopy_run(void *arg)
 
 static ssize_t kcopy(int in, int out, size_t n, bool splice)
 {
-    return goro__without_sigpipe(kcopy_run, &(struct kcopy){ in, out, n, splice });
+    return goro__without_sigpipe(kcopy_run, &(struct kcopy){ in, out, n, splice }, n);
 }
 
 /* sendfile from a regular file: its offset advances by what was sent.

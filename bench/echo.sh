@@ -16,8 +16,9 @@
 # then goro's ratios to Go and to the fastest C server
 #   name=echo_c<conns>_s<size> impl=goro ratio_vs=<who> value=<x> unit=x
 # and target lines (target <what> <value> <op> <limit> ok|MISSED): at 1000
-# connections and more, goro's round trips >= 1.3 x Go's and >= 1.0 x the
-# fastest C server's, its p99 <= Go's. Every run also goes to
+# connections and more, goro's round trips >= 1.3 x Go's, its p99 <= Go's;
+# at 64 B, >= 1.0 x the fastest C server's (0.9 x at 100 connections), and
+# at 1000 x 64 B a p99 <= 1.5 x that server's. Every run also goes to
 # BUILD/bench/echo.csv, which `make bench-plot` draws.
 #
 # Settings (environment):
@@ -46,7 +47,7 @@
 #   name=echo_c<conns>_s<size>_srv_sys impl=<who> value=<calls> unit=calls  (and _cli_sys)
 #   name=echo_c<conns>_s<size>_srv_insn impl=<who> value=<n> unit=insn  (and _cli_insn;
 #       user-mode instructions, only where the CPUs let perf count them;
-#       target for goro at 1000 x 64 B: <= 600)
+#       target for goro at 1000 x 64 B: <= 700, issue 38)
 # plus a note when the load generator used most of a CPU: then the client,
 # not the server, may be what limits the round trips.
 # Where perf cannot count instructions (virtual CPUs without counters) and
@@ -411,17 +412,23 @@ ratios_for() {
     read -r bc bv <<<"$(best_c "$n")"
     if [[ -n $bc ]]; then
         ratio "$n" "$bc" "$g" "$bv"
-        [[ $2 == 64 ]] && target "${n}_vs_best_c" "$R" ">=" 1.0
+        # Issue 38: >= 0.9x at 100 connections (light load), 1.0x above.
+        [[ $2 == 64 ]] && target "${n}_vs_best_c" "$R" ">=" "$( (($1 == 100)) && echo 0.9 || echo 1.0)"
+        # and at 1000 x 64 B a p99 within 1.5x that server's
+        if [[ $1 == 1000 && $2 == 64 ]]; then
+            ratio "${n}_p99" "$bc" "$(val "${n}_p99" goro)" "$(val "${n}_p99" "$bc")"
+            target "${n}_p99_vs_best_c" "$R" "<=" 1.5
+        fi
         # What the fastest C server makes of the same point against Go:
         # how far above Go the machine's kernel lets any server go.
         [[ -n $go ]] && echo "name=${n}_best_c_vs_go impl=$bc ratio_vs=go value=$(quotient "$bv" "$go") unit=x"
     fi
     if [[ $1 == 1000 && $2 == 64 ]]; then
         if ((insn_ok)); then
-            target_val "${n}_srv_insn" goro "<=" 600
+            target_val "${n}_srv_insn" goro "<=" 700
         else
             echo "# skip: ${n}_srv_insn: perf cannot count user instructions on these CPUs"
-            target_val "${n}_srv_insn_cg" goro "<=" 600
+            target_val "${n}_srv_insn_cg" goro "<=" 700
         fi
     fi
 }

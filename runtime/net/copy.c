@@ -110,10 +110,7 @@ static ssize_t splice_once(const struct copy *c, int in, int out, size_t n, int 
                            int wait_out)
 {
     for (int turn = 0;; turn++) {
-        /* Into the private pipe of by_pipe (wait_out -1) no signal can
-         * come: its reader is this copy. */
-        ssize_t k = wait_out >= 0 ? kcopy(in, out, n, true)
-                                  : splice(in, NULL, out, NULL, n, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        ssize_t k = kcopy(in, out, n, true);
         if (k >= 0)
             return k;
         if (errno == EINTR)

@@ -86,6 +86,15 @@ static bool have_ipv6(void)
     return ok;
 }
 
+/* Runs body in a coroutine and fails the test with what it reported;
+ * the resolver hook goes back to getaddrinfo whatever the body did. */
+static void run(long (*body)(void))
+{
+    goro_join(go(body), NULL);
+    goro__net_getaddrinfo = getaddrinfo;
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+}
+
 static long tcp_by_address_and_name(void)
 {
     int err;
@@ -103,8 +112,7 @@ static long tcp_by_address_and_name(void)
 
 START_TEST(net_tcp_by_address_and_name)
 {
-    goro_join(go(tcp_by_address_and_name), NULL);
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(tcp_by_address_and_name);
 }
 END_TEST
 
@@ -121,8 +129,7 @@ static long localhost_falls_back(void)
 
 START_TEST(net_localhost_falls_back)
 {
-    goro_join(go(localhost_falls_back), NULL);
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(localhost_falls_back);
 }
 END_TEST
 
@@ -172,8 +179,7 @@ static long unix_sockets(void)
 
 START_TEST(net_unix_sockets)
 {
-    goro_join(go(unix_sockets), NULL);
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(unix_sockets);
 }
 END_TEST
 
@@ -246,8 +252,7 @@ static long options_and_bad_input(void)
 
 START_TEST(net_options_and_bad_input)
 {
-    goro_join(go(options_and_bad_input), NULL);
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(options_and_bad_input);
 }
 END_TEST
 
@@ -310,9 +315,7 @@ static long deadline_mid_resolution(void)
 
 START_TEST(net_deadline_mid_resolution)
 {
-    goro_join(go(deadline_mid_resolution), NULL);
-    goro__net_getaddrinfo = getaddrinfo;
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(deadline_mid_resolution);
 }
 END_TEST
 
@@ -340,9 +343,7 @@ static long cancel_mid_resolution(void)
 
 START_TEST(net_cancel_mid_resolution)
 {
-    goro_join(go(cancel_mid_resolution), NULL);
-    goro__net_getaddrinfo = getaddrinfo;
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(cancel_mid_resolution);
 }
 END_TEST
 
@@ -438,9 +439,7 @@ static long numeric_skips_the_resolver(void)
 
 START_TEST(net_numeric_addresses_skip_the_resolver)
 {
-    goro_join(go(numeric_skips_the_resolver), NULL);
-    goro__net_getaddrinfo = getaddrinfo;
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(numeric_skips_the_resolver);
 }
 END_TEST
 
@@ -520,8 +519,7 @@ static long happy_eyeballs(void)
 
 START_TEST(net_happy_eyeballs)
 {
-    goro_join(go(happy_eyeballs), NULL);
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(happy_eyeballs);
 }
 END_TEST
 
@@ -653,8 +651,7 @@ static long descriptor_limit(void)
 
 START_TEST(net_descriptor_limit)
 {
-    goro_join(go(descriptor_limit), NULL);
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(descriptor_limit);
 }
 END_TEST
 
@@ -764,9 +761,7 @@ START_TEST(net_resolution_leaves_the_worker)
         return;
     }
     t_restart(&(goro_config_t){ .workers = 1 });
-    goro_join(go(ticker_on_time), NULL);
-    goro__net_getaddrinfo = getaddrinfo;
-    ck_assert_msg(!t_failed(), "%s", t_failed());
+    run(ticker_on_time);
 }
 END_TEST
 

@@ -430,7 +430,10 @@ int64_t goro_now(void);
 
 /* Parks the coroutine for ns nanoseconds / until deadline (may switch);
  * outside a coroutine sleeps the thread. Returns 0, -ECANCELED, or
- * -ETIMEDOUT when the deadline in force comes first and cuts it short. */
+ * -ETIMEDOUT when the deadline in force comes first and cuts it short.
+ * goro_sleep with ns > 0 always parks, so others run, however small ns;
+ * goro_sleep(0) and goro_sleep_until a deadline already passed return
+ * at once. */
 int goro_sleep(int64_t ns);
 int goro_sleep_until(int64_t deadline);
 

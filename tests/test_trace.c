@@ -600,6 +600,42 @@ static void pinger(long n, int side)
     }
 }
 
+/* A sleep of a nanosecond has ended before the coroutine can park: it
+ * parks all the same, every time (its timer fires at once). */
+#define NAPS 20
+
+static void napper(void)
+{
+    for (int i = 0; i < NAPS; i++)
+        if (goro_sleep(1) != 0)
+            t_fail("napper: sleep failed");
+}
+
+START_TEST(tiny_sleeps_park_every_time)
+{
+    char *path = temp_path("naps");
+    t_fail_reset();
+    ck_assert_int_eq(goro_trace_start(path, NULL), 0);
+    goro_t *g;
+    ck_assert_int_eq(goro_go(&g, &(goro_attr_t){ .name = "napper" }, napper), 0);
+    ck_assert_int_eq(goro_join(g, NULL), 0);
+    ck_assert_int_eq(goro_trace_stop(), 0);
+    ck_assert_ptr_null(t_failed());
+    struct trace t = { 0 };
+    load_checked(path, &t);
+    double n = track_of(&t, "napper");
+    ck_assert_msg(n >= 0, "the napper's track is missing");
+    ck_assert_int_eq(count(&t, 'X', 2, n, "waiting: sleep"), NAPS);
+    int fired = 0;
+    for (size_t i = 0; i < t.n; i++)
+        fired += t.ev[i].ph == 'i' && strcmp(t.ev[i].name, "timer fired") == 0 &&
+                 jnum(t.ev[i].args, "coroutine", -1) == n;
+    ck_assert_int_eq(fired, NAPS);
+    trace_free(&t);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(small_ring_keeps_the_latest_events)
 {
     char *path = temp_path("small");
@@ -1052,6 +1088,7 @@ Suite *trace_suite(void)
     Suite *s = suite_create("trace");
     TCase *tc = t_runtime_tcase(s, "record", 60);
     tcase_add_test(tc, known_run_is_valid_and_matches);
+    tcase_add_test(tc, tiny_sleeps_park_every_time);
     tcase_add_test(tc, small_ring_keeps_the_latest_events);
     tcase_add_test(tc, bad_input_is_refused);
     tcase_add_test(tc, svg_tool_draws_the_known_run);

@@ -368,7 +368,9 @@ int64_t goro_now(void)
     return goro__now();
 }
 
-int goro_sleep_until(int64_t deadline)
+/* A sleep until deadline; `yields`: park even if that deadline passed
+ * before the coroutine could (a positive goro_sleep). */
+static int sleep_until(int64_t deadline, bool yields)
 {
     struct goro *self = goro__current();
     if (!self && goro__clock_virtual()) {
@@ -393,8 +395,14 @@ int goro_sleep_until(int64_t deadline)
      * and says so (-ETIMEDOUT); its own end is a success. */
     bool cut = goro__deadline_nearer(deadline, self->in_force) != deadline;
     int err = goro__wait_check(deadline);
-    if (err)
-        return goro__wait_refused(err == -ETIMEDOUT && !cut ? 0 : err);
+    bool own_end = err == -ETIMEDOUT && !cut &&
+                   !atomic_load_explicit(&self->cancelled, memory_order_relaxed);
+    /* A sleep of ns > 0 gives the worker up even when its own end came
+     * before it could park (the thread lost its CPU for that long, or ns
+     * is a few nanoseconds): its caller counts on the others running, as
+     * Go's time.Sleep does. Its timer then fires at once. */
+    if (err && !(yields && own_end))
+        return goro__wait_refused(own_end ? 0 : err);
     struct goro_park how = { .why = GORO_W_SLEEP, .deadline = deadline };
     int outcome = goro__park(&how);
     /* sleep: no waker holds a sleeper (it is on no queue), so only its
@@ -405,9 +413,14 @@ int goro_sleep_until(int64_t deadline)
     return cut ? -ETIMEDOUT : 0;
 }
 
+int goro_sleep_until(int64_t deadline)
+{
+    return sleep_until(deadline, false);
+}
+
 int goro_sleep(int64_t ns)
 {
     if (ns < 0)
         ns = 0;
-    return goro_sleep_until(goro__now() + ns);
+    return sleep_until(goro__now() + ns, ns > 0);
 }

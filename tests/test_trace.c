@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -918,7 +919,9 @@ START_TEST(stop_racing_an_abort_writes_once)
         load_checked(path, &t);
         const char *ended = jstr(jget(&t.root, "otherData"), "ended");
         if (strcmp(ended, "stopped") == 0) {
-            ck_assert_msg(strstr(out, "stop=0\n"), "%.4000s", out);
+            /* the abort may end the process after the stop wrote but
+             * before the child printed what it returned */
+            ck_assert_msg(strstr(out, "stop=0\n") || !strstr(out, "stop="), "%.4000s", out);
             by_stop++;
         } else {
             ck_assert_msg(strcmp(ended, "signal SIGABRT") == 0, "ended: %s", ended);
@@ -987,11 +990,21 @@ END_TEST
  * same three periods, one throttle, one miss. */
 static _Atomic int64_t overrunner_due;     /* its last deadline */
 
+/* CPU time of the calling thread (what a budget is charged). */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * GORO_SEC + ts.tv_nsec;
+}
+
 static void overrunner(void)
 {
-    int64_t from = goro_now();
+    /* 3 ms of CPU, not of the clock: a budget is charged for CPU time,
+     * and a busy host would leave a 3 ms spin less than the 1 ms budget */
     goro_preempt_disable();
-    while (goro_now() - from < 3 * GORO_MSEC)
+    int64_t from = thread_cpu_ns();
+    while (thread_cpu_ns() - from < 3 * GORO_MSEC)
         ;
     if (goro_dl_next() != 0)
         t_fail("overrunner: goro_dl_next");
@@ -1043,7 +1056,7 @@ START_TEST(svg_tool_draws_a_reserved_coroutine)
     ck_assert_int_eq(goro_go(&p, NULL, dl_parent), 0);
     ck_assert_int_eq(goro_join(p, NULL), 0);
     ck_assert_int_eq(goro_trace_stop(), 0);
-    ck_assert_ptr_null(t_failed());
+    ck_assert_msg(!t_failed(), "%s", t_failed());
     snprintf(cmd, sizeof cmd, "python3 tools/goro-trace-svg --reserved %s %s 2>&1", path, svg);
     ck_assert_int_eq(system(cmd), 0);
     FILE *f = fopen(svg, "r");

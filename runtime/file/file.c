@@ -242,26 +242,23 @@ int goro_statx(int dirfd, const char *path, int flags, unsigned mask, struct sta
     return (int)run(&op, GORO_FOREVER);
 }
 
+/* fstat(2) in place, not through the ring: io_uring runs every
+ * IORING_OP_STATX on one of the kernel's io-wq threads (it forces the op
+ * async), a wake-up and two thread switches per call, while an open
+ * file's attributes are in memory on a local filesystem. (A network one
+ * may ask its server; a call that blocks that long is what the monitor's
+ * hand-off is for.) Cancellation and the deadline in force are honoured
+ * as by every file call. */
 int goro_fstat(int fd, struct stat *out)
 {
     if (!out)
         return -EFAULT;
-    struct statx stx;
-    int err = goro_statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &stx);
-    if (err)
-        return err;
-    *out = (struct stat){
-        .st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor),
-        .st_ino = stx.stx_ino, .st_mode = stx.stx_mode, .st_nlink = stx.stx_nlink,
-        .st_uid = stx.stx_uid, .st_gid = stx.stx_gid,
-        .st_rdev = makedev(stx.stx_rdev_major, stx.stx_rdev_minor),
-        .st_size = (off_t)stx.stx_size, .st_blksize = (blksize_t)stx.stx_blksize,
-        .st_blocks = (blkcnt_t)stx.stx_blocks,
-        .st_atim = { stx.stx_atime.tv_sec, stx.stx_atime.tv_nsec },
-        .st_mtim = { stx.stx_mtime.tv_sec, stx.stx_mtime.tv_nsec },
-        .st_ctim = { stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec },
-    };
-    return 0;
+    if (goro__current()) {
+        int err = goro__wait_check(GORO_FOREVER);
+        if (err)
+            return goro__wait_refused(err);
+    }
+    return fstat(fd, out) == 0 ? 0 : -errno;
 }
 
 int goro_unlinkat(int dirfd, const char *path, int flags)

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -126,6 +127,57 @@ static long localhost_falls_back(void)
     CHECK(err == 0, "localhost on 127.0.0.1 only: %d", err);
     return 0;
 }
+
+/* TCP_NODELAY of fd: 1, 0, or -1 if it cannot be read. */
+static int nodelay(int fd)
+{
+    int v = -1;
+    socklen_t len = sizeof v;
+    return getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0 ? v != 0 : -1;
+}
+
+/* Listens (nagle as given), dials it (the same), accepts; the two ends'
+ * TCP_NODELAY as dialed * 10 + accepted, or a negative errno. */
+static int nodelay_pair(const char *address, int nagle)
+{
+    int lfd, dfd, afd, err;
+    if ((err = goro_listen("tcp", address, &(goro_listen_opts_t){ .nagle = nagle }, &lfd)))
+        return err;
+    char bound[128];
+    if ((err = goro_listen_addr(lfd, bound, sizeof bound)) < 0 ||
+        (err = goro_dial_opts("tcp", bound, &(goro_dial_opts_t){ .nagle = nagle },
+                              goro_now() + 10 * GORO_SEC, &dfd)) != 0) {
+        goro_close(lfd);
+        return err;
+    }
+    if ((afd = goro_accept(lfd, NULL, NULL)) < 0)
+        err = afd;
+    else
+        err = nodelay(dfd) * 10 + nodelay(afd);
+    if (afd >= 0)
+        goro_close(afd);
+    goro_close(dfd);
+    goro_close(lfd);
+    return err;
+}
+
+/* As in Go: a response written in two parts (a header, then sendfile)
+ * would otherwise wait for the peer's delayed ACK. */
+static long tcp_nagle_off_by_default(void)
+{
+    int r;
+    CHECK((r = nodelay_pair("127.0.0.1:0", 0)) == 11, "default: %d, want 11", r);
+    CHECK((r = nodelay_pair("127.0.0.1:0", 1)) == 0, "nagle = 1: %d, want 0", r);
+    if (have_ipv6())
+        CHECK((r = nodelay_pair("[::1]:0", 0)) == 11, "[::1]: %d, want 11", r);
+    return 0;
+}
+
+START_TEST(net_tcp_nagle_off_by_default)
+{
+    run(tcp_nagle_off_by_default);
+}
+END_TEST
 
 START_TEST(net_localhost_falls_back)
 {
@@ -770,6 +822,7 @@ Suite *net_suite(void)
     Suite *s = suite_create("net");
     TCase *tc = t_runtime_tcase(s, "net", 60);
     tcase_add_test(tc, net_tcp_by_address_and_name);
+    tcase_add_test(tc, net_tcp_nagle_off_by_default);
     tcase_add_test(tc, net_localhost_falls_back);
     tcase_add_test(tc, net_unix_sockets);
     tcase_add_test(tc, net_options_and_bad_input);

@@ -56,12 +56,19 @@ typedef struct goro_listen_opts {
     int v6only;          /* IPV6_V6ONLY: 0 the system's default, 1 on, -1 off
                             (an IPv6 wildcard then takes IPv4 too) */
     int unix_remove;     /* enum goro_unix_remove */
+    int nagle;           /* 1: leave Nagle's algorithm on for the accepted
+                            TCP connections (TCP_NODELAY off; see goro_listen) */
 } goro_listen_opts_t;
 
 /* Creates a socket, binds it to address and listens; *fd receives it.
  * Does not switch for numeric addresses; a host name is resolved on the
  * offload pool (that wait is not cancellable). For "tcp" and ":port" the
- * socket is IPv6 dual stack where the system allows, else IPv4. The file
+ * socket is IPv6 dual stack where the system allows, else IPv4. A TCP
+ * listener has TCP_NODELAY set, which every connection accepted from it
+ * inherits: as in Go, a write is sent at once, not held back by Nagle's
+ * algorithm until the peer acknowledges the last one (a response written
+ * in two parts would otherwise wait for the peer's delayed ACK, 40 ms);
+ * opts->nagle leaves it off. The file
  * of a unix socket stays after goro_close: unlink it when done (abstract
  * names vanish with the socket). Returns 0 or a negative errno: -EINVAL
  * (NULL arguments, an unknown network, a malformed address, a negative
@@ -113,6 +120,8 @@ typedef struct goro_dial_opts {
      * time (IP_BIND_ADDRESS_NO_PORT), so one source address serves 64k
      * connections per server. Addresses of the other family are skipped. */
     const char *local;
+    /* 1: leave Nagle's algorithm on (TCP_NODELAY off; see goro_dial). */
+    int nagle;
 } goro_dial_opts_t;
 
 /* Connects to address on network and puts the connected descriptor in
@@ -122,7 +131,8 @@ typedef struct goro_dial_opts {
  * addresses are then tried by
  * Happy Eyeballs: families interleaved, starting with the resolver's
  * first choice, a new attempt every attempt_delay until one connects; the
- * first to connect wins and the others are closed. deadline (goro_now()'s
+ * first to connect wins and the others are closed; a TCP connection has
+ * TCP_NODELAY set, as in Go (goro_listen says why). deadline (goro_now()'s
  * clock, GORO_FOREVER for none) and goro_cancel cover the whole dial,
  * resolution included: a lookup that is abandoned finishes on the pool
  * and frees its own result. May switch. Returns 0 or a negative errno:

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -278,8 +279,11 @@ int goro_dial_opts(const char *network, const char *address, const goro_dial_opt
         if (n == 0)
             return -ENOENT;
     }
-    return goro__net_dial_addrs(addrs, lens, n, opts && opts->local ? &local : NULL, delay,
-                                deadline, fd);
+    err = goro__net_dial_addrs(addrs, lens, n, opts && opts->local ? &local : NULL, delay,
+                               deadline, fd);
+    if (err == 0 && !(opts && opts->nagle))  /* cannot fail on a TCP socket */
+        setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+    return err;
 }
 
 int goro_dial(const char *network, const char *address, int64_t deadline, int *fd)

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,6 +36,8 @@ static int listen_inet(const struct addrinfo *ai, const goro_listen_opts_t *o, i
         err = sockopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
     if (!err && o->reuseport)
         err = sockopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+    if (!err && !o->nagle)       /* inherited by every accepted connection */
+        err = sockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1);
     if (!err && ai->ai_family == AF_INET6 && o->v6only)
         err = sockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, o->v6only > 0);
     if (!err)

@@ -213,7 +213,8 @@ static long cat_both_ways(void)
 {
     static const char *const argv[] = { "cat", NULL };
     goro_process_attr_t a = { .path_search = 1,
-                              .stdio = { { GORO_STDIO_PIPE }, { GORO_STDIO_PIPE } } };
+                              .stdio = { { .mode = GORO_STDIO_PIPE },
+                                         { .mode = GORO_STDIO_PIPE } } };
     goro_process_t *p;
     int r = goro_process_spawn(&p, argv, &a), st = -1;
     if (r)
@@ -237,8 +238,8 @@ static long cat_both_ways(void)
 static long stderr_apart(void)
 {
     static const char *const argv[] = { "/bin/sh", "-c", "echo out; echo err >&2; exit 3", NULL };
-    goro_process_attr_t a = { .stdio = { { GORO_STDIO_NULL }, { GORO_STDIO_PIPE },
-                                         { GORO_STDIO_PIPE } } };
+    goro_process_attr_t a = { .stdio = { { .mode = GORO_STDIO_NULL }, { .mode = GORO_STDIO_PIPE },
+                                         { .mode = GORO_STDIO_PIPE } } };
     goro_process_t *p;
     int r = goro_process_spawn(&p, argv, &a), st = -1;
     if (r)
@@ -271,7 +272,7 @@ static long cwd_and_env(void)
     if (pipe2(errp, O_CLOEXEC))
         return t_fail("pipe"), 0;
     goro_process_attr_t a = { .path_search = 1, .cwd = "/proc", .envp = env,
-                              .stdio = { [2] = { GORO_STDIO_FD, errp[1] } } };
+                              .stdio = { [2] = { .mode = GORO_STDIO_FD, .fd = errp[1] } } };
     char out[64], err[8] = "";
     size_t n = 0;
     int st = -1, r = goro_process_output(argv, &a, out, sizeof out - 1, &n, &st, GORO_FOREVER);
@@ -316,8 +317,9 @@ START_TEST(process_exec_errors)
     static const char *const none[] = { "/nonexistent/goro-no-such-binary", NULL };
     static const char *const nopath[] = { "goro-no-such-binary", NULL };
     static const char *const sh[] = { "/bin/sh", "-c", "exit 0", NULL };
-    goro_process_attr_t pipes = { .stdio = { { GORO_STDIO_PIPE }, { GORO_STDIO_PIPE },
-                                             { GORO_STDIO_PIPE } } };
+    goro_process_attr_t pipes = { .stdio = { { .mode = GORO_STDIO_PIPE },
+                                             { .mode = GORO_STDIO_PIPE },
+                                             { .mode = GORO_STDIO_PIPE } } };
     ck_assert_int_eq(goro_process_spawn(&p, none, &pipes), -ENOENT);
     ck_assert_int_eq(goro_process_spawn(&p, nopath, &search), -ENOENT);
     pipes.cwd = "/nonexistent-dir";
@@ -338,11 +340,11 @@ START_TEST(process_bad_input)
     ck_assert_int_eq(goro_process_spawn(&p, empty, NULL), -EINVAL);
     ck_assert_int_eq(goro_process_spawn(&p, blank, NULL), -EINVAL);
     ck_assert_int_eq(goro_process_spawn(NULL, ok, NULL), -EINVAL);
-    goro_process_attr_t a = { .stdio = { [1] = { 99 } } };
+    goro_process_attr_t a = { .stdio = { [1] = { .mode = 99 } } };
     ck_assert_int_eq(goro_process_spawn(&p, ok, &a), -EINVAL);
-    a.stdio[1] = (goro_stdio_t){ GORO_STDIO_FD, -1 };
+    a.stdio[1] = (goro_stdio_t){ .mode = GORO_STDIO_FD, .fd = -1 };
     ck_assert_int_eq(goro_process_spawn(&p, ok, &a), -EINVAL);
-    a.stdio[1] = (goro_stdio_t){ GORO_STDIO_FD, 1000 };
+    a.stdio[1] = (goro_stdio_t){ .mode = GORO_STDIO_FD, .fd = 1000 };
     ck_assert_int_eq(goro_process_spawn(&p, ok, &a), -EBADF);
     ck_assert_ptr_null(p);
     ck_assert_int_eq(goro_process_wait(NULL, NULL), -EINVAL);
@@ -373,8 +375,8 @@ static int emfile_child(void *arg)
 {
     (void)arg;
     static const char *const argv[] = { "/bin/sh", "-c", "exit 0", NULL };
-    goro_process_attr_t a = { .stdio = { { GORO_STDIO_PIPE }, { GORO_STDIO_PIPE },
-                                         { GORO_STDIO_PIPE } } };
+    goro_process_attr_t a = { .stdio = { { .mode = GORO_STDIO_PIPE }, { .mode = GORO_STDIO_PIPE },
+                                         { .mode = GORO_STDIO_PIPE } } };
     goro_process_t *p;
     int st;
     /* the runtime's own descriptors first (a wait that parks starts it) */
@@ -519,8 +521,8 @@ static long one_of_many(long i)
 {
     static const char *const t[] = { "/bin/sh", "-c", "exit 5", NULL },
                              *const bad[] = { "/nonexistent/goro-x", NULL };
-    goro_process_attr_t a = { .stdio = { { GORO_STDIO_PIPE }, { GORO_STDIO_PIPE },
-                                         { GORO_STDIO_NULL } } };
+    goro_process_attr_t a = { .stdio = { { .mode = GORO_STDIO_PIPE }, { .mode = GORO_STDIO_PIPE },
+                                         { .mode = GORO_STDIO_NULL } } };
     goro_process_t *p;
     int r;
     switch (i % 4) {

@@ -24,8 +24,8 @@ extern "C" {
  *   goro_process_t *p;
  *   const char *argv[] = { "sort", "-u", NULL };
  *   goro_process_attr_t a = { .path_search = 1,
- *                             .stdio = { [0] = { GORO_STDIO_PIPE },
- *                                        [1] = { GORO_STDIO_PIPE } } };
+ *                             .stdio = { [0] = { .mode = GORO_STDIO_PIPE },
+ *                                        [1] = { .mode = GORO_STDIO_PIPE } } };
  *   int r = goro_process_spawn(&p, argv, &a);
  *   ... goro_write_all(goro_process_fd(p, 0), ...);
  *   ... goro_process_close_fd(p, 0);     (end of input for the child)

@@ -4,27 +4,19 @@
  * sendfile(2) blocks in two ways: on a full socket, and on file pages not
  * in memory, which it reads synchronously. The first is the poller's
  * (EAGAIN -> goro_wait_fd; the socket is made non-blocking by it). For the
- * second, each chunk is looked at first: cachestat(2) (Linux 6.5) counts
- * the chunk's pages in memory, every one of them, in one call. Where the
- * kernel lacks it, or it counts fewer (a cold page, or a chunk that runs
- * past the end of the file), two one-byte reads without blocking
- * (RWF_NOWAIT) probe the chunk's first and last page. If either is not in
+ * second, each chunk is probed first: a one-byte read without blocking
+ * (RWF_NOWAIT) of the chunk's first and last page. If either is not in
  * memory, the chunk is read through goro_pread - the ring, or the pool -
  * into a scratch buffer, which fills the page cache without a worker
- * waiting for the disk; sendfile then finds the pages there. (Without
- * cachestat, a page in the middle of a chunk that was evicted alone can
- * still be read synchronously; the readahead that fills a chunk makes
- * that rare.)
+ * waiting for the disk; sendfile then finds the pages there. (A page in
+ * the middle of a chunk that was evicted alone can still be read
+ * synchronously; the readahead that fills a chunk makes that rare.)
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -49,37 +41,6 @@ static ssize_t sendfile_call(void *arg)
     return sendfile(c->sock, c->file, c->off, c->len);
 }
 
-/* cachestat(2), which glibc 2.36 does not wrap; the same number on
- * every architecture. */
-#ifndef __NR_cachestat
-#define __NR_cachestat 451
-#endif
-struct cs_range {
-    uint64_t off, len;
-};
-struct cs_counts {
-    uint64_t cache, dirty, writeback, evicted, recently_evicted;
-};
-static _Atomic bool no_cachestat;      /* ENOSYS (an old kernel, seccomp, an emulator) */
-
-/* Whether every page of [off, off + len) is in memory, by cachestat;
- * false also when it cannot say. */
-static bool all_cached(int file, int64_t off, int64_t len)
-{
-    if (atomic_load_explicit(&no_cachestat, memory_order_relaxed))
-        return false;
-    struct cs_range r = { (uint64_t)off, (uint64_t)len };
-    struct cs_counts c;
-    if (syscall(__NR_cachestat, file, &r, &c, 0) != 0) {
-        if (errno == ENOSYS)
-            atomic_store_explicit(&no_cachestat, true, memory_order_relaxed);
-        return false;
-    }
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t pages = (uint64_t)((off + len - 1) / page - off / page + 1);
-    return c.cache >= pages;
-}
-
 /* Whether the byte at off is in memory (or past the end of the file). */
 static bool cached(int file, int64_t off)
 {
@@ -93,7 +54,7 @@ static bool cached(int file, int64_t off)
  * made on first need. */
 static int warm(int file, int64_t off, int64_t len, char **scratch, int64_t deadline)
 {
-    if (all_cached(file, off, len) || (cached(file, off) && cached(file, off + len - 1)))
+    if (cached(file, off) && cached(file, off + len - 1))
         return 0;
     if (!*scratch && !(*scratch = malloc(CHUNK)))
         return -ENOMEM;

@@ -298,19 +298,21 @@ static bool func_done_locked(struct goro_timers *ts, struct goro_timer *t, int64
     return true;
 }
 
+enum claim { CLAIM_NONE, CLAIM_ARMED, CLAIM_IDLE };
+
 /* A WAKE timer's claim (invariant 4): ARMED or IDLE (being parked) ->
  * TIMEDOUT in one CAS loop - two separate tries would lose the timeout
- * when the park arms the wait in between. True if the wait was armed:
- * then the timer makes g runnable; from IDLE the park does. */
-static bool claim_timed_out(struct goro *g)
+ * when the park arms the wait in between. CLAIM_ARMED: the timer makes g
+ * runnable; CLAIM_IDLE: the park does; CLAIM_NONE: a waker was first. */
+static enum claim claim_timed_out(struct goro *g)
 {
     uint32_t w = atomic_load_explicit(&g->wake, memory_order_acquire);
     while (goro__wake_open(w) || w == GORO_WAKE_IDLE) {
         if (atomic_compare_exchange_weak_explicit(&g->wake, &w, GORO_WAKE_TIMEDOUT,
                 memory_order_acq_rel, memory_order_acquire))
-            return w != GORO_WAKE_IDLE;
+            return w == GORO_WAKE_IDLE ? CLAIM_IDLE : CLAIM_ARMED;
     }
-    return false;
+    return CLAIM_NONE;
 }
 
 int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
@@ -335,14 +337,17 @@ int goro__timers_run(struct goro_p *p, int64_t now, struct goro_polled *out)
             continue;
         }
         struct goro *g = t->g;
-        bool won = claim_timed_out(g);
+        enum claim how = claim_timed_out(g);
+        /* The timer ended the wait, whoever makes g runnable: traced
+         * while the timer is still on (g's frame, which holds it, stays) */
+        if (how != CLAIM_NONE)
+            GORO_TRACE(GORO_TEV_TIMER, g->id, 0, 0, 0, 0);
         atomic_store_explicit(&t->idx, GORO_TIMER_OFF, memory_order_release);  /* inv. 1 */
-        if (!won)
+        if (how != CLAIM_ARMED)
             continue;               /* its waker, or its park, makes it runnable */
         /* Threads the runtime does not own time their waits on their
          * futex (outside.c, goro__park_external): a timer is a coroutine's. */
         GORO_ASSERT(!(g->flags & GORO_F_EXTERNAL));
-        GORO_TRACE(GORO_TEV_TIMER, g->id, 0, 0, 0, 0);
         atomic_store_explicit(&g->state, GORO_S_RUNNABLE, memory_order_relaxed);
         g->next = NULL;             /* in deadline order */
         if (out->tail)
@@ -394,14 +399,16 @@ static int sleep_until(int64_t deadline, bool yields)
     /* The deadline in force comes first: the sleep is cut short by it,
      * and says so (-ETIMEDOUT); its own end is a success. */
     bool cut = goro__deadline_nearer(deadline, self->in_force) != deadline;
+    /* Read before the check, so that a cancel landing during it is the
+     * check's (-ECANCELED) or the park's, never a wrong -ETIMEDOUT. */
+    bool cancelled = atomic_load_explicit(&self->cancelled, memory_order_relaxed);
     int err = goro__wait_check(deadline);
-    bool own_end = err == -ETIMEDOUT && !cut &&
-                   !atomic_load_explicit(&self->cancelled, memory_order_relaxed);
+    bool own_end = err == -ETIMEDOUT && !cut;
     /* A sleep of ns > 0 gives the worker up even when its own end came
      * before it could park (the thread lost its CPU for that long, or ns
      * is a few nanoseconds): its caller counts on the others running, as
      * Go's time.Sleep does. Its timer then fires at once. */
-    if (err && !(yields && own_end))
+    if (err && !(yields && own_end && !cancelled))
         return goro__wait_refused(own_end ? 0 : err);
     struct goro_park how = { .why = GORO_W_SLEEP, .deadline = deadline };
     int outcome = goro__park(&how);

@@ -333,6 +333,10 @@ static long cancelled_first(long fd)
     ssize_t n = goro_pread((int)fd, b, sizeof b, 0);
     if (n != -ECANCELED)
         t_fail("pread of a cancelled coroutine: %zd", n);
+    struct stat st;
+    int r = goro_fstat((int)fd, &st);       /* in place, not through the ring */
+    if (r != -ECANCELED)
+        t_fail("fstat of a cancelled coroutine: %d", r);
     return 0;
 }
 

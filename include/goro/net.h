@@ -56,7 +56,7 @@ typedef struct goro_listen_opts {
     int v6only;          /* IPV6_V6ONLY: 0 the system's default, 1 on, -1 off
                             (an IPv6 wildcard then takes IPv4 too) */
     int unix_remove;     /* enum goro_unix_remove */
-    int nagle;           /* 1: leave Nagle's algorithm on for the accepted
+    int nagle;           /* nonzero: leave Nagle's algorithm on for the accepted
                             TCP connections (TCP_NODELAY off; see goro_listen) */
 } goro_listen_opts_t;
 
@@ -120,7 +120,7 @@ typedef struct goro_dial_opts {
      * time (IP_BIND_ADDRESS_NO_PORT), so one source address serves 64k
      * connections per server. Addresses of the other family are skipped. */
     const char *local;
-    /* 1: leave Nagle's algorithm on (TCP_NODELAY off; see goro_dial). */
+    /* nonzero: leave Nagle's algorithm on (TCP_NODELAY off; see goro_dial). */
     int nagle;
 } goro_dial_opts_t;
 

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -68,11 +67,9 @@ static void unlist(struct conn *c)
 
 int conn_open(struct conn *c, int fd)
 {
-    int one = 1;
+    /* An echo goes out as it comes in: goro_listen's listener has
+     * TCP_NODELAY, which fd inherits (no Nagle wait for an ACK). */
     *c = (struct conn){ .fd = fd, .self = goro_self() };
-    /* An echo goes out as it comes in: a piece of a larger message must
-     * not wait for the acknowledgement of the previous one (Nagle). */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     stats_coroutine(+1);
     atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
     if (goro_mutex_lock(&list_lock) < 0)

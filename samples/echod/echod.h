@@ -67,7 +67,7 @@ int conns_reserve(void);
 void conns_unreserve(void);
 
 /* Called by the coroutine serving fd, which owns a reserved slot: lists
- * it and sets TCP_NODELAY. -ESHUTDOWN once shutdown has cancelled the
+ * it. -ESHUTDOWN once shutdown has cancelled the
  * others: close at once. */
 int conn_open(struct conn *c, int fd);
 

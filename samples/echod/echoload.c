@@ -9,7 +9,6 @@
  * reports counts and latencies back through another pipe. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -125,7 +124,7 @@ static int dial(const struct client *c)
     const struct load_options *opt = load.opt;
     struct sockaddr_in source = load_source(c->id);
     char local[INET_ADDRSTRLEN + 4];
-    int fd = -1, one = 1;
+    int fd = -1;
 
     /* Port chosen at connect, per (source, server) pair: 64k per source. */
     inet_ntop(AF_INET, &source.sin_addr, local, INET_ADDRSTRLEN);
@@ -138,8 +137,7 @@ static int dial(const struct client *c)
         load_failed(F_CONNECT, -err);
         return err;
     }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    load_connected();
+    load_connected();               /* goro_dial set TCP_NODELAY */
     return fd;
 }
 

@@ -75,6 +75,7 @@ static int64_t slice;
 static struct goro_m sysmon_m;         /* its M (no P): what goro__m() returns on sysmon */
 
 static _Atomic int64_t wake_at;        /* when its sleep ends (INT64_MAX: deep) */
+static _Atomic int64_t poke_at = INT64_MAX;    /* the earliest poke not yet planned for */
 
 static void sysmon_wait(uint32_t seen, int64_t ns)
 {
@@ -83,14 +84,38 @@ static void sysmon_wait(uint32_t seen, int64_t ns)
 
 /* Something is due at `when` (a reserved coroutine's budget ends, one
  * throttled may run again: sched/deadline.c) before sysmon would look:
- * it wakes now and plans its sleep again. */
+ * it wakes now and plans its sleep again.
+ * No poke is lost: it goes into poke_at before wake_at is read, and
+ * sysmon publishes wake_at before it takes poke_at (all seq_cst), so
+ * either sysmon's plan sees the poke or the poke sees the plan and wakes
+ * it. Before, a poke made while sysmon was awake compared with its last
+ * sleep's end, already past, and was dropped: the budget's end then
+ * waited for the next round, up to slice/4 (an overrun of 1.8 ms against
+ * a 1 ms budget, deadline:real_clock_budget_enforced). */
 void goro__sysmon_poke_by(int64_t when)
 {
-    if (when < atomic_load_explicit(&wake_at, memory_order_relaxed)) {
-        atomic_store_explicit(&wake_at, when, memory_order_relaxed);
+    int64_t p = atomic_load(&poke_at);
+    while (when < p && !atomic_compare_exchange_weak(&poke_at, &p, when))
+        ;
+    if (when < atomic_load(&wake_at)) {
+        atomic_store(&wake_at, when);
         atomic_fetch_add(&sleep_word, 1);
         goro__futex_wake(&sleep_word, 1);
     }
+}
+
+/* sysmon: publishes the end of the sleep it is about to take (wait ns),
+ * brought forward to the earliest poke; the wait to take. */
+static int64_t plan_sleep(int64_t wait)
+{
+    int64_t until = goro__now() + wait;
+    atomic_store(&wake_at, until);
+    int64_t poked = atomic_exchange(&poke_at, INT64_MAX);
+    if (poked >= until)
+        return wait;
+    atomic_store(&wake_at, poked);
+    int64_t left = poked - goro__now();
+    return left > 0 ? left : 0;
 }
 
 void goro__sysmon_kick(void)
@@ -289,8 +314,7 @@ static void *sysmon_main(void *arg)
                 idle_rounds = 0;
             continue;
         }
-        atomic_store_explicit(&wake_at, goro__now() + wait, memory_order_relaxed);
-        sysmon_wait(seen, wait);
+        sysmon_wait(seen, plan_sleep(wait));
         int64_t now = goro__now();
         int64_t wake = INT64_MAX;   /* the earliest slice end (check_slice) */
         /* Only preemption and hand-off keep the pace up (Go counts only

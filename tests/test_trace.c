@@ -468,6 +468,16 @@ static void known_run(const char *path, const goro_trace_attr_t *attr)
     ck_assert_int_eq(goro_chan_free(run_ch), 0);
 }
 
+/* "timer fired" events of coroutine g. */
+static int timers_fired(const struct trace *t, double g)
+{
+    int n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        n += t->ev[i].ph == 'i' && strcmp(t->ev[i].name, "timer fired") == 0 &&
+             jnum(t->ev[i].args, "coroutine", -1) == g;
+    return n;
+}
+
 /* Worker slices of coroutine g that ended with a reason starting with why. */
 static int ended_with(const struct trace *t, double g, const char *why)
 {
@@ -506,11 +516,7 @@ START_TEST(known_run_is_valid_and_matches)
     ck_assert_msg(pa >= 0 && a >= 0 && b >= 0, "named coroutine tracks missing");
     /* alice: five sleeps, each ended by its timer */
     ck_assert_int_eq(count(&t, 'X', 2, a, "waiting: sleep"), ROUNDS);
-    int fired = 0;
-    for (size_t i = 0; i < t.n; i++)
-        fired += t.ev[i].ph == 'i' && strcmp(t.ev[i].name, "timer fired") == 0 &&
-                 jnum(t.ev[i].args, "coroutine", -1) == a;
-    ck_assert_int_eq(fired, ROUNDS);
+    ck_assert_int_eq(timers_fired(&t, a), ROUNDS);
     /* A sleep's deadline is taken during the run before its wait (which
      * starts when the coroutine has left: later, by as much as the thread
      * was held up - 580 us once under qemu): from that run's start to the
@@ -627,11 +633,7 @@ START_TEST(tiny_sleeps_park_every_time)
     double n = track_of(&t, "napper");
     ck_assert_msg(n >= 0, "the napper's track is missing");
     ck_assert_int_eq(count(&t, 'X', 2, n, "waiting: sleep"), NAPS);
-    int fired = 0;
-    for (size_t i = 0; i < t.n; i++)
-        fired += t.ev[i].ph == 'i' && strcmp(t.ev[i].name, "timer fired") == 0 &&
-                 jnum(t.ev[i].args, "coroutine", -1) == n;
-    ck_assert_int_eq(fired, NAPS);
+    ck_assert_int_eq(timers_fired(&t, n), NAPS);
     trace_free(&t);
     unlink(path);
 }

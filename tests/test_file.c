@@ -497,6 +497,75 @@ START_TEST(file_a_burst_of_completions)
 }
 END_TEST
 
+/* ---- completions that come later, while the owner submits ---- */
+
+static int late_fd;
+
+/* After a random pause, a statx of a path or an fsync: calls the kernel
+ * hands to its io-wq threads, whose completions come later, from another
+ * thread, announced on the ring's eventfd alone. */
+static long late_call(long seed)
+{
+    uint32_t rnd = (uint32_t)seed * 2654435761u + 1;
+    goro_sleep((int64_t)(t_rnd(&rnd) % 1000) * 1000);
+    int64_t t0 = goro_now();
+    int64_t prev = goro_deadline_push(t0 + (int64_t)(t_prompt() * 4e9));
+    struct statx st;
+    int r = seed % 2 ? goro_statx(AT_FDCWD, dir, 0, STATX_BASIC_STATS, &st)
+                     : goro_fsync(late_fd);
+    goro_deadline_pop(prev);
+    int64_t took = goro_now() - t0;
+    if (r != 0 || took > (int64_t)(t_prompt() * 1e9))
+        t_fail("%s: %d after %.1f ms", seed % 2 ? "statx" : "fsync", r, t_ms(took));
+    return 0;
+}
+
+/* Bursts of cached reads: each submit quiets the ring's eventfd. */
+static long late_churner(long seed)
+{
+    uint32_t rnd = (uint32_t)seed * 2654435761u + 1;
+    unsigned char b[64];
+    for (int burst = 0; burst < 3; burst++) {
+        for (int j = 0; j < 40; j++)
+            if (goro_pread(late_fd, b, sizeof b, (off_t)(t_rnd(&rnd) % 4096)) != (ssize_t)sizeof b)
+                return t_fail("churner pread"), 0;
+        goro_sleep((int64_t)(t_rnd(&rnd) % 300) * 1000);
+    }
+    return 0;
+}
+
+/* Invariant 5 of runtime/file/ring.c: a ring's eventfd is quiet while its
+ * owner submits, and on again once the owner stops reaping. Each round
+ * mixes bursts of cached reads with calls that complete later on the
+ * kernel's threads, at random moments, so that some complete while the
+ * workers sleep: each must end with its result, promptly. With the
+ * eventfd left quiet after a submit, such a call waits for the next timer
+ * to wake its worker: its deadline's, a second later. */
+START_TEST(file_late_completions_while_the_owner_submits)
+{
+    use_mode(_i);
+    dir_make();
+    char p[128];
+    late_fd = open(in_dir(p, sizeof p, "late"), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ck_assert_int_ge(late_fd, 0);
+    static char zeros[8192];
+    ck_assert_int_eq(write(late_fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
+    enum { CALLS = 6, CHURNERS = 2 };
+    for (long round = 0, rounds = t_scale(40); round < rounds && !t_failed(); round++) {
+        goro_t *hs[CALLS + CHURNERS];
+        for (int i = 0; i < CALLS; i++)
+            hs[i] = go(late_call, round * CALLS + i + 1);
+        for (int i = 0; i < CHURNERS; i++)
+            hs[CALLS + i] = go(late_churner, round * CHURNERS + i + 1);
+        for (int i = 0; i < CALLS + CHURNERS; i++)
+            ck_assert_int_eq(goro_join(hs[i], NULL), 0);
+    }
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    close(late_fd);
+    dir_remove();
+}
+END_TEST
+
 /* ---- a peer that is gone ---- */
 
 static long send_to_gone(long fd)
@@ -683,6 +752,7 @@ Suite *file_suite(void)
     tcase_add_loop_test(tc, file_many_readers, 0, 2);
     tcase_add_loop_test(tc, file_calls_complete_while_workers_sleep, 0, 2);
     tcase_add_loop_test(tc, file_a_burst_of_completions, 0, 2);
+    tcase_add_loop_test(tc, file_late_completions_while_the_owner_submits, 0, 2);
     tcase_add_loop_test(tc, file_sendfile_to_a_closed_peer_is_epipe, 0, 2);
     tcase_add_loop_test(tc, file_a_2gib_read, 0, 2);
     tcase_add_loop_test(tc, file_sendfile_to_a_socket, 0, 2);

@@ -314,11 +314,14 @@ int goro__netpoll(struct goro_p *p, struct goro_p *sleeper, _Atomic uint32_t *sl
     else
         goro__file_flush_all();
     this_poll = NULL;
-    if (out->n)
+    /* Work found: a sleeper does not sleep. A non-blocking look still
+     * looks at the descriptors (with room left): rings that always have
+     * completions must not keep a socket's readiness unseen. */
+    if (out->n && (block || out->n >= run.room))
         return out->n;
     if (atomic_exchange_explicit(&p->poll_lock, 1, memory_order_acquire)) {
         if (!block)
-            return 0;
+            return out->n;
         if (!sleep_lock(p))
             return GORO_NETPOLL_TAKEN;
     }

@@ -550,6 +550,8 @@ START_TEST(file_late_completions_while_the_owner_submits)
     ck_assert_int_ge(late_fd, 0);
     static char zeros[8192];
     ck_assert_int_eq(write(late_fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
+    /* written back now: the fsyncs below have nothing to write */
+    ck_assert_int_eq(fsync(late_fd), 0);
     enum { CALLS = 6, CHURNERS = 2 };
     for (long round = 0, rounds = t_scale(40); round < rounds && !t_failed(); round++) {
         goro_t *hs[CALLS + CHURNERS];
@@ -645,6 +647,66 @@ START_TEST(file_busy_rings_do_not_starve_descriptors)
     close(busy_pipe[1]);
     close(busy_fd);
     dir_remove();
+}
+END_TEST
+
+/* ---- more completions at once than the completion queue holds ---- */
+
+enum { OVERFLOW_READERS = 700 };     /* the queue holds 2 x 256 */
+static int overflow_pipe[2];
+static atomic_int overflow_parked;
+
+static long overflow_reader(long unused)
+{
+    (void)unused;
+    char c = 0;
+    atomic_fetch_add(&overflow_parked, 1);
+    int64_t t0 = goro_now();
+    ssize_t n = goro_pread_until(overflow_pipe[0], &c, 1, -1, t0 + 10 * GORO_SEC);
+    /* Virtual time passes only while every coroutine waits: a read left
+     * unseen ends at its deadline, where its cancellation finds it done. */
+    if (n != 1 || c != 'o' || goro_now() - t0 >= GORO_SEC)
+        t_fail("a reader of the pipe got %zd after %.0f ms", n, t_ms(goro_now() - t0));
+    return 0;
+}
+
+static void overflow_body(void *arg)
+{
+    (void)arg;
+    goro_t **hs = calloc(OVERFLOW_READERS, sizeof *hs);
+    T_VCHECK(hs, "calloc");
+    atomic_store(&overflow_parked, 0);
+    for (int i = 0; i < OVERFLOW_READERS; i++)
+        hs[i] = go(overflow_reader, 0L);
+    /* every read submitted and waiting in the kernel on the empty pipe */
+    while (atomic_load(&overflow_parked) < OVERFLOW_READERS)
+        goro_yield();
+    for (int i = 0; i < 3; i++)
+        goro_sleep(GORO_MSEC);
+    static char bytes[OVERFLOW_READERS];
+    memset(bytes, 'o', sizeof bytes);
+    /* One write readies all 700 reads; the kernel completes them on this
+     * thread before the worker looks at its ring again. */
+    T_VCHECK(write(overflow_pipe[1], bytes, sizeof bytes) == (ssize_t)sizeof bytes, "write");
+    for (int i = 0; i < OVERFLOW_READERS; i++)
+        T_VCHECK(goro_join(hs[i], NULL) == 0, "join");
+    free(hs);
+}
+
+/* 700 reads of one byte each wait on one pipe, through one worker's ring,
+ * and one write readies them all: 700 completions at once, more than the
+ * completion queue's 512. The kernel keeps the rest on its overflow list
+ * and announces them once. Every read must still get its byte. Old: the
+ * 188 beyond the queue stayed there, and their reads ended by their
+ * deadline. On the virtual clock: one worker, one ring. */
+START_TEST(file_completions_beyond_the_queue_are_kept)
+{
+    use_mode(_i);
+    ck_assert_int_eq(pipe2(overflow_pipe, O_CLOEXEC), 0);
+    ck_assert_int_ge(fcntl(overflow_pipe[0], F_SETPIPE_SZ, 1 << 16), OVERFLOW_READERS);
+    t_virtual(overflow_body, NULL);
+    close(overflow_pipe[0]);
+    close(overflow_pipe[1]);
 }
 END_TEST
 
@@ -836,6 +898,7 @@ Suite *file_suite(void)
     tcase_add_loop_test(tc, file_a_burst_of_completions, 0, 2);
     tcase_add_loop_test(tc, file_late_completions_while_the_owner_submits, 0, 2);
     tcase_add_loop_test(tc, file_busy_rings_do_not_starve_descriptors, 0, 2);
+    tcase_add_loop_test(tc, file_completions_beyond_the_queue_are_kept, 0, 2);
     tcase_add_loop_test(tc, file_sendfile_to_a_closed_peer_is_epipe, 0, 2);
     tcase_add_loop_test(tc, file_a_2gib_read, 0, 2);
     tcase_add_loop_test(tc, file_sendfile_to_a_socket, 0, 2);

@@ -215,6 +215,10 @@ static double run(int ntask, bool reserved, bool overrun, double seconds, int pa
     usleep((useconds_t)(seconds * 1e6));
     double took = (bench_now_ns() - t0) / 1e9;
     long work_done = atomic_load(&spins) + atomic_load(&echoes);
+    if (getenv("DL_VERBOSE"))
+        fprintf(stderr, "run: %d tasks%s%s, %.1f s: spins %ld, echoes %ld\n", ntask,
+                reserved ? " reserved" : "", overrun ? ", overrunner" : "", took,
+                atomic_load(&spins), atomic_load(&echoes));
     atomic_store(&stop, 1);
     for (int i = 0; i < n; i++)
         BENCH_CHECK(goro_join(hs[i], NULL));

@@ -41,10 +41,10 @@
  *     flag: Linux 6.x has one there (the smp_mb of its wake-up of CQ
  *     waiters comes before the eventfd's signal), which is an
  *     implementation fact, not a promise of the ABI; a completion missed
- *     through it waits for the ring's next flush. Without this, each batch of cached reads
- *     woke the worker asleep in the base: 42k context switches in
- *     bench/file_pread against 1.7k with the notifications on only while
- *     nobody reaps.
+ *     through it waits for the ring's next flush. Without this, each
+ *     batch of cached reads woke the worker asleep in the base: 40-50k
+ *     context switches in a run of bench/file_pread against 1.6-1.9k with
+ *     the notifications on only while nobody reaps.
  *  6. Completions beyond the completion queue's room (2 x RING_ENTRIES
  *     unreaped) wait on the kernel's overflow list, announced once: every
  *     look at a ring counts that list as work, and a reap that empties the

@@ -497,6 +497,18 @@ START_TEST(file_a_burst_of_completions)
 }
 END_TEST
 
+/* A file of 8 KiB of zeros in the test's directory, open for reading and
+ * writing: the cached reads of the tests below. */
+static int zeros_file(const char *name)
+{
+    char p[128];
+    int fd = open(in_dir(p, sizeof p, name), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    static char zeros[8192];
+    ck_assert_int_eq(write(fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
+    return fd;
+}
+
 /* ---- completions that come later, while the owner submits ---- */
 
 static int late_fd;
@@ -545,11 +557,7 @@ START_TEST(file_late_completions_while_the_owner_submits)
 {
     use_mode(_i);
     dir_make();
-    char p[128];
-    late_fd = open(in_dir(p, sizeof p, "late"), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    ck_assert_int_ge(late_fd, 0);
-    static char zeros[8192];
-    ck_assert_int_eq(write(late_fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
+    late_fd = zeros_file("late");
     /* written back now: the fsyncs below have nothing to write */
     ck_assert_int_eq(fsync(late_fd), 0);
     enum { CALLS = 6, CHURNERS = 2 };
@@ -636,11 +644,7 @@ START_TEST(file_busy_rings_do_not_starve_descriptors)
 {
     use_mode(_i);
     dir_make();
-    char p[128];
-    busy_fd = open(in_dir(p, sizeof p, "busy"), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    ck_assert_int_ge(busy_fd, 0);
-    static char zeros[8192];
-    ck_assert_int_eq(write(busy_fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
+    busy_fd = zeros_file("busy");
     ck_assert_int_eq(pipe(busy_pipe), 0);
     t_virtual(busy_rings_body, NULL);
     close(busy_pipe[0]);

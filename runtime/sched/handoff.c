@@ -237,8 +237,14 @@ bool goro__handoff_wanted(struct goro_p *p, bool long_run, bool *blocked,
      * Counting every pending timer handed workers over far too often with
      * many sleepers (bench/timers heap, 10^5 timers: p99 lateness 189-226
      * ms against 1.1-4.6 ms). */
+    /* An M waiting for a P (goro__m_wait_for_p) is work too: its pinned
+     * coroutines run nowhere else, and may hold what m's thread waits for
+     * (a foreign lock whose busy handler sleeps it). Before, with nothing
+     * queued, each waited on the other until m's call gave up
+     * (test_handoff.c, pinned_to_a_thread_waiting_for_a_p_runs). */
     bool work = !goro__runq_empty(p) || goro__global_work() || goro__io_in_use() ||
-                goro__pinned_any(m);
+                goro__pinned_any(m) ||
+                atomic_load_explicit(&goro__sched.nwaitp, memory_order_relaxed) > 0;
     return work && (*blocked || long_run);
 }
 

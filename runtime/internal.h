@@ -575,6 +575,11 @@ struct goro_m {
      * only: nothing else takes them; an M that lost its P moves them to
      * its plain pinned list when it waits for one (goro__dl_unpin_all). */
     struct goro *dl_pinned;
+    /* Its backstop timer (sched/dl_timer.c): made by m at its first
+     * reserved slice; the state is read by sysmon (acquire), armed by m. */
+    timer_t dl_timer;
+    _Atomic int8_t dl_timer_state;
+    bool dl_timer_armed;
 };
 
 /* The scheduler's global state. */

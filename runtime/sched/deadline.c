@@ -35,7 +35,8 @@
  *
  * What sysmon does for the class - enforcement, the cuts for queued
  * reserved coroutines, the releases - is dl_watch.c's; the record both
- * share is sched/dl_res.h.
+ * share is sched/dl_res.h. The worker thread's own timer that enforces a
+ * budget when sysmon cannot run in time is dl_timer.c's.
  *
  * Inheritance (loans): a reserved coroutine waiting for a goro lock lends
  * its deadline to the lock's holder: the holder is queued on the EDF
@@ -477,6 +478,7 @@ void goro__dl_begin(struct goro_p *p, struct goro *g)
         int64_t until = now + (left > 0 ? left : 0);
         st(&p->dl_until, until);
         goro__sysmon_poke_by(until);    /* the monitor stops it then */
+        goro__dl_backstop_arm(goro__m(), until);    /* or its thread's timer */
     } else if (p) {
         st(&p->dl_until, 0);
     }
@@ -496,6 +498,7 @@ void goro__dl_charge(struct goro_p *p, struct goro *g, int what)
         st(&p->dl_until, 0);
         st(&p->dl_running, 0);
     }
+    goro__dl_backstop_disarm(goro__m());
 }
 
 /* The running coroutine's reservation changed (set, or a new period by

@@ -52,6 +52,19 @@ GORO_HIDDEN void goro__dl_charge(struct goro_p *p, struct goro *g, int what);
 /* Moves the DL coroutines of a list p's own timers woke to the EDF lists
  * (the timed queue runs after them). */
 GORO_HIDDEN void goro__dl_timed(struct goro_p *p, struct goro_polled *list);
+/* dl_timer.c, the backstop (its rules are at the top there). m arms its
+ * timer for a slice whose budget runs out at until, and disarms it when
+ * the slice ends; sysmon turns it off (m blocked, or without its P); m
+ * deletes it on its way out. */
+GORO_HIDDEN void goro__dl_backstop_arm(struct goro_m *m, int64_t until);
+GORO_HIDDEN void goro__dl_backstop_disarm(struct goro_m *m);
+GORO_HIDDEN void goro__dl_backstop_off(struct goro_m *m);
+GORO_HIDDEN void goro__dl_backstop_fini(struct goro_m *m);
+/* The SIGURG handler, on p's owner: the reserved slice p runs is past its
+ * budget's end. */
+GORO_HIDDEN bool goro__dl_budget_spent(struct goro_p *p, int64_t now);
+/* si_value of the backstop's SIGURG (si_code SI_TIMER) */
+#define GORO_URG_BUDGET_TAG 0x676f7262
 /* sysmon: preempts p's reserved coroutine once its budget is spent, and
  * DL coroutines queued while Ps run lower classes; *wake: lowered to when
  * to look again. */

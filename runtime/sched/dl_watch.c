@@ -157,14 +157,16 @@ void goro__dl_watch(int64_t now, int64_t *wake)
          * its own M can run it, so it is this P's slice that is cut. */
         int64_t pin = ld(&p->dl_pinned_at);
         if (pin && now >= pin)
-            goro__preempt_for_class(p, now, ENFORCE_RETRY, GORO_PRIO_DL);
+            goro__preempt_for_class(p, now, ENFORCE_RETRY, GORO_PRIO_DL, NULL);
         else if (pin && pin < *wake)
             *wake = pin;
         int64_t until = ld(&p->dl_until);
         if (!until)
             continue;
         if (now >= until) {
-            goro__preempt_for_class(p, now, ENFORCE_RETRY, GORO_PRIO_DL + 1);
+            struct goro_m *blocked = NULL;
+            goro__preempt_for_class(p, now, ENFORCE_RETRY, GORO_PRIO_DL + 1, &blocked);
+            goro__dl_backstop_off(blocked);     /* no EINTR for a blocked thread */
             until = now + ENFORCE_RETRY;
         }
         if (until < *wake)
@@ -173,12 +175,12 @@ void goro__dl_watch(int64_t now, int64_t *wake)
     /* Reserved coroutines queued while Ps run lower classes: as many of
      * those slices are cut (as for HIGH ones, sysmon.c's check_classes). */
     for (int i = 0; i < goro__sched.nprocs && waiting > 0; i++)
-        if (goro__preempt_for_class(&goro__sched.procs[i], now, ENFORCE_RETRY, GORO_PRIO_DL))
+        if (goro__preempt_for_class(&goro__sched.procs[i], now, ENFORCE_RETRY, GORO_PRIO_DL, NULL))
             waiting--;
     /* Still one queued, and every P runs a reserved coroutine: the one
      * with the latest deadline gives way if the earliest queued is
      * earlier (the preemptive half of EDF). */
     struct goro_p *v = waiting > 0 && first ? cut_for(first) : NULL;
     if (v && atomic_load_explicit(&v->running_prio, memory_order_relaxed) >= GORO_PRIO_DL)
-        goro__preempt_for_class(v, now, ENFORCE_RETRY, GORO_PRIO_DL + 1);
+        goro__preempt_for_class(v, now, ENFORCE_RETRY, GORO_PRIO_DL + 1, NULL);
 }

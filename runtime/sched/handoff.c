@@ -174,8 +174,10 @@ char goro__m_thread_state(struct goro_m *m)
  * lasts (the coroutine may be where it cannot be preempted: it then
  * yields at its next goro call). Not while p's thread is in the kernel: a
  * blocking call would fail with EINTR (the slice rule hands such a P over
- * instead). True if asked. */
-bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry, int cls)
+ * instead). True if asked. *blocked (if not NULL): p's M, when it was
+ * found blocked so. */
+bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry, int cls,
+                             struct goro_m **blocked)
 {
     uint32_t t = atomic_load_explicit(&p->schedtick, memory_order_relaxed);
     if (!atomic_load_explicit(&p->running, memory_order_relaxed) ||
@@ -190,8 +192,11 @@ bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry, int c
         return false;
     p->sm_class_tick = t + 1;
     char st = goro__m_thread_state(m);
-    if (st == 'S' || st == 'D')
+    if (st == 'S' || st == 'D') {
+        if (blocked)
+            *blocked = m;
         return false;
+    }
     atomic_store_explicit(&p->preempt_req, t + 1, memory_order_relaxed);
     if (goro__preempt_async())
         goro__preempt_signal(m);
@@ -300,6 +305,7 @@ bool goro__handoff(struct goro_p *p, struct goro_m *m)
     }
     atomic_store_explicit(&m->lost_p_at, goro__now(), memory_order_relaxed);
     goro__unlock(&goro__sched.lock);
+    goro__dl_backstop_off(m);       /* it may be blocked: stop_lost signals it if not */
     GORO_TRACE(GORO_TEV_HANDOFF, (uint64_t)m->id, (uint64_t)to->id, (uint32_t)p->id, 0, 0);
     if (!fresh)
         goro__m_notify_handed(to);

@@ -40,6 +40,7 @@
 
 #include "internal.h"
 #include "sched/sched.h"
+#include "sched/deadline.h"
 #include "base/sanitizer.h"
 #include "debug/debug.h"
 #include "sigframe.h"
@@ -156,7 +157,8 @@ __attribute__((no_sanitize_address))
 static void goro__on_sigurg(int sig, siginfo_t *si, void *ucv)
 {
     int saved_errno = errno;
-    bool ours = si->si_code == SI_QUEUE && si->si_value.sival_int == GORO_URG_TAG;
+    bool budget = si->si_code == SI_TIMER && si->si_value.sival_int == GORO_URG_BUDGET_TAG;
+    bool ours = budget || (si->si_code == SI_QUEUE && si->si_value.sival_int == GORO_URG_TAG);
     struct goro_m *m = goro__m();
     /* SIGURG is a standard signal: one of ours sent while another is
      * pending merges into it, and only the other's siginfo arrives. So on
@@ -185,6 +187,12 @@ static void goro__on_sigurg(int sig, siginfo_t *si, void *ucv)
     /* Its P was handed off while g ran on: every signal of ours asks g to
      * stop (handoff.c, goro__stop_lost). */
     bool lost = !owned && atomic_load_explicit(&m->lost_p_at, memory_order_relaxed);
+    /* The backstop's timer (dl_timer.c): it asks what sysmon would have
+     * asked, if the reserved slice running here is past its budget. */
+    if (budget && owned && g && goro__dl_budget_spent(p, goro__now()))
+        atomic_store_explicit(&p->preempt_req,
+                              atomic_load_explicit(&p->schedtick, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
     if (g && ((owned && goro__preempt_requested(p)) || lost)) {
         bool done = why == GORO_STALL_PREEMPTIBLE &&
                     goro__sigframe_redirect(uc, (uintptr_t)g->lo, PREEMPT_STACK_MARGIN,

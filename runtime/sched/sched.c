@@ -501,6 +501,7 @@ void *goro__m_main(void *arg)
             goro__stop_spinning(m);
         goro__execute(m, g, inherit);
     }
+    goro__dl_backstop_fini(m);
     goro__fault_thread_fini(m);
     goro__tls_m = NULL;
     return NULL;

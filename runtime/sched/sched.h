@@ -227,7 +227,7 @@ GORO_HIDDEN uint64_t goro__sched_activity(void);
 
 /* sysmon.c */
 GORO_HIDDEN bool goro__preempt_for_class(struct goro_p *p, int64_t now, int64_t retry,
-                                         int cls);
+                                         int cls, struct goro_m **blocked);
 GORO_HIDDEN int goro__sysmon_start(int64_t slice_ns);
 GORO_HIDDEN void goro__sysmon_stop(void);
 GORO_HIDDEN void goro__sysmon_kick(void);

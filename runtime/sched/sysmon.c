@@ -267,7 +267,7 @@ static void check_classes(int64_t now)
         waiting += atomic_load_explicit(&goro__sched.procs[i].classq.n[GORO_PQ_HIGH],
                                         memory_order_relaxed);
     for (int i = 0; i < goro__sched.nprocs && waiting > 0; i++)
-        if (goro__preempt_for_class(&goro__sched.procs[i], now, PREEMPT_RETRY, GORO_PRIO_HIGH))
+        if (goro__preempt_for_class(&goro__sched.procs[i], now, PREEMPT_RETRY, GORO_PRIO_HIGH, NULL))
             waiting--;
 }
 

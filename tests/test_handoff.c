@@ -1127,11 +1127,16 @@ END_TEST
  * handed a blocked P over only for queued work, and the two waited on
  * each other until the waiter gave up (SQLite's "database is locked"
  * after its 5 s busy timeout, once in ~20 runs under ASan). */
+static atomic_int st_waiter_in;
+
 static GORO_PREEMPTIBLE void st_holder_blocks_first(void)
 {
     atomic_store(&st.held, 1);
     sl.tid_before = t_tid();
-    thread_nanosleep(3 * SLICE);            /* its P goes to a new thread */
+    /* blocked until its P went to a new thread, which runs the waiter */
+    int64_t give_up = goro_now() + 5 * GORO_SEC;
+    while (!atomic_load(&st_waiter_in) && goro_now() < give_up)
+        thread_nanosleep(GORO_MSEC);
     st_long_runner(3 * SLICE / GORO_MSEC);  /* no P: stopped and pinned here */
     sl.tid_after = t_tid();
     atomic_store(&st.held, 0);
@@ -1139,6 +1144,7 @@ static GORO_PREEMPTIBLE void st_holder_blocks_first(void)
 
 static long st_unpreemptible_waiter(void)
 {
+    atomic_store(&st_waiter_in, 1);
     goro_preempt_disable();
     long waited = st_lock_waiter();
     goro_preempt_enable();
@@ -1154,6 +1160,7 @@ START_TEST(pinned_to_a_thread_waiting_for_a_p_runs)
     restart(1);
     for (int round = 0; round < 3; round++) {
         st_reset();
+        atomic_store(&st_waiter_in, 0);
         goro_t *holder = go(st_holder_blocks_first);
         goro_t *waiter = go(st_unpreemptible_waiter);
         long waited = -1;

@@ -648,6 +648,8 @@ void goro__dl_end(struct goro *g)
         struct goro_p *p = goro__rt_enter(m, false);
         if (p)
             st(&p->dl_until, 0);
+        /* nor timed: its final switch charges nothing, so disarms nothing */
+        goro__dl_backstop_disarm(m);
         goro__rt_leave(goro__m());
     }
     res_drop(g);

@@ -16,7 +16,10 @@
  * Rules (each timer belongs to one M, m below):
  *  - m alone creates and arms it: when a reserved coroutine's slice
  *    begins with budget to spend (goro__dl_begin), for the budget's end
- *    plus BACKSTOP; and disarms it when that slice ends (goro__dl_charge).
+ *    plus BACKSTOP; and disarms it when that slice ends (goro__dl_charge),
+ *    when the reservation ends within it (goro__dl_end: the coroutine's
+ *    last switch charges nothing), and at the start of any unreserved
+ *    slice (switch.c): never armed under a coroutine without a budget.
  *  - sysmon only ever disarms it: when it finds m's thread blocked in the
  *    kernel at the budget's end (the signal would make that call fail with
  *    EINTR, which goro never does to a blocked thread: sleep() and poll()
@@ -24,6 +27,12 @@
  *    m's next arm costs that slice its backstop, never a stray signal.
  *  - A signal that comes anyway after the slice ended (the expiry racing
  *    the disarm) finds no spent budget on m's P, and asks for nothing.
+ *  - The limit: a reserved coroutine that blocks its thread in the kernel
+ *    (a foreign sleep or poll, which is never restarted) past its budget's
+ *    end by the wall clock, while sysmon is itself kept off the CPU for
+ *    BACKSTOP and more, gets EINTR from that call. A timer on the thread's
+ *    CPU clock would not fire while it blocks, but the kernel looks at
+ *    those only at its tick (4 ms at HZ=250): too coarse for budgets.
  *  - No timer without asynchronous preemption, on the virtual clock, with
  *    preemption off (slice_ns < 0), or where the kernel refuses one: the
  *    monitor alone enforces budgets then, as before.

@@ -100,10 +100,14 @@ static GORO_NOINLINE void note_running_class(struct goro_p *p, struct goro *g)
 {
     atomic_store_explicit(&p->running_prio, (int8_t)goro__queue_class(g), memory_order_relaxed);
     if (unlikely(goro__dl_in_use())) {
-        if (atomic_load_explicit(&g->dl, memory_order_relaxed))
+        if (atomic_load_explicit(&g->dl, memory_order_relaxed)) {
             goro__dl_begin(p, g);
-        else if (atomic_load_explicit(&p->dl_until, memory_order_relaxed))
-            atomic_store_explicit(&p->dl_until, 0, memory_order_relaxed);
+        } else {
+            if (atomic_load_explicit(&p->dl_until, memory_order_relaxed))
+                atomic_store_explicit(&p->dl_until, 0, memory_order_relaxed);
+            /* no budget timer under an unreserved slice (dl_timer.c) */
+            goro__dl_backstop_disarm(goro__m());
+        }
     }
 }
 

@@ -468,17 +468,26 @@ static int64_t charge_clock(void)
 void goro__dl_begin(struct goro_p *p, struct goro *g)
 {
     struct goro_dlres *r = res_of(g);
-    int64_t now = goro__now();
-    r->from = charge_clock();
     int64_t left = ld(&r->budget);
+    if (left < 0)
+        left = 0;
     if (p)
         st(&p->dl_running, key_of(g, r));
     /* Lent a deadline, it is not throttled (goro__dl_put): nothing to end. */
-    if (p && !ld(&g->dl_lent)) {
-        int64_t until = now + (left > 0 ? left : 0);
+    bool timed = p && !ld(&g->dl_lent);
+    /* Its thread's timer first: arming one due soon makes the kernel
+     * reprogram the CPU's timer, about 3 us in a VM (arm and disarm:
+     * 6.6 us), which the budget is not charged for. Charged, the jobs of
+     * bench/deadline that use 90% of their budget overran more often:
+     * 777-2,229 late jobs in 6 s against 266-1,043 without the timer. */
+    if (timed)
+        goro__dl_backstop_arm(goro__m(), goro__now() + left);
+    int64_t now = goro__now();
+    r->from = charge_clock();
+    if (timed) {
+        int64_t until = now + left;
         st(&p->dl_until, until);
-        goro__sysmon_poke_by(until);    /* the monitor stops it then */
-        goro__dl_backstop_arm(goro__m(), until);    /* or its thread's timer */
+        goro__sysmon_poke_by(until);    /* the monitor stops it then (or the timer) */
     } else if (p) {
         st(&p->dl_until, 0);
     }

@@ -1087,6 +1087,18 @@ static long st_lock_waiter(void)
     return goro_now() - t0;
 }
 
+/* One round of the lock cases: the holder, then the waiter, both joined;
+ * how long the waiter waited. */
+static long holder_then_waiter(void (*holder)(void), long (*waiter)(void))
+{
+    goro_t *h = go(holder);
+    goro_t *w = go(waiter);
+    long waited = -1;
+    ck_assert_int_eq(goro_join(w, &waited), 0);
+    ck_assert_int_eq(goro_join(h, NULL), 0);
+    return waited;
+}
+
 START_TEST(pinned_lock_holder_runs_when_its_thread_blocks)
 {
     if (!handoff_available() || !t_async_preemption()) {
@@ -1097,11 +1109,7 @@ START_TEST(pinned_lock_holder_runs_when_its_thread_blocks)
     restart(1);
     for (int round = 0; round < 3; round++) {
         st_reset();
-        goro_t *holder = go(st_lock_holder);
-        goro_t *waiter = go(st_lock_waiter);
-        long waited = -1;
-        ck_assert_int_eq(goro_join(waiter, &waited), 0);
-        ck_assert_int_eq(goro_join(holder, NULL), 0);
+        long waited = holder_then_waiter(st_lock_holder, st_lock_waiter);
         ck_assert_msg(waited < t_timeout(0.5) * GORO_SEC,
                       "round %d: the lock was released after %.0f ms (the holder was pinned "
                       "to the waiter's blocked thread)", round, t_ms(waited));
@@ -1161,11 +1169,7 @@ START_TEST(pinned_to_a_thread_waiting_for_a_p_runs)
     for (int round = 0; round < 3; round++) {
         st_reset();
         atomic_store(&st_waiter_in, 0);
-        goro_t *holder = go(st_holder_blocks_first);
-        goro_t *waiter = go(st_unpreemptible_waiter);
-        long waited = -1;
-        ck_assert_int_eq(goro_join(waiter, &waited), 0);
-        ck_assert_int_eq(goro_join(holder, NULL), 0);
+        long waited = holder_then_waiter(st_holder_blocks_first, st_unpreemptible_waiter);
         ck_assert_msg(waited < t_timeout(0.5) * GORO_SEC,
                       "round %d: the lock was released after %.0f ms (its holder was pinned "
                       "to a thread waiting for the P the waiter's thread kept)", round,

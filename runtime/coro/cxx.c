@@ -52,6 +52,11 @@ __attribute__((constructor)) static void find_cxx_runtime(void)
         goro__cxx_register(__cxa_get_globals);
 }
 
+const void *goro__cxx_runtime(void)
+{
+    return (const void *)atomic_load_explicit(&goro__cxx_globals, memory_order_relaxed);
+}
+
 /* ---- exception state per coroutine ---- */
 
 /* The calling thread's globals. Their address is fixed for the thread's

@@ -16,6 +16,7 @@
  * thread). See docs/cxx.md.
  *
  * contract cxx for sched: goro__cxx_eh_save goro__cxx_eh_restore
+ *     goro__cxx_runtime
  */
 #ifndef GORO_CXX_EH_H
 #define GORO_CXX_EH_H
@@ -26,6 +27,10 @@
  * (runtime/coro/cxx.c finds it). */
 typedef void *(*goro__cxa_get_globals_fn)(void);
 extern GORO_HIDDEN _Atomic(goro__cxa_get_globals_fn) goro__cxx_globals;
+
+/* Where the program's C++ runtime is (its __cxa_get_globals), or NULL:
+ * preemption asks whether the executable holds it. */
+GORO_HIDDEN const void *goro__cxx_runtime(void);
 
 GORO_HIDDEN void goro__cxx_eh_save_slow(struct goro *g);
 GORO_HIDDEN void goro__cxx_eh_restore_slow(const struct goro *g);

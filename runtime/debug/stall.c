@@ -248,7 +248,11 @@ static void why_text(int why, uintptr_t pc, char *buf, size_t len)
                      "back from code that is not)");
         break;
     case GORO_STALL_FOREIGN:
-        snprintf(buf, len, "in code not marked preemptible (%s)", object_of(pc));
+        if (goro__preempt_unsafe_exec(pc))
+            snprintf(buf, len, "in code not marked preemptible (%s: %s)", object_of(pc),
+                     goro__preempt_unsafe_exec(pc));
+        else
+            snprintf(buf, len, "in code not marked preemptible (%s)", object_of(pc));
         break;
     case GORO_STALL_NOPREEMPT:
         snprintf(buf, len, "in a no-preempt section (goro_preempt_disable)");

@@ -13,7 +13,9 @@
  *     its own: the executable's text when libc is a shared library (in a
  *     static executable libc is inside it, so only marked code counts), or
  *     code marked with GORO_PREEMPTIBLE / goro_preempt_allow - and never
- *     goro's own code (the goro_text section: the build renames .text);
+ *     goro's own code (the goro_text section: the build renames .text).
+ *     The executable counts only if neither the allocator nor the C++
+ *     runtime is part of it either (add_executable);
  *   - the stack has room for the copied frame.
  * Then the kernel's signal frame is copied onto the coroutine stack and the
  * handler returns into goro__preempt_resume (arch/<arch>/preempt.S), which
@@ -27,6 +29,7 @@
  * not be preempted there.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <signal.h>
@@ -41,6 +44,7 @@
 #include "internal.h"
 #include "sched/sched.h"
 #include "sched/deadline.h"
+#include "coro/cxx_eh.h"
 #include "base/sanitizer.h"
 #include "debug/debug.h"
 #include "sigframe.h"
@@ -85,8 +89,35 @@ int goro_preempt_allow(const void *start, const void *end)
     return add_range((uintptr_t)start, (uintptr_t)end);
 }
 
-/* The executable's own code, if libc is not part of it (it has an
- * interpreter, hence shared libraries). */
+/* Why the executable's own code is not a safe point although the program
+ * is dynamically linked, or NULL (it is). Set once, at the first install. */
+static const char *exec_unsafe;
+static uintptr_t exec_lo, exec_hi;  /* the executable's code, then */
+
+/* Whether the definition of the function `name` the program uses lies in
+ * [lo, hi). dlsym gives the definition, never a PLT stub. */
+static bool defined_in(const char *name, uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t at = (uintptr_t)dlsym(RTLD_DEFAULT, name);
+    return at && at >= lo && at < hi;
+}
+
+/* Whether the program's C++ runtime (found by coro/cxx.c, or registered by
+ * goro/cxx.h) is in [lo, hi): with -static-libstdc++ the executable does
+ * not export it, so dlsym would not see it. */
+static bool cxx_in(uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t at = (uintptr_t)goro__cxx_runtime();
+    return (at && at >= lo && at < hi) || defined_in("__cxa_get_globals", lo, hi);
+}
+
+/* The executable's own code, if no runtime that takes locks or keeps
+ * per-thread caches is part of it. libc is not when the program has an
+ * interpreter (it has shared libraries). Nor may its allocator be - a
+ * sanitizer's runtime, which clang links in, or a static malloc - nor the
+ * C++ runtime (-static-libstdc++): a coroutine suspended inside malloc,
+ * and another on the same thread calling it, would corrupt the thread's
+ * allocator cache or wait forever for a lock the first holds. */
 static int add_executable(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
@@ -95,14 +126,41 @@ static int add_executable(struct dl_phdr_info *info, size_t size, void *arg)
     for (int i = 0; i < info->dlpi_phnum; i++)
         if (info->dlpi_phdr[i].p_type == PT_INTERP)
             dynamic = true;
-    if (dynamic)
-        for (int i = 0; i < info->dlpi_phnum; i++) {
-            const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-            if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
-                add_range(info->dlpi_addr + ph->p_vaddr,
-                          info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
-        }
+    if (!dynamic)
+        return 1;                   /* static: libc is in it */
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        lo = a < lo ? a : lo;
+        hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+    }
+    if (lo >= hi)
+        return 1;
+    exec_lo = lo;
+    exec_hi = hi;
+    if (defined_in("malloc", lo, hi) || defined_in("free", lo, hi))
+        exec_unsafe = "the executable holds its own allocator (a sanitizer's runtime or a "
+                      "static malloc): only code marked GORO_PREEMPTIBLE is preempted";
+    else if (cxx_in(lo, hi))
+        exec_unsafe = "the executable holds its own C++ runtime (-static-libstdc++): only "
+                      "code marked GORO_PREEMPTIBLE is preempted";
+    if (exec_unsafe)
+        return 1;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
+            add_range(info->dlpi_addr + ph->p_vaddr,
+                      info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
+    }
     return 1;                       /* the first module is the executable */
+}
+
+const char *goro__preempt_unsafe_exec(uintptr_t pc)
+{
+    return exec_unsafe && pc >= exec_lo && pc < exec_hi ? exec_unsafe : NULL;
 }
 
 static bool in_goro(uintptr_t pc)

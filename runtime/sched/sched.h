@@ -19,7 +19,7 @@
  * contract inspect for debug: goro__m goro__current goro__forked
  *     goro__forked_error goro__task_file goro__m_task_file
  *     goro__m_thread_state goro__outside_waits goro__sched_activity
- *     goro__timers_first goro__dl_describe
+ *     goro__timers_first goro__dl_describe goro__preempt_unsafe_exec
  * contract sample for debug: goro__m_ask_sample
  */
 #ifndef GORO_SCHED_SCHED_H
@@ -209,6 +209,10 @@ GORO_HIDDEN void goro__preempt_signal(struct goro_m *m);
  * debug/ may make a worker do; it preempts nothing by itself. */
 GORO_HIDDEN void goro__m_ask_sample(struct goro_m *m);
 GORO_HIDDEN bool goro__preempt_async(void);
+/* Why code at pc, in the executable, is no safe point although the
+ * program is dynamically linked (its allocator or C++ runtime is in it),
+ * or NULL. For the stall report's words. */
+GORO_HIDDEN const char *goro__preempt_unsafe_exec(uintptr_t pc);
 /* switch.c: is a preemption asked for p's current slice? Yield if so. */
 GORO_HIDDEN bool goro__preempt_requested(struct goro_p *p);
 GORO_HIDDEN void goro__preempt_check(void);

@@ -703,9 +703,11 @@ int goro_signal_stop(goro_chan_t *ch);
  * SIGURG and, if the coroutine is at a safe point, it is suspended there
  * (every register saved) and resumed later on the same worker thread. A
  * safe point is an instruction in the program's own code - the executable,
- * when libc is a shared library - or in code marked below; never in libc,
- * the dynamic loader, the vDSO or goro. Elsewhere the coroutine yields at
- * its next goro call instead. See docs/preemption.md.
+ * when libc is a shared library and neither the allocator (malloc: clang's
+ * sanitizers, a static malloc) nor the C++ runtime is linked into it - or
+ * in code marked below; never in libc, the dynamic loader, the vDSO or
+ * goro. Elsewhere the coroutine yields at its next goro call instead. See
+ * docs/preemption.md.
  * ------------------------------------------------------------------------ */
 
 /* Puts a function in the code that may be preempted anywhere, even when

@@ -247,13 +247,12 @@ static void why_text(int why, uintptr_t pc, char *buf, size_t len)
             snprintf(buf, len, "preemptible where it was sampled (not yet asked, or just "
                      "back from code that is not)");
         break;
-    case GORO_STALL_FOREIGN:
-        if (goro__preempt_unsafe_exec(pc))
-            snprintf(buf, len, "in code not marked preemptible (%s: %s)", object_of(pc),
-                     goro__preempt_unsafe_exec(pc));
-        else
-            snprintf(buf, len, "in code not marked preemptible (%s)", object_of(pc));
+    case GORO_STALL_FOREIGN: {
+        const char *unsafe = goro__preempt_unsafe_exec(pc);
+        snprintf(buf, len, "in code not marked preemptible (%s%s%s)", object_of(pc),
+                 unsafe ? ": " : "", unsafe ? unsafe : "");
         break;
+    }
     case GORO_STALL_NOPREEMPT:
         snprintf(buf, len, "in a no-preempt section (goro_preempt_disable)");
         break;

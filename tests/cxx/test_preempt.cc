@@ -19,19 +19,11 @@
 #include <vector>
 
 #include <dlfcn.h>
-#include <time.h>
 
 namespace {
 
-int64_t mono_ns()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * GORO_SEC + ts.tv_nsec;
-}
-
-/* The object file that holds addr: "" for the executable (dladdr names it
- * as the program was started, so it is compared with main's object). */
+/* The object file that holds addr, as dladdr names it (the executable is
+ * named as it was started: compare with a function of this file). */
 std::string object_of(const void *addr)
 {
     Dl_info info;
@@ -44,7 +36,7 @@ bool executable_holds_malloc()
 {
     void *(*m)(size_t) = std::malloc;
     return object_of(reinterpret_cast<const void *>(m)) ==
-           object_of(reinterpret_cast<const void *>(&mono_ns));
+           object_of(reinterpret_cast<const void *>(&object_of));
 }
 
 /* ---- allocating coroutines that share a worker ---- */
@@ -65,7 +57,7 @@ void churn(churn_run *run, int me)
     const char mine = static_cast<char>('a' + me);
     unsigned long x = static_cast<unsigned long>(me) + 1;
     long rounds = 0;
-    while (mono_ns() < run->until) {
+    while (goro_now() < run->until) {
         for (int i = 0; i < 256; i++) {
             x = x * 6364136223846793005UL + 1442695040888963407UL;
             size_t slot = (x >> 33) % held.size();
@@ -93,7 +85,7 @@ CT_TEST(allocating_coroutines_preempted_on_one_worker)
 {
     ct::start(1, GORO_MSEC);
     churn_run run;
-    run.until = mono_ns() + (ct::sanitized() ? 1500 : 500) * GORO_MSEC;
+    run.until = goro_now() + (ct::sanitized() ? 1500 : 500) * GORO_MSEC;
     std::vector<goro_t *> hs;
     for (int i = 0; i < 4; i++)
         hs.push_back(go(churn, &run, i));

@@ -290,17 +290,19 @@ $(BUILD)/obj/tests/%.o: tests/%.c $(HEADERS) $(wildcard tests/*.h) $(DEPS_STAMP)
 # ---- C++ tests (tests/cxx/, docs/cxx.md) ----
 # The C++ forms of goro.h and the exception state per coroutine, built by
 # g++ and by clang++ - one binary each, linked against the static library -
-# and run after the C suite. The aarch64 cross build has no C++ cross
-# compiler wired, so it goes without them.
+# and run after the C suite; unsanitized builds add a g++ one without PIE
+# (its PLT stubs hold addresses dlsym returns: tests/cxx/test_preempt.cc).
+# The aarch64 cross build has no C++ cross compiler wired, so it goes
+# without them.
 CXX_GCC ?= g++
 CXX_CLANG ?= clang++
 CXX_TEST_SRCS := $(wildcard tests/cxx/*.cc)
-CXX_TEST_COMPILERS := $(if $(SYSROOT),,gcc clang)
+CXX_TEST_COMPILERS := $(if $(SYSROOT),,gcc clang $(if $(SANITIZE),,nopie))
 CXX_TEST_BINS := $(CXX_TEST_COMPILERS:%=$(BUILD)/tests/goro_cxx_tests_%)
 CXX_TEST_FLAGS = -std=c++17 -Wall -Wextra -Werror -pthread -fno-omit-frame-pointer \
     $(STACK_CLASH) -Iinclude $(SAN_FLAGS) $(OPT) -g
 
-# $(1): gcc or clang, $(2): the compiler
+# $(1): the binary's suffix, $(2): the compiler and its own flags
 define cxx_tests
 $$(BUILD)/obj/tests/cxx/$(1)/%.o: tests/cxx/%.cc $$(PUBLIC_HEADERS) $$(wildcard tests/cxx/*.h) $$(DEPS_STAMP)
 	@mkdir -p $$(@D)
@@ -314,6 +316,7 @@ $$(BUILD)/tests/goro_cxx_tests_$(1): $$(CXX_TEST_SRCS:tests/cxx/%.cc=$$(BUILD)/o
 endef
 $(eval $(call cxx_tests,gcc,$(CXX_GCC)))
 $(eval $(call cxx_tests,clang,$(CXX_CLANG)))
+$(eval $(call cxx_tests,nopie,$(CXX_GCC) -fno-pie -no-pie))
 
 .PHONY: test-cxx
 test-cxx: $(CXX_TEST_BINS)

@@ -715,7 +715,9 @@ int goro_signal_stop(goro_chan_t *ch);
 #define GORO_PREEMPTIBLE __attribute__((section("goro_preemptible"), noinline))
 
 /* Marks [start, end) - say, the text of a library of your own that takes
- * no locks - as preemptible. At most 32 ranges. Returns 0, -EINVAL, -ENOSPC. */
+ * no locks - as preemptible, before or after goro_start: it adds to the
+ * safe points, never takes the executable's away. At most 32 ranges.
+ * Returns 0, -EINVAL, -ENOSPC. */
 int goro_preempt_allow(const void *start, const void *end);
 
 /* A no-preempt section of the calling coroutine (nests; a no-op outside a

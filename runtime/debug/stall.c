@@ -41,6 +41,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -323,7 +324,7 @@ static void report_stall(struct goro_stall_track *tr, int worker,
 {
     static char text[8192];            /* sysmon only */
     const void *frames[GORO_STALL_FRAMES];
-    char reason[160];
+    static char reason[NAME_MAX + 320];  /* sysmon only; why_text's longest, with a file name */
     int nips = why == GORO_STALL_UNANSWERED || blocked ? 0 : s->nips;
     uintptr_t pc = nips ? s->ips[0] : 0;
     if (blocked)

@@ -58,7 +58,10 @@ extern const char __stop_goro_text[] __attribute__((weak, visibility("hidden")))
 extern const char __start_goro_preemptible[] __attribute__((weak));
 extern const char __stop_goro_preemptible[] __attribute__((weak));
 
-#define MAX_RANGES 40
+/* The program's goro_preempt_allow ranges (32, as goro.h says), the
+ * executable's code segments and the goro_preemptible section. */
+#define MAX_EXEC_SEGS 8
+#define MAX_RANGES (32 + MAX_EXEC_SEGS + 1)
 struct code_range { uintptr_t lo, hi; };
 static struct code_range ranges[MAX_RANGES];
 static _Atomic int nranges;        /* entries below are complete */
@@ -93,13 +96,32 @@ int goro_preempt_allow(const void *start, const void *end)
  * is dynamically linked, or NULL (it is). Set once, at the first install. */
 static const char *exec_unsafe;
 static uintptr_t exec_lo, exec_hi;  /* the executable's code, then */
+static bool exec_scanned;           /* under goro_start's lock */
 
-/* Whether the definition of the function `name` the program uses lies in
- * [lo, hi). dlsym gives the definition, never a PLT stub. */
+/* Whether at, the address the program uses for the function `name`, is
+ * the function's own code in [lo, hi). A non-PIE executable that takes
+ * the address of a function from a shared library gets a stub in its
+ * PLT for it, and exports the name as an undefined symbol whose value is
+ * the stub, so that every module agrees on the pointer: dlsym returns
+ * that stub, and dladdr names it, but the symbol says it is undefined. */
+static bool code_in(const char *name, uintptr_t at, uintptr_t lo, uintptr_t hi)
+{
+    if (!at || at < lo || at >= hi)
+        return false;
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (dladdr1((void *)at, &info, (void **)&sym, RTLD_DL_SYMENT) && sym &&
+        (uintptr_t)info.dli_saddr == at)
+        return sym->st_shndx != SHN_UNDEF;
+    /* Not exported at all: a definition the executable keeps to itself
+     * (-static-libstdc++ without -rdynamic), unless it is the stub the
+     * loader hands out for the name. */
+    return (uintptr_t)dlsym(RTLD_DEFAULT, name) != at;
+}
+
 static bool defined_in(const char *name, uintptr_t lo, uintptr_t hi)
 {
-    uintptr_t at = (uintptr_t)dlsym(RTLD_DEFAULT, name);
-    return at && at >= lo && at < hi;
+    return code_in(name, (uintptr_t)dlsym(RTLD_DEFAULT, name), lo, hi);
 }
 
 /* Whether the program's C++ runtime (found by coro/cxx.c, or registered by
@@ -107,8 +129,33 @@ static bool defined_in(const char *name, uintptr_t lo, uintptr_t hi)
  * not export it, so dlsym would not see it. */
 static bool cxx_in(uintptr_t lo, uintptr_t hi)
 {
-    uintptr_t at = (uintptr_t)goro__cxx_runtime();
-    return (at && at >= lo && at < hi) || defined_in("__cxa_get_globals", lo, hi);
+    return code_in("__cxa_get_globals", (uintptr_t)goro__cxx_runtime(), lo, hi) ||
+           defined_in("__cxa_get_globals", lo, hi);
+}
+
+/* The executable's code segments, as the loader reports them. */
+struct exec_code {
+    bool dynamic;                   /* it has an interpreter: libc is not in it */
+    int n;
+    struct code_range seg[MAX_EXEC_SEGS];
+};
+
+/* dl_iterate_phdr's callback runs under the loader's lock: it only
+ * copies; the lookups (dlsym, dladdr) come after it returned. */
+static int read_executable(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct exec_code *x = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_INTERP)
+            x->dynamic = true;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && x->n < MAX_EXEC_SEGS) {
+            uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+            x->seg[x->n++] = (struct code_range){ a, a + ph->p_memsz };
+        }
+    }
+    return 1;                       /* the first module is the executable */
 }
 
 /* The executable's own code, if no runtime that takes locks or keeps
@@ -118,27 +165,17 @@ static bool cxx_in(uintptr_t lo, uintptr_t hi)
  * C++ runtime (-static-libstdc++): a coroutine suspended inside malloc,
  * and another on the same thread calling it, would corrupt the thread's
  * allocator cache or wait forever for a lock the first holds. */
-static int add_executable(struct dl_phdr_info *info, size_t size, void *arg)
+static void add_executable(void)
 {
-    (void)size;
-    (void)arg;
-    bool dynamic = false;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_INTERP)
-            dynamic = true;
-    if (!dynamic)
-        return 1;                   /* static: libc is in it */
+    struct exec_code x = { .dynamic = false };
+    dl_iterate_phdr(read_executable, &x);
+    if (!x.dynamic || !x.n)
+        return;                     /* static: libc is in it */
     uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-        lo = a < lo ? a : lo;
-        hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+    for (int i = 0; i < x.n; i++) {
+        lo = x.seg[i].lo < lo ? x.seg[i].lo : lo;
+        hi = x.seg[i].hi > hi ? x.seg[i].hi : hi;
     }
-    if (lo >= hi)
-        return 1;
     exec_lo = lo;
     exec_hi = hi;
     if (defined_in("malloc", lo, hi) || defined_in("free", lo, hi))
@@ -148,14 +185,9 @@ static int add_executable(struct dl_phdr_info *info, size_t size, void *arg)
         exec_unsafe = "the executable holds its own C++ runtime (-static-libstdc++): only "
                       "code marked GORO_PREEMPTIBLE is preempted";
     if (exec_unsafe)
-        return 1;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
-            add_range(info->dlpi_addr + ph->p_vaddr,
-                      info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
-    }
-    return 1;                       /* the first module is the executable */
+        return;
+    for (int i = 0; i < x.n; i++)
+        add_range(x.seg[i].lo, x.seg[i].hi);
 }
 
 const char *goro__preempt_unsafe_exec(uintptr_t pc)
@@ -290,8 +322,11 @@ static bool async_wanted(void)
 int goro__preempt_install(void)
 {
     async_enabled = async_wanted();
-    if (atomic_load(&nranges) == 0) {
-        dl_iterate_phdr(add_executable, NULL);
+    /* Once: goro_preempt_allow may have added ranges before the first
+     * start; that is no reason to leave the executable out. */
+    if (!exec_scanned) {
+        exec_scanned = true;
+        add_executable();
         if (__start_goro_preemptible)
             add_range((uintptr_t)__start_goro_preemptible, (uintptr_t)__stop_goro_preemptible);
     }

@@ -852,6 +852,20 @@ static long sf_full(long arg)
     return 0;
 }
 
+/* Parks on a socket nobody reads until goro_close takes the socket. */
+struct sf_parked {
+    int sock, file;
+    int64_t r;
+};
+
+static long sf_parked(long arg)
+{
+    struct sf_parked *p = (struct sf_parked *)arg;
+    int64_t off = 0;
+    p->r = goro_sendfile(p->sock, p->file, &off, SF_SIZE);
+    return 0;
+}
+
 START_TEST(file_sendfile_to_a_socket)
 {
     use_mode(_i);
@@ -880,7 +894,14 @@ START_TEST(file_sendfile_to_a_socket)
     goro_t *f = go(sf_full, (long)fds);
     ck_assert_int_eq(goro_join(f, NULL), 0);
     ck_assert_msg(!t_failed(), "%s", t_failed());
-    goro_close(sv[0]);
+    /* still full: a goro_close of the socket ends a parked sendfile (or
+     * refuses one that had not begun): nothing was sent, so -EBADF */
+    struct sf_parked pk = { .sock = sv[0], .file = fd, .r = 1 };
+    goro_t *pp = go(sf_parked, (long)&pk);
+    t_nap(0.05);                         /* likely parked by now; either way */
+    ck_assert_int_eq(goro_close(sv[0]), 0);
+    ck_assert_int_eq(goro_join(pp, NULL), 0);
+    ck_assert_int_eq(pk.r, -EBADF);
     close(sv[1]);
     close(fd);
     dir_remove();

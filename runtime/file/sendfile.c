@@ -2,21 +2,26 @@
  * goro_sendfile: a file to a socket, in chunks, parking on the socket.
  *
  * sendfile(2) blocks in two ways: on a full socket, and on file pages not
- * in memory, which it reads synchronously. The first is the poller's
- * (EAGAIN -> goro_wait_fd; the socket is made non-blocking by it). For the
- * second, each chunk is probed first: a one-byte read without blocking
- * (RWF_NOWAIT) of the chunk's first and last page. If either is not in
- * memory, the chunk is read through goro_pread - the ring, or the pool -
- * into a scratch buffer, which fills the page cache without a worker
- * waiting for the disk; sendfile then finds the pages there. (A page in
- * the middle of a chunk that was evicted alone can still be read
- * synchronously; the readahead that fills a chunk makes that rare.)
+ * in memory, which it reads synchronously. The first is the poller's: in
+ * a coroutine the socket is held as every goro call holds its descriptor
+ * (goro__fd_enter: made non-blocking on its first use, the number kept
+ * from a concurrent goro_close), and EAGAIN parks on it. For the second,
+ * each chunk is looked up in the page cache first: one cachestat(2) for
+ * the whole chunk (Linux 6.5), or, where that is missing or cannot say, a
+ * one-byte read without blocking (RWF_NOWAIT) of the chunk's first and
+ * last page. If pages are missing, the chunk is read through goro_pread -
+ * the ring, or the pool - into a scratch buffer, which fills the page
+ * cache without a worker waiting for the disk; sendfile then finds the
+ * pages there. (Under the probes, a page in the middle of a chunk that
+ * was evicted alone can still be read synchronously; the readahead that
+ * fills a chunk makes that rare. cachestat counts every page.)
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -24,6 +29,7 @@
 #include "internal.h"
 #include "file/file.h"
 #include "io/poller.h"
+#include "io/netpoll.h"
 
 #define CHUNK (256L * 1024)
 
@@ -50,11 +56,45 @@ static bool cached(int file, int64_t off)
     return n >= 0 || errno != EAGAIN;
 }
 
+/* cachestat(2), as the kernel defines it (the C library has no wrapper
+ * yet). The number is the same on every architecture. */
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+struct cache_range {
+    uint64_t off, len;
+};
+struct cache_stat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/* Set once cachestat proved missing (ENOSYS) or refused (EPERM: seccomp). */
+static _Atomic bool no_cachestat;
+
+/* Whether every page of [off, off + len) is in the page cache; false if
+ * some is not, or if cachestat cannot say (then the probes decide). Pages
+ * past the end of the file count as missing: the probes know better. */
+static bool all_cached(int file, int64_t off, int64_t len)
+{
+    if (atomic_load_explicit(&no_cachestat, memory_order_relaxed))
+        return false;
+    struct cache_range r = { (uint64_t)off, (uint64_t)len };
+    struct cache_stat cs;
+    if (syscall(__NR_cachestat, file, &r, &cs, 0) != 0) {
+        if (errno == ENOSYS || errno == EPERM)
+            atomic_store_explicit(&no_cachestat, true, memory_order_relaxed);
+        return false;
+    }
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t pages = ((uint64_t)off + (uint64_t)len - 1) / page - (uint64_t)off / page + 1;
+    return cs.nr_cache >= pages;
+}
+
 /* Makes sure [off, off + len) of file is in the page cache; scratch is
  * made on first need. */
 static int warm(int file, int64_t off, int64_t len, char **scratch, int64_t deadline)
 {
-    if (cached(file, off) && cached(file, off + len - 1))
+    if (all_cached(file, off, len) || (cached(file, off) && cached(file, off + len - 1)))
         return 0;
     if (!*scratch && !(*scratch = malloc(CHUNK)))
         return -ENOMEM;
@@ -73,23 +113,19 @@ int64_t goro_sendfile_until(int sock, int file, int64_t *offset, int64_t count,
 {
     if (!offset || count < 0 || *offset < 0)
         return -EINVAL;
+    /* In a coroutine: held, and non-blocking (a blocking socket would
+     * block the worker). Elsewhere the call is sendfile's, as it is. */
+    struct goro_pollfd *pd = NULL;
+    uint32_t gen = 0;
+    int err = goro_self() ? goro__fd_enter(sock, &pd, &gen) : 0;
+    if (err)
+        return err;
     char *scratch = NULL;
     int64_t sent = 0;
-    int err = 0;
-    bool in_coro = goro_self() != NULL;
-    if (in_coro) {
-        /* A blocking socket would block the worker: the poller's first
-         * look makes it non-blocking. */
-        int fl = fcntl(sock, F_GETFL);
-        if (fl < 0)
-            return -errno;
-        if (!(fl & O_NONBLOCK) && (err = goro_wait_fd(sock, GORO_WRITABLE, deadline)) < 0)
-            return err;
-        err = 0;
-    }
+    bool woken = false;
     while (sent < count) {
         int64_t len = count - sent < CHUNK ? count - sent : CHUNK;
-        if (in_coro && (err = warm(file, *offset, len, &scratch, deadline)) < 0)
+        if (pd && (err = warm(file, *offset, len, &scratch, deadline)) < 0)
             break;
         off_t off = (off_t)*offset;
         ssize_t n = goro__without_sigpipe(sendfile_call,
@@ -104,17 +140,25 @@ int64_t goro_sendfile_until(int sock, int file, int64_t *offset, int64_t count,
             break;                     /* end of file */
         if (errno == EINTR)
             continue;
-        if (errno != EAGAIN || !in_coro) {
+        if (errno != EAGAIN || !pd) {
             err = -errno;
             break;
         }
-        int w = goro_wait_fd(sock, GORO_WRITABLE, deadline);
-        if (w < 0) {
-            err = w;
+        /* the edge is consumed: sendfile said EAGAIN just now */
+        if ((err = goro__fd_wait(pd, gen, GORO_WRITABLE, deadline)) < 0) {
+            woken = false;             /* nothing came to hand on */
             break;
         }
+        err = 0;
+        woken = true;
     }
     free(scratch);
+    if (pd) {
+        /* a writer woken by an edge hands it on: another may wait */
+        if (woken)
+            goro__fd_pass(pd, GORO_WRITABLE);
+        goro__fd_leave(pd);
+    }
     return sent > 0 ? sent : err;
 }
 

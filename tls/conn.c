@@ -104,6 +104,17 @@ static int failure(struct goro_tls_conn *c, const struct outcome *o)
     return -EPROTO;
 }
 
+/* Empties this thread's error queue. It is empty here unless code other
+ * than this file's left errors on the thread, and SSL_get_error needs it
+ * empty. ERR_clear_error resets all of the queue's 16 slots whether they
+ * hold anything or not: 184 ns here, against 22 ns for ERR_peek_error,
+ * and each TLS round trip of an echo passes here six times. */
+static void clear_errors(void)
+{
+    if (ERR_peek_error() != 0)
+        ERR_clear_error();
+}
+
 /* The section: see the top of the file. */
 static int step(struct goro_tls_conn *c, enum op op, void *buf, size_t len, int64_t deadline,
                 struct outcome *o)
@@ -112,7 +123,7 @@ static int step(struct goro_tls_conn *c, enum op op, void *buf, size_t len, int6
     if (r < 0)
         return r;
     goro_preempt_disable();
-    ERR_clear_error();
+    clear_errors();
     c->sys_err = 0;
     c->recv_blocked = c->send_blocked = false;
     call(c, op, buf, len, o);
@@ -130,7 +141,7 @@ static int step(struct goro_tls_conn *c, enum op op, void *buf, size_t len, int6
         /* Here, under the lock: c->err is written by one side at a time. */
         o->code = failure(c, o);
     }
-    ERR_clear_error();
+    clear_errors();
     if (!c->finished && SSL_is_init_finished(c->ssl)) {
         const unsigned char *p;
         unsigned n;

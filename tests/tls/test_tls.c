@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 #include <pthread.h>
@@ -589,6 +590,57 @@ START_TEST(large_both_ways)
 }
 END_TEST
 
+/* ---- an error another library left on the thread ---- */
+
+/* OpenSSL reads a failure from the thread's error queue: an entry left
+ * there by the program's own use of OpenSSL must not turn a read that has
+ * to wait into a TLS failure. */
+static long read_with_a_stale_error(int fd, goro_tls_config_t *cfg, bool server)
+{
+    goro_tls_conn_t *c;
+    int r = server ? goro_tls_server(fd, cfg, &c) : goro_tls_client(fd, cfg, NULL, &c);
+    CHECK(r == 0, "conn: %d", r);
+    r = goro_tls_handshake(c);
+    CHECK(r == 0, "handshake: %d %s", r, goro_tls_error(c));
+    char buf[16];
+    if (server) {
+        /* nothing comes before the client hears "go": the read waits */
+        ERR_raise(ERR_LIB_USER, 1);
+        ssize_t n = goro_tls_read_until(c, buf, sizeof buf, goro_now() + 20 * GORO_MSEC);
+        CHECK(n == -ETIMEDOUT, "a read with nothing to read: %zd (%s), want -ETIMEDOUT", n,
+              goro_tls_error(c));
+        CHECK(ERR_peek_error() == 0, "the stale error is still queued");
+        ERR_raise(ERR_LIB_USER, 2);
+        CHECK(goro_tls_write(c, "go", 2) == 2, "write: %s", goro_tls_error(c));
+        n = goro_tls_read(c, buf, sizeof buf);
+        CHECK(n == 4 && memcmp(buf, "done", 4) == 0, "read: %zd (%s)", n, goro_tls_error(c));
+    } else {
+        /* bounded: a server that failed above never sends */
+        ssize_t n = goro_tls_read_until(c, buf, sizeof buf, goro_now() + 5 * GORO_SEC);
+        CHECK(n == 2 && memcmp(buf, "go", 2) == 0, "read: %zd (%s)", n, goro_tls_error(c));
+        CHECK(goro_tls_write(c, "done", 4) == 4, "write: %s", goro_tls_error(c));
+    }
+    goro_tls_free(c);
+    goro_close(fd);
+    return 0;
+}
+
+START_TEST(stale_thread_error_is_not_the_connections)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    goro_tls_config_t *scfg = server_cfg(GORO_TLS_VERIFY_DEFAULT);
+    goro_tls_config_t *ccfg = client_cfg("ca.pem", false);
+    goro_t *a = go(read_with_a_stale_error, sv[0], scfg, true);
+    goro_t *b = go(read_with_a_stale_error, sv[1], ccfg, false);
+    ck_assert_int_eq(goro_join(a, NULL), 0);
+    ck_assert_int_eq(goro_join(b, NULL), 0);
+    ck_assert_msg(failed() == NULL, "%s", failed());
+    goro_tls_config_free(scfg);
+    goro_tls_config_free(ccfg);
+}
+END_TEST
+
 /* ---- many connections on two workers ---- */
 
 START_TEST(many_connections)
@@ -855,6 +907,7 @@ static Suite *tls_suite(void)
         { "garbage_records", garbage_records, 10 },
         { "end_of_stream", end_of_stream, 10 },
         { "large_both_ways", large_both_ways, 30 },
+        { "stale_thread_error_is_not_the_connections", stale_thread_error_is_not_the_connections, 10 },
         { "many_connections", many_connections, 60 },
         { "against_s_server", against_s_server, 20 },
         { "against_s_client", against_s_client, 20 },

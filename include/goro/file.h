@@ -79,10 +79,13 @@ int goro_mkdirat(int dirfd, const char *path, mode_t mode);
 /* Sends count bytes of file from *offset to the socket sock and advances
  * *offset by what was sent. The coroutine parks while the socket is full;
  * file pages not in memory are read through io_uring (or the pool) first,
- * so the worker never waits for the disk. Returns the bytes sent - short
- * only at end of file, or when an error (deadline, cancellation, a reset)
- * came after some bytes were sent - or a negative errno (-EINVAL for a
- * NULL offset or negative count, the errors of sendfile(2)). */
+ * so the worker does not wait for the disk (where cachestat(2) is missing
+ * or refused, only the first and last page of each 256 KiB chunk are
+ * looked at: docs/files.md). A goro_close of sock ends the call at its
+ * next chunk. Returns the bytes sent - short only at end of file, or when
+ * an error (deadline, cancellation, a reset, a goro_close) came after some
+ * bytes were sent - or a negative errno (-EINVAL for a NULL offset or
+ * negative count, -EBADF, the errors of sendfile(2)). */
 int64_t goro_sendfile(int sock, int file, int64_t *offset, int64_t count);
 int64_t goro_sendfile_until(int sock, int file, int64_t *offset, int64_t count,
                             int64_t deadline);

@@ -58,5 +58,7 @@ GORO_HIDDEN bool goro__ring_usable(void);
 GORO_HIDDEN void goro__file_stop(void);
 /* Tests: nonzero sends every call to the fallback. */
 extern GORO_HIDDEN _Atomic int goro__file_ring_off;
+/* sendfile.c: chunks goro_sendfile read in before sending (tests). */
+extern GORO_HIDDEN _Atomic long goro__sendfile_warmed;
 
 #endif

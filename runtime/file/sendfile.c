@@ -30,6 +30,7 @@
 #include "file/file.h"
 #include "io/poller.h"
 #include "io/netpoll.h"
+#include "sched/sched.h"
 
 #define CHUNK (256L * 1024)
 
@@ -47,13 +48,15 @@ static ssize_t sendfile_call(void *arg)
     return sendfile(c->sock, c->file, c->off, c->len);
 }
 
-/* Whether the byte at off is in memory (or past the end of the file). */
-static bool cached(int file, int64_t off)
+/* A one-byte read at off without blocking: 1 if the byte is in memory, 0
+ * if off is past the end of the file, -1 if it is not in memory (or the
+ * read failed: sendfile will say why). */
+static int probe(int file, int64_t off)
 {
     char b;
     struct iovec v = { &b, 1 };
     ssize_t n = preadv2(file, &v, 1, (off_t)off, RWF_NOWAIT);
-    return n >= 0 || errno != EAGAIN;
+    return n > 0 ? 1 : n == 0 ? 0 : errno == EAGAIN ? -1 : 1;
 }
 
 /* cachestat(2), as the kernel defines it (the C library has no wrapper
@@ -68,34 +71,58 @@ struct cache_stat {
     uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
 };
 
-/* Set once cachestat proved missing (ENOSYS) or refused (EPERM: seccomp). */
+/* Set once cachestat proved missing (ENOSYS). Other refusals are the
+ * file's (EPERM: a file the caller may not write and does not own, on
+ * recent kernels; EOPNOTSUPP: hugetlbfs): the probes answer for it. */
 static _Atomic bool no_cachestat;
 
-/* Whether every page of [off, off + len) is in the page cache; false if
- * some is not, or if cachestat cannot say (then the probes decide). Pages
- * past the end of the file count as missing: the probes know better. */
-static bool all_cached(int file, int64_t off, int64_t len)
+enum cache_answer { CACHE_ALL, CACHE_MISSING, CACHE_UNKNOWN };
+
+/* Whether every page of [off, off + len) is in the page cache. Pages past
+ * the end of the file are never there: MISSING may mean only that. */
+static enum cache_answer cache_lookup(int file, int64_t off, int64_t len)
 {
     if (atomic_load_explicit(&no_cachestat, memory_order_relaxed))
-        return false;
+        return CACHE_UNKNOWN;
     struct cache_range r = { (uint64_t)off, (uint64_t)len };
     struct cache_stat cs;
     if (syscall(__NR_cachestat, file, &r, &cs, 0) != 0) {
-        if (errno == ENOSYS || errno == EPERM)
+        if (errno == ENOSYS)
             atomic_store_explicit(&no_cachestat, true, memory_order_relaxed);
-        return false;
+        return CACHE_UNKNOWN;
     }
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t pages = ((uint64_t)off + (uint64_t)len - 1) / page - (uint64_t)off / page + 1;
-    return cs.nr_cache >= pages;
+    return cs.nr_cache >= pages ? CACHE_ALL : CACHE_MISSING;
+}
+
+GORO_HIDDEN _Atomic long goro__sendfile_warmed;
+
+/* Whether [off, off + len) of file must be read in before sendfile. */
+static bool needs_warming(int file, int64_t off, int64_t len)
+{
+    switch (cache_lookup(file, off, len)) {
+    case CACHE_ALL:
+        return false;
+    case CACHE_MISSING:
+        /* a page is missing - or the chunk runs past the end of the
+         * file, which the last byte's probe tells (then as below) */
+        if (probe(file, off + len - 1) != 0)
+            return true;
+        return probe(file, off) < 0;
+    case CACHE_UNKNOWN:
+    default:
+        return probe(file, off) < 0 || probe(file, off + len - 1) < 0;
+    }
 }
 
 /* Makes sure [off, off + len) of file is in the page cache; scratch is
  * made on first need. */
 static int warm(int file, int64_t off, int64_t len, char **scratch, int64_t deadline)
 {
-    if (all_cached(file, off, len) || (cached(file, off) && cached(file, off + len - 1)))
+    if (!needs_warming(file, off, len))
         return 0;
+    atomic_fetch_add_explicit(&goro__sendfile_warmed, 1, memory_order_relaxed);
     if (!*scratch && !(*scratch = malloc(CHUNK)))
         return -ENOMEM;
     while (len > 0) {
@@ -125,6 +152,12 @@ int64_t goro_sendfile_until(int sock, int file, int64_t *offset, int64_t count,
     bool woken = false;
     while (sent < count) {
         int64_t len = count - sent < CHUNK ? count - sent : CHUNK;
+        /* A goro_close of the socket waits for this call to leave: it
+         * ends the call at the next chunk, not at the end of the file. */
+        if (pd && goro__fd_let_go(pd, gen)) {
+            err = -EBADF;
+            break;
+        }
         if (pd && (err = warm(file, *offset, len, &scratch, deadline)) < 0)
             break;
         off_t off = (off_t)*offset;
@@ -134,6 +167,14 @@ int64_t goro_sendfile_until(int sock, int file, int64_t *offset, int64_t count,
         if (n > 0) {
             *offset = off;
             sent += n;
+            if (woken) {
+                /* as io_run: a writer woken by an edge that then wrote
+                 * hands the edge on - another may wait */
+                goro__fd_pass(pd, GORO_WRITABLE);
+                woken = false;
+            } else if (pd) {
+                goro__preempt_check();  /* it never waits while the peer keeps up */
+            }
             continue;
         }
         if (n == 0)
@@ -145,17 +186,14 @@ int64_t goro_sendfile_until(int sock, int file, int64_t *offset, int64_t count,
             break;
         }
         /* the edge is consumed: sendfile said EAGAIN just now */
-        if ((err = goro__fd_wait(pd, gen, GORO_WRITABLE, deadline)) < 0) {
-            woken = false;             /* nothing came to hand on */
+        if ((err = goro__fd_wait(pd, gen, GORO_WRITABLE, deadline)) < 0)
             break;
-        }
         err = 0;
         woken = true;
     }
     free(scratch);
     if (pd) {
-        /* a writer woken by an edge hands it on: another may wait */
-        if (woken)
+        if (woken)                      /* woken, then a failure: as io_run */
             goro__fd_pass(pd, GORO_WRITABLE);
         goro__fd_leave(pd);
     }

@@ -62,6 +62,10 @@ GORO_HIDDEN int goro__fd_begin(int fd, struct goro_pollfd **pd, uint32_t *gen);
  * cannot pass to another file while the call may still use it. */
 GORO_HIDDEN int goro__fd_enter(int fd, struct goro_pollfd **pd, uint32_t *gen);
 GORO_HIDDEN void goro__fd_leave(struct goro_pollfd *pd);
+/* Without the lock, for a call that holds the number across several
+ * system calls: the life the call began in is ending (a goro_close or
+ * release marked it CLOSING) or over. */
+GORO_HIDDEN bool goro__fd_let_go(struct goro_pollfd *pd, uint32_t gen);
 /* fd is a socket the kernel just made, non-blocking: drop stale state. */
 GORO_HIDDEN void goro__fd_new(int fd);
 /* Waits until pd is ready for one of events (GORO_READABLE and/or

@@ -59,26 +59,33 @@ extern const char __start_goro_preemptible[] __attribute__((weak));
 extern const char __stop_goro_preemptible[] __attribute__((weak));
 
 /* The program's goro_preempt_allow ranges (32, as goro.h says), the
- * executable's code segments and the goro_preemptible section. */
+ * executable's code segments and the goro_preemptible section: each
+ * kind has room of its own, so the program's never take the others'. */
+#define MAX_ALLOWED 32
 #define MAX_EXEC_SEGS 8
-#define MAX_RANGES (32 + MAX_EXEC_SEGS + 1)
+#define MAX_RANGES (MAX_ALLOWED + MAX_EXEC_SEGS + 1)
 struct code_range { uintptr_t lo, hi; };
 static struct code_range ranges[MAX_RANGES];
 static _Atomic int nranges;        /* entries below are complete */
+static int nallowed;               /* the program's, under ranges_lock */
 static goro_lock_t ranges_lock = GORO_LOCK_INIT_RANK(GORO_RANK_LEAF);
 static struct sigaction app_action;  /* what the program had for SIGURG */
 static bool async_enabled;
 #define GORO_URG_TAG 0x676f726f     /* si_value of our SIGURGs */
 
-static int add_range(uintptr_t lo, uintptr_t hi)
+/* allowed: a range of the program's (goro_preempt_allow). */
+static int add_range(uintptr_t lo, uintptr_t hi, bool allowed)
 {
     if (lo >= hi)
         return -EINVAL;
     goro__lock(&ranges_lock);
     int n = atomic_load_explicit(&nranges, memory_order_relaxed);
-    int err = n < MAX_RANGES ? 0 : -ENOSPC;
+    int err = allowed && nallowed == MAX_ALLOWED ? -ENOSPC : 0;
+    /* the runtime's own: at most MAX_EXEC_SEGS + 1 of them, once */
+    GORO_ASSERT(err || n < MAX_RANGES);
     if (!err) {
         ranges[n] = (struct code_range){ lo, hi };
+        nallowed += allowed;
         atomic_store_explicit(&nranges, n + 1, memory_order_release);
     }
     goro__unlock(&ranges_lock);
@@ -89,7 +96,7 @@ int goro_preempt_allow(const void *start, const void *end)
 {
     if (!start || !end)
         return -EINVAL;
-    return add_range((uintptr_t)start, (uintptr_t)end);
+    return add_range((uintptr_t)start, (uintptr_t)end, true);
 }
 
 /* Why the executable's own code is not a safe point although the program
@@ -114,8 +121,9 @@ static bool code_in(const char *name, uintptr_t at, uintptr_t lo, uintptr_t hi)
         (uintptr_t)info.dli_saddr == at)
         return sym->st_shndx != SHN_UNDEF;
     /* Not exported at all: a definition the executable keeps to itself
-     * (-static-libstdc++ without -rdynamic), unless it is the stub the
-     * loader hands out for the name. */
+     * (-static-libstdc++ without -rdynamic: the address goro/cxx.h
+     * registered), unless it is the stub the loader hands out for the
+     * name. (From defined_in, at is what dlsym returned: never so.) */
     return (uintptr_t)dlsym(RTLD_DEFAULT, name) != at;
 }
 
@@ -136,8 +144,9 @@ static bool cxx_in(uintptr_t lo, uintptr_t hi)
 /* The executable's code segments, as the loader reports them. */
 struct exec_code {
     bool dynamic;                   /* it has an interpreter: libc is not in it */
-    int n;
+    int n;                          /* segments seen; the first MAX_EXEC_SEGS kept */
     struct code_range seg[MAX_EXEC_SEGS];
+    uintptr_t lo, hi;               /* all of them */
 };
 
 /* dl_iterate_phdr's callback runs under the loader's lock: it only
@@ -150,9 +159,13 @@ static int read_executable(struct dl_phdr_info *info, size_t size, void *arg)
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_INTERP)
             x->dynamic = true;
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && x->n < MAX_EXEC_SEGS) {
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
             uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-            x->seg[x->n++] = (struct code_range){ a, a + ph->p_memsz };
+            if (x->n < MAX_EXEC_SEGS)
+                x->seg[x->n] = (struct code_range){ a, a + ph->p_memsz };
+            x->n++;
+            x->lo = a < x->lo ? a : x->lo;
+            x->hi = a + ph->p_memsz > x->hi ? a + ph->p_memsz : x->hi;
         }
     }
     return 1;                       /* the first module is the executable */
@@ -167,18 +180,17 @@ static int read_executable(struct dl_phdr_info *info, size_t size, void *arg)
  * allocator cache or wait forever for a lock the first holds. */
 static void add_executable(void)
 {
-    struct exec_code x = { .dynamic = false };
+    struct exec_code x = { .dynamic = false, .lo = UINTPTR_MAX };
     dl_iterate_phdr(read_executable, &x);
     if (!x.dynamic || !x.n)
         return;                     /* static: libc is in it */
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < x.n; i++) {
-        lo = x.seg[i].lo < lo ? x.seg[i].lo : lo;
-        hi = x.seg[i].hi > hi ? x.seg[i].hi : hi;
-    }
+    uintptr_t lo = x.lo, hi = x.hi;
     exec_lo = lo;
     exec_hi = hi;
-    if (defined_in("malloc", lo, hi) || defined_in("free", lo, hi))
+    if (x.n > MAX_EXEC_SEGS)
+        exec_unsafe = "the executable has more code segments than goro keeps: only code "
+                      "marked GORO_PREEMPTIBLE is preempted";
+    else if (defined_in("malloc", lo, hi) || defined_in("free", lo, hi))
         exec_unsafe = "the executable holds its own allocator (a sanitizer's runtime or a "
                       "static malloc): only code marked GORO_PREEMPTIBLE is preempted";
     else if (cxx_in(lo, hi))
@@ -187,7 +199,7 @@ static void add_executable(void)
     if (exec_unsafe)
         return;
     for (int i = 0; i < x.n; i++)
-        add_range(x.seg[i].lo, x.seg[i].hi);
+        add_range(x.seg[i].lo, x.seg[i].hi, false);
 }
 
 const char *goro__preempt_unsafe_exec(uintptr_t pc)
@@ -328,7 +340,8 @@ int goro__preempt_install(void)
         exec_scanned = true;
         add_executable();
         if (__start_goro_preemptible)
-            add_range((uintptr_t)__start_goro_preemptible, (uintptr_t)__stop_goro_preemptible);
+            add_range((uintptr_t)__start_goro_preemptible, (uintptr_t)__stop_goro_preemptible,
+                      false);
     }
     struct sigaction now;
     if (sigaction(SIGURG, NULL, &now) != 0)

@@ -64,8 +64,11 @@ $(TLS_TEST_BIN): $(BUILD)/obj/tests/tls/test_tls.o $(TLS_STATIC_LIB) $(STATIC_LI
 	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(TLS_STATIC_LIB) $(STATIC_LIB) \
 	  $(SSL_LIBS) $(CHECK_LIBS) $(LIBS)
 
+# Under TSan, a race inside OpenSSL itself is suppressed (tests/tls/tsan.supp).
+TLS_TSAN_ENV = $(if $(filter thread,$(SANITIZE)),TSAN_OPTIONS="$$TSAN_OPTIONS suppressions=$(CURDIR)/tests/tls/tsan.supp")
+
 test-tls: $(if $(TLS_BUILT),$(TLS_TEST_BIN))
-	$(if $(TLS_BUILT),$(RUNNER) $(TLS_TEST_BIN),@echo "test-tls: skipped (no OpenSSL for ARCH=$(ARCH))")
+	$(if $(TLS_BUILT),$(TLS_TSAN_ENV) $(RUNNER) $(TLS_TEST_BIN),@echo "test-tls: skipped (no OpenSSL for ARCH=$(ARCH))")
 
 install-tls: tls-lib $(BUILD)/goro-tls.pc
 	install -m 644 $(TLS_STATIC_LIB) $(DESTDIR)$(LIBDIR)/libgoro-tls.a

@@ -56,6 +56,22 @@ static unsigned char pat(int64_t i)
     return (unsigned char)((i * 7 + (i >> 12)) & 0xff);
 }
 
+/* A new file of size bytes of pat() in the test's directory, open for
+ * reading and writing. */
+static int pattern_file(const char *name, int64_t size)
+{
+    char p[128];
+    int fd = open(in_dir(p, sizeof p, name), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    unsigned char *m = malloc((size_t)size);
+    ck_assert_ptr_nonnull(m);
+    for (int64_t i = 0; i < size; i++)
+        m[i] = pat(i);
+    ck_assert_int_eq(write(fd, m, (size_t)size), size);
+    free(m);
+    return fd;
+}
+
 /* ---- which way the calls run ---- */
 
 static long ring_state(long expect_ring)
@@ -379,14 +395,7 @@ START_TEST(file_many_readers)
 {
     use_mode(_i);
     dir_make();
-    char p[128];
-    int fd = open(in_dir(p, sizeof p, "pat"), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    ck_assert_int_ge(fd, 0);
-    unsigned char *m = malloc(PAT_SIZE);
-    for (int64_t i = 0; i < PAT_SIZE; i++)
-        m[i] = pat(i);
-    ck_assert_int_eq(write(fd, m, PAT_SIZE), PAT_SIZE);
-    free(m);
+    int fd = pattern_file("pat", PAT_SIZE);
     enum { N = 64 };
     goro_t *hs[N];
     for (int i = 0; i < N; i++)
@@ -870,14 +879,7 @@ START_TEST(file_sendfile_to_a_socket)
 {
     use_mode(_i);
     dir_make();
-    char p[128];
-    int fd = open(in_dir(p, sizeof p, "sf"), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    ck_assert_int_ge(fd, 0);
-    unsigned char *m = malloc(SF_SIZE);
-    for (int64_t i = 0; i < SF_SIZE; i++)
-        m[i] = pat(i);
-    ck_assert_int_eq(write(fd, m, SF_SIZE), SF_SIZE);
-    free(m);
+    int fd = pattern_file("sf", SF_SIZE);
     /* cold pages too: the chunks are warmed through the ring or the pool */
     posix_fadvise(fd, 0, SF_SIZE, POSIX_FADV_DONTNEED);
     int sv[2];
@@ -966,14 +968,7 @@ START_TEST(file_sendfile_warms_a_missing_middle_page)
         return;
     }
     dir_make();
-    char p[128];
-    int fd = open(in_dir(p, sizeof p, "mid"), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    ck_assert_int_ge(fd, 0);
-    unsigned char *m = malloc(MID_SIZE);
-    for (int64_t i = 0; i < MID_SIZE; i++)
-        m[i] = pat(i);
-    ck_assert_int_eq(write(fd, m, MID_SIZE), MID_SIZE);
-    free(m);
+    int fd = pattern_file("mid", MID_SIZE);
     /* Clean pages can be dropped, but only whole folios (the page cache
      * may hold the file in large ones): all of it goes, then the first
      * and the last page come back alone (no readahead). */

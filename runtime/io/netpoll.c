@@ -658,12 +658,6 @@ static int take_ready_locked(struct goro_pollfd *pd, int events)
     return seen;
 }
 
-bool goro__fd_let_go(struct goro_pollfd *pd, uint32_t gen)
-{
-    return atomic_load_explicit(&pd->gen, memory_order_relaxed) != gen ||
-           atomic_load(&pd->state_hint) == PD_CLOSING;
-}
-
 int goro__fd_wait(struct goro_pollfd *pd, uint32_t gen, int events, int64_t deadline)
 {
     goro__lock(&pd->lock);

@@ -65,7 +65,11 @@ GORO_HIDDEN void goro__fd_leave(struct goro_pollfd *pd);
 /* Without the lock, for a call that holds the number across several
  * system calls: the life the call began in is ending (a goro_close or
  * release marked it CLOSING) or over. */
-GORO_HIDDEN bool goro__fd_let_go(struct goro_pollfd *pd, uint32_t gen);
+static inline bool goro__fd_let_go(struct goro_pollfd *pd, uint32_t gen)
+{
+    return atomic_load_explicit(&pd->gen, memory_order_relaxed) != gen ||
+           atomic_load(&pd->state_hint) == PD_CLOSING;
+}
 /* fd is a socket the kernel just made, non-blocking: drop stale state. */
 GORO_HIDDEN void goro__fd_new(int fd);
 /* Waits until pd is ready for one of events (GORO_READABLE and/or

@@ -14,6 +14,8 @@
 #include "debug/debug.h"
 #include "base/lock.h"
 
+__thread int goro__locks_held __attribute__((tls_model("initial-exec")));
+
 #ifdef GORO_DEBUG
 static __thread int32_t self_tid;
 
@@ -59,6 +61,7 @@ static const char *const rank_names[] = {
 
 #define HELD_MAX 64
 static __thread goro_lock_t *held[HELD_MAX];
+static __thread void *held_at[HELD_MAX];     /* where each was taken */
 static __thread int nheld;
 
 /* The rank as stored: an unset one stays 0, as GORO_LOCK_INIT made it. */
@@ -76,11 +79,13 @@ static int rank_of(goro_lock_t *l)
     return r > GORO_RANK_UNSET && r <= GORO_RANK_LEAF ? r : GORO_RANK_OBJECT;
 }
 
-__attribute__((noreturn, cold)) static void out_of_order(int taking, int holding)
+__attribute__((noreturn, cold)) static void out_of_order(int taking, int holding, int i)
 {
-    char msg[160];
-    int n = snprintf(msg, sizeof msg, "goro: lock order: %s taken while holding %s\n",
-                     rank_names[taking], rank_names[holding]);
+    char at[128], msg[320];
+    goro__symbolize(held_at[i], at, sizeof at);
+    int n = snprintf(msg, sizeof msg, "goro: lock order: %s taken while holding %s "
+                     "(%p, taken in %s)\n", rank_names[taking], rank_names[holding],
+                     (void *)held[i], at);
     ssize_t w = write(2, msg, (size_t)n);
     (void)w;
     goro__backtrace_fd(2, NULL);
@@ -94,19 +99,23 @@ void goro__lock_taken(goro_lock_t *l)
         int h = rank_of(held[i]);
         bool same_ok = h == r && (r == GORO_RANK_OBJECT || r == GORO_RANK_RECORD);
         if (h > r || (h == r && !same_ok))
-            out_of_order(r, h);
+            out_of_order(r, h, i);
     }
-    if (nheld < HELD_MAX)
+    if (nheld < HELD_MAX) {
+        held_at[nheld] = __builtin_return_address(0);
         held[nheld++] = l;
+    }
     atomic_store_explicit(&l->holder, rank_bits(l) | goro__lock_self(), memory_order_relaxed);
 }
 
 void goro__lock_released(goro_lock_t *l)
 {
+    GORO_ASSERT(goro__locks_held > 0);   /* released on the thread that took it */
     atomic_store_explicit(&l->holder, rank_bits(l), memory_order_relaxed);
     for (int i = nheld - 1; i >= 0; i--)
         if (held[i] == l) {
             held[i] = held[--nheld];
+            held_at[i] = held_at[nheld];
             held[nheld] = NULL;     /* no stale copy for goro_leaks' scan to find */
             break;
         }

@@ -2,7 +2,16 @@
  * The runtime's critical sections are a few dozen instructions long, so the
  * lock spins briefly before it sleeps. Never held across a switch, except
  * by the park protocol, which releases it on the same thread right after
- * the switch (see goro__park). */
+ * the switch (see goro__park).
+ *
+ * Each thread counts the locks it holds (goro__locks_held), in every
+ * build: the preemption handler never suspends a coroutine whose thread
+ * holds one (sched/preempt.c). Code outside goro's own section - a PLT
+ * stub, a function the executable interposes - may run while goro holds
+ * a lock; suspended there, the coroutine could resume on another worker
+ * holding it, and the next coroutine here could wait for it for ever. The
+ * count is right at every call out of goro's code, which is where the
+ * handler looks at it. */
 #ifndef GORO_LOCK_H
 #define GORO_LOCK_H
 
@@ -82,6 +91,11 @@ typedef struct {
 #define GORO_LOCK_INIT_RANK(rank) { 0 }
 #endif
 
+/* The locks this thread holds (see the top of the file); only this
+ * thread and its signal handler read it. */
+extern __thread int goro__locks_held
+    __attribute__((visibility("hidden"), tls_model("initial-exec")));
+
 void goro__lock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
 void goro__unlock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
 
@@ -121,6 +135,7 @@ static inline void goro__lock(goro_lock_t *l)
     if (!atomic_compare_exchange_strong_explicit(&l->word, &expect, 1,
             memory_order_acquire, memory_order_relaxed))
         goro__lock_slow(l);
+    goro__locks_held++;
 #ifdef GORO_DEBUG
     goro__lock_taken(l);
 #endif
@@ -132,6 +147,7 @@ static inline void goro__unlock(goro_lock_t *l)
     /* Before the release: the next holder's record must not be erased. */
     goro__lock_released(l);
 #endif
+    goro__locks_held--;
     if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
         goro__unlock_slow(l);
 }
@@ -146,6 +162,7 @@ static inline bool goro__trylock(goro_lock_t *l)
     if (!atomic_compare_exchange_strong_explicit(&l->word, &expect, 1,
             memory_order_acquire, memory_order_relaxed))
         return false;
+    goro__locks_held++;
 #ifdef GORO_DEBUG
     goro__lock_taken(l);
 #endif

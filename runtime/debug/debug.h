@@ -13,7 +13,7 @@
  *     the execution trace
  * may call: base
  * uses: inspect, sample, stacks, waitgraph, signals
- * contract fatal for all: goro__backtrace_fd goro__trace_die
+ * contract fatal for all: goro__backtrace_fd goro__trace_die goro__symbolize
  * contract reports for sched, coro, io: goro__registry_add
  *     goro__registry_remove goro__registry_last goro__trace_on
  *     goro__trace_name goro__trace_emit goro__trace_addr goro__sigaction

@@ -220,6 +220,7 @@ int goro__registry_walk(void (*fn)(struct goro *g, void *arg), void *arg, bool i
             }
             cpu_relax();
         }
+        goro__locks_held += locked;    /* as goro__lock counts (base/lock.h) */
     } else {
         goro__lock(&registry_lock);
     }

@@ -738,12 +738,16 @@ int goro_dl_next(void)
 static bool loans_try_unranked(void)
 {
     uint32_t expect = 0;
-    return atomic_compare_exchange_strong_explicit(&loans.lock.word, &expect, 1,
-                                                   memory_order_acquire, memory_order_relaxed);
+    if (!atomic_compare_exchange_strong_explicit(&loans.lock.word, &expect, 1,
+                                                 memory_order_acquire, memory_order_relaxed))
+        return false;
+    goro__locks_held++;             /* counted all the same (base/lock.h) */
+    return true;
 }
 
 static void loans_unlock_unranked(void)
 {
+    goro__locks_held--;
     if (atomic_exchange_explicit(&loans.lock.word, 0, memory_order_release) == 2)
         goro__unlock_slow(&loans.lock);
 }

@@ -8,12 +8,15 @@
  * this holds; otherwise the request stays, and the coroutine yields at its
  * next goro call (goro__preempt_check):
  *   - the request is for the slice running now (not a stale one);
- *   - the coroutine is not in a no-preempt section;
+ *   - the coroutine is not in a no-preempt section, and its thread holds
+ *     no lock of the runtime (base/lock.h);
  *   - the interrupted instruction is in code known to take no locks of
  *     its own: the executable's text when libc is a shared library (in a
  *     static executable libc is inside it, so only marked code counts), or
  *     code marked with GORO_PREEMPTIBLE / goro_preempt_allow - and never
- *     goro's own code (the goro_text section: the build renames .text).
+ *     goro's own code (the goro_text section: the build renames .text),
+ *     nor the executable's PLT, whose stubs goro's calls go through too
+ *     when goro is linked into the executable;
  *     The executable counts only if neither the allocator nor the C++
  *     runtime is part of it either (add_executable);
  *   - the stack has room for the copied frame.
@@ -31,6 +34,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <signal.h>
 #include <stdio.h>
@@ -104,6 +109,11 @@ int goro_preempt_allow(const void *start, const void *end)
 static const char *exec_unsafe;
 static uintptr_t exec_lo, exec_hi;  /* the executable's code, then */
 static bool exec_scanned;           /* under goro_start's lock */
+/* The executable's PLT sections: written before its segments are
+ * published (add_range's release store), read by the handler after. */
+#define MAX_PLT 4
+static struct code_range plt[MAX_PLT];
+static int nplt;
 
 /* Whether at, the address the program uses for the function `name`, is
  * the function's own code in [lo, hi). A non-PIE executable that takes
@@ -143,6 +153,7 @@ static bool cxx_in(uintptr_t lo, uintptr_t hi)
 
 /* The executable's code segments, as the loader reports them. */
 struct exec_code {
+    uintptr_t bias;                 /* where it is loaded */
     bool dynamic;                   /* it has an interpreter: libc is not in it */
     int n;                          /* segments seen; the first MAX_EXEC_SEGS kept */
     struct code_range seg[MAX_EXEC_SEGS];
@@ -155,6 +166,7 @@ static int read_executable(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct exec_code *x = arg;
+    x->bias = info->dlpi_addr;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_INTERP)
@@ -169,6 +181,63 @@ static int read_executable(struct dl_phdr_info *info, size_t size, void *arg)
         }
     }
     return 1;                       /* the first module is the executable */
+}
+
+static bool read_all(int fd, void *buf, size_t len, off_t at)
+{
+    return len <= SSIZE_MAX && pread(fd, buf, len, at) == (ssize_t)len;
+}
+
+/* Whether a section of this name holds PLT stubs: ".plt", ".plt.sec"
+ * (with IBT), ".plt.got", ".iplt". */
+static bool plt_name(const char *name)
+{
+    return strncmp(name, ".plt", 4) == 0 || strcmp(name, ".iplt") == 0;
+}
+
+/* Finds the executable's PLT sections in its file (section headers are
+ * not loaded): true if it could read them (there may be none). */
+static bool find_plt(uintptr_t bias)
+{
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ElfW(Ehdr) eh;
+    ElfW(Shdr) *sh = NULL;
+    char *names = NULL;
+    bool ok = read_all(fd, &eh, sizeof eh, 0) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+              eh.e_shentsize == sizeof *sh && eh.e_shnum > 0 && eh.e_shstrndx < eh.e_shnum &&
+              (sh = calloc(eh.e_shnum, sizeof *sh)) &&
+              read_all(fd, sh, (size_t)eh.e_shnum * sizeof *sh, (off_t)eh.e_shoff);
+    const ElfW(Shdr) *strs = ok ? &sh[eh.e_shstrndx] : NULL;
+    ok = ok && strs->sh_size > 0 && strs->sh_size < (1u << 24) &&
+         (names = malloc(strs->sh_size + 1)) &&
+         read_all(fd, names, strs->sh_size, (off_t)strs->sh_offset);
+    if (ok)
+        names[strs->sh_size] = '\0';
+    for (int i = 0; ok && i < eh.e_shnum; i++) {
+        if (!(sh[i].sh_flags & SHF_EXECINSTR) || sh[i].sh_name >= strs->sh_size)
+            continue;
+        if (!plt_name(names + sh[i].sh_name))
+            continue;
+        if (nplt == MAX_PLT)
+            ok = false;
+        else
+            plt[nplt++] = (struct code_range){ bias + sh[i].sh_addr,
+                                               bias + sh[i].sh_addr + sh[i].sh_size };
+    }
+    free(names);
+    free(sh);
+    close(fd);
+    return ok;
+}
+
+static bool in_plt(uintptr_t pc)
+{
+    for (int i = 0; i < nplt; i++)
+        if (pc >= plt[i].lo && pc < plt[i].hi)
+            return true;
+    return false;
 }
 
 /* The executable's own code, if no runtime that takes locks or keeps
@@ -196,6 +265,9 @@ static void add_executable(void)
     else if (cxx_in(lo, hi))
         exec_unsafe = "the executable holds its own C++ runtime (-static-libstdc++): only "
                       "code marked GORO_PREEMPTIBLE is preempted";
+    else if (!find_plt(x.bias))
+        exec_unsafe = "goro could not find the executable's PLT in /proc/self/exe (no "
+                      "section headers?): only code marked GORO_PREEMPTIBLE is preempted";
     if (exec_unsafe)
         return;
     for (int i = 0; i < x.n; i++)
@@ -215,7 +287,7 @@ static bool in_goro(uintptr_t pc)
 
 static bool pc_preemptible(uintptr_t pc)
 {
-    if (in_goro(pc))
+    if (in_goro(pc) || in_plt(pc))
         return false;
     int n = atomic_load_explicit(&nranges, memory_order_acquire);
     for (int i = 0; i < n; i++)
@@ -248,7 +320,8 @@ static int decline_reason(struct goro_m *m, struct goro *g, uintptr_t pc)
         return GORO_STALL_ASYNC_OFF;
     if (atomic_load_explicit(&g->nopreempt, memory_order_relaxed) != 0)
         return GORO_STALL_NOPREEMPT;
-    if (atomic_load_explicit(&m->in_rt, memory_order_relaxed) != 0 || in_goro(pc))
+    if (atomic_load_explicit(&m->in_rt, memory_order_relaxed) != 0 || in_goro(pc) ||
+        goro__locks_held != 0)
         return GORO_STALL_RUNTIME;
     return pc_preemptible(pc) ? GORO_STALL_PREEMPTIBLE : GORO_STALL_FOREIGN;
 }

@@ -501,6 +501,8 @@ struct goro_p {
     _Atomic uint32_t npolls;       /* polls of base, by anyone (sysmon watches) */
     _Atomic uint32_t preempt_req;  /* sysmon: schedtick + 1 of a slice to cut short */
     _Atomic int want_global;       /* sysmon sets, owner clears: the global queue has waited */
+    _Atomic int want_give;         /* sysmon sets, owner clears: an M with pinned coroutines
+                                      has waited a slice for a P (sched.c, find_runnable) */
     uint32_t sm_tick, sm_npolls;   /* sysmon's last look (sysmon only) */
     int64_t sm_when, sm_since, sm_poll_when;   /* (sysmon only) */
     int64_t sm_retry;              /* next look at a stuck slice, after this (sysmon only) */

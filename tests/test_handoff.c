@@ -1181,6 +1181,70 @@ START_TEST(pinned_to_a_thread_waiting_for_a_p_runs)
 }
 END_TEST
 
+/* A coroutine pinned to a thread that waits for a P, while the P's
+ * coroutines switch all the time (they yield): no slice of theirs lasts,
+ * so sysmon never cuts one, and the P never falls idle. The holder blocks
+ * its thread (its P goes to a new one, which runs the yielders), then
+ * computes without a P, is stopped and pinned, and its thread waits for
+ * the P. It must get it within a few slices: before, it waited as long as
+ * the yielders ran (found by io's no_preemption_under_a_record_lock on
+ * the code before the lock count, whose closer was pinned so). */
+static atomic_int yl_in, yl_stop;
+
+static GORO_PREEMPTIBLE void yl_holder(void)
+{
+    int64_t give_up = goro_now() + 5 * GORO_SEC;
+    while (!atomic_load(&yl_in) && goro_now() < give_up)
+        thread_nanosleep(GORO_MSEC);
+    st_long_runner(3 * SLICE / GORO_MSEC);  /* no P: stopped and pinned here */
+}
+
+static long yl_yielder(void)
+{
+    atomic_store(&yl_in, 1);
+    long turns = 0;
+    while (!atomic_load(&yl_stop)) {
+        goro_yield();
+        turns++;
+    }
+    return turns;
+}
+
+START_TEST(pinned_to_a_thread_waiting_beside_yielders_runs)
+{
+    if (!handoff_available() || !t_async_preemption()) {
+        t_skip("pinned_to_a_thread_waiting_beside_yielders_runs",
+               "no hand-off or no async preemption");
+        return;
+    }
+    restart(1);
+    for (int round = 0; round < 3; round++) {
+        atomic_store(&yl_in, 0);
+        atomic_store(&yl_stop, 0);
+        goro_t *h = go(yl_holder), *y[2] = { go(yl_yielder), go(yl_yielder) };
+        ck_assert(h && y[0] && y[1]);
+        double t0 = t_now();
+        int r = goro_join_until(h, NULL, goro_now() + (int64_t)(t_timeout(3) * 1e9));
+        double took = t_now() - t0;
+        atomic_store(&yl_stop, 1);
+        long turns = 0;
+        for (int i = 0; i < 2; i++) {
+            long t = 0;
+            ck_assert_int_eq(goro_join(y[i], &t), 0);
+            turns += t;
+        }
+        if (r != 0)
+            ck_assert_int_eq(goro_join(h, NULL), 0);
+        printf("handoff: a pinned coroutine beside yielders (round %d): done after %.0f ms, "
+               "%ld yields\n", round, took * 1e3, turns);
+        ck_assert_msg(r == 0 && took < t_timeout(0.5),
+                      "round %d: the pinned coroutine finished %s %.0f ms (its thread waited "
+                      "for the P the yielders kept)", round, r ? "not within" : "after",
+                      took * 1e3);
+    }
+}
+END_TEST
+
 /* When the thread that would take over a blocked worker cannot be started
  * (RLIMIT_NPROC), one line says so; the queued work waits for the worker.
  * RLIMIT_NPROC binds only unprivileged users: the child, started as root,
@@ -1439,6 +1503,7 @@ Suite *handoff_suite(void)
     tcase_add_test(tc, pinned_coroutine_does_not_stop_handoff);
     tcase_add_test(tc, pinned_lock_holder_runs_when_its_thread_blocks);
     tcase_add_test(tc, pinned_to_a_thread_waiting_for_a_p_runs);
+    tcase_add_test(tc, pinned_to_a_thread_waiting_beside_yielders_runs);
 #ifdef GORO_TEST_SQLITE
     tcase_add_test(tc, sqlite_writers_never_see_locked);
 #endif

@@ -358,7 +358,12 @@ top:
     /* A slice cut short by preemption: what waits on timers, I/O and the
      * global queue goes first - the long runner had its turn. */
     bool cut = goro__preempt_requested(p);
-    if (cut && atomic_load_explicit(&goro__sched.nwaitp, memory_order_relaxed) > 0) {
+    /* sysmon asks when such an M has waited a slice: coroutines that
+     * switch all the time never have a slice cut (sysmon.c, check_waitp) */
+    bool give = cut || goro__give_wanted(p);
+    if (give && goro__give_wanted(p))
+        atomic_store_explicit(&p->want_give, 0, memory_order_relaxed);
+    if (give && atomic_load_explicit(&goro__sched.nwaitp, memory_order_relaxed) > 0) {
         /* An M whose preempted coroutines can run nowhere else waits for
          * a P, and busy Ps never fall idle to hand theirs over: at the end
          * of a cut slice, give this one (they take turns, slice by slice). */

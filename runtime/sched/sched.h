@@ -215,6 +215,9 @@ GORO_HIDDEN bool goro__preempt_async(void);
 GORO_HIDDEN const char *goro__preempt_unsafe_exec(uintptr_t pc);
 /* switch.c: is a preemption asked for p's current slice? Yield if so. */
 GORO_HIDDEN bool goro__preempt_requested(struct goro_p *p);
+/* sysmon asked p's owner to give it to an M waiting with pinned
+ * coroutines (sysmon.c, check_waitp): its next switch goes through g0. */
+GORO_HIDDEN bool goro__give_wanted(struct goro_p *p);
 GORO_HIDDEN void goro__preempt_check(void);
 /* uc: the copied signal frame's ucontext, which rt_sigreturn restores. */
 GORO_HIDDEN void goro__preempt_park(void *uc);

@@ -198,7 +198,8 @@ void goro__switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
     bool inherit = false;
     /* A poll or a timer is due: g0 does it (libevent's loop and timer
      * callbacks do not belong on a coroutine's stack), then picks. */
-    bool via_g0 = goro__poll_due(m->p) || goro__preempt_requested(m->p) || goro__timers_due(m->p);
+    bool via_g0 = goro__poll_due(m->p) || goro__preempt_requested(m->p) ||
+                  goro__timers_due(m->p) || goro__give_wanted(m->p);
     struct goro *next = via_g0 ? NULL : goro__pick_local(m, &inherit);
     switch_to(m, self, what, next, inherit);
 }
@@ -251,8 +252,9 @@ void goro_yield(void)
     m = goro__m();
     bool inherit = false;
     /* via g0, which polls and runs timers, when due or when this slice
-     * was cut short */
-    bool poll = goro__poll_due(m->p) || goro__preempt_requested(m->p) || goro__timers_due(m->p);
+     * was cut short, and gives the P to an M that waits for one */
+    bool poll = goro__poll_due(m->p) || goro__preempt_requested(m->p) ||
+                goro__timers_due(m->p) || goro__give_wanted(m->p);
     /* A reserved coroutine yields only to earlier deadlines, and may be
      * throttled: queued first (post_switch), then g0 picks. */
     bool dl = goro__classes_in_use() && goro__queue_class(self) == GORO_PRIO_DL;
@@ -267,6 +269,11 @@ void goro_yield(void)
 }
 
 /* ---- preemption (see runtime/sched/preempt.c and runtime/sched/sysmon.c) ---- */
+
+bool goro__give_wanted(struct goro_p *p)
+{
+    return unlikely(atomic_load_explicit(&p->want_give, memory_order_relaxed) != 0);
+}
 
 bool goro__preempt_requested(struct goro_p *p)
 {

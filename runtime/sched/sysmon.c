@@ -7,6 +7,8 @@
  *     PREEMPT_RETRY while it lasts;
  *   - coroutines waiting in the global queue for GQ_WAIT: make every P
  *     look there at its next switch;
+ *   - a thread with pinned coroutines waiting a slice for a P: make every
+ *     busy P give itself at its next switch (check_waitp);
  *   - HIGH coroutines queued while Ps run lower classes: cut as many of
  *     those slices short (check_classes); the same for reserved ones, and
  *     a reserved coroutine's slice once its budget is spent
@@ -256,6 +258,33 @@ static void check_global(int64_t now)
         atomic_store_explicit(&goro__sched.procs[i].want_global, 1, memory_order_relaxed);
 }
 
+/* An M whose preempted coroutines may run nowhere else waits for a P
+ * (handoff.c, goro__m_wait_for_p). A P gives itself at the end of a cut
+ * slice, or when it falls idle (sched.c, find_runnable); coroutines that
+ * switch all the time do neither, and kept such an M waiting as long as
+ * they ran (tests/test_handoff.c,
+ * pinned_to_a_thread_waiting_beside_yielders_runs). After a slice of
+ * waiting, every busy P's next switch goes through g0, which gives it. */
+static int64_t waitp_since;
+
+static void check_waitp(int64_t now)
+{
+    if (atomic_load_explicit(&goro__sched.nwaitp, memory_order_relaxed) == 0) {
+        waitp_since = 0;
+        return;
+    }
+    if (!waitp_since) {
+        waitp_since = now;
+        return;
+    }
+    if (now - waitp_since < slice)
+        return;
+    waitp_since = now;
+    for (int i = 0; i < goro__sched.nprocs; i++)
+        if (p_busy(&goro__sched.procs[i]))
+            atomic_store_explicit(&goro__sched.procs[i].want_give, 1, memory_order_relaxed);
+}
+
 /* HIGH coroutines waiting in any queue while Ps run lower classes: as
  * many of those Ps as there are such waiters are cut short (sched.c,
  * invariant 9), so that a HIGH one waits a sysmon round, not a slice. */
@@ -341,6 +370,7 @@ static void *sysmon_main(void *arg)
         }
         if (slice > 0) {            /* never on the virtual clock (slice off) */
             check_classes(now);
+            check_waitp(now);
             goro__dl_watch(now, &wake);     /* budgets spent, reservations waiting */
             acted |= goro__unpin_stuck(now, UNPIN_SLICES * slice, &pinned_waiting);
             pinned_waiting |= goro__stop_lost(now, PREEMPT_RETRY);

@@ -433,6 +433,7 @@ END_TEST
  * ranks as an object lock: after start and signal, before the rest. */
 #define ORDER_MESSAGE "goro: lock order: an object lock taken while holding the " \
                       "scheduler lock\n"
+#define HELD_LINE "  the lock held ("
 #define START_MESSAGE "goro: lock order: the start lock taken while holding an " \
                       "object lock\n"
 
@@ -477,6 +478,10 @@ START_TEST(debug_lock_order_is_checked)
                   "the wrong order: status %#x, want SIGABRT; output: %s", st, out);
     ck_assert_msg(strncmp(out, ORDER_MESSAGE, strlen(ORDER_MESSAGE)) == 0,
                   "the wrong order: output does not start with the message: %s", out);
+    /* and names where the lock it found held was taken */
+    ck_assert_msg(strncmp(out + strlen(ORDER_MESSAGE), HELD_LINE, strlen(HELD_LINE)) == 0 &&
+                  strstr(out, "was taken in order_child"),
+                  "the wrong order: the second line does not name order_child: %s", out);
     st = t_run_child(order_child, (void *)2, t_timeout(5), out, sizeof out);
     ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
                   "start under an object: status %#x, want SIGABRT; output: %s", st, out);

@@ -83,9 +83,9 @@ __attribute__((noreturn, cold)) static void out_of_order(int taking, int holding
 {
     char at[128], msg[320];
     goro__symbolize(held_at[i], at, sizeof at);
-    int n = snprintf(msg, sizeof msg, "goro: lock order: %s taken while holding %s "
-                     "(%p, taken in %s)\n", rank_names[taking], rank_names[holding],
-                     (void *)held[i], at);
+    int n = snprintf(msg, sizeof msg, "goro: lock order: %s taken while holding %s\n"
+                     "  the lock held (%p) was taken in %s\n", rank_names[taking],
+                     rank_names[holding], (void *)held[i], at);
     ssize_t w = write(2, msg, (size_t)n);
     (void)w;
     goro__backtrace_fd(2, NULL);

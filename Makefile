@@ -155,6 +155,13 @@ STRINGOPS := -mmemset-strategy=vector_loop:512:noalign,libcall:-1:noalign \
     -mmemcpy-strategy=vector_loop:512:noalign,libcall:-1:noalign
 LIB_CFLAGS += $(shell $(CC) $(STRINGOPS) -Werror -c -x c /dev/null -o /dev/null >/dev/null 2>&1 && echo $(STRINGOPS))
 
+# aarch64: gcc makes each atomic a call into libgcc's helpers
+# (-moutline-atomics), which land in the executable's text when goro is
+# linked into it - a safe point for preemption, in the middle of goro's
+# own code. Inline instead (aarch64 only; other targets refuse the flag).
+NO_OUTLINE := -mno-outline-atomics
+LIB_CFLAGS += $(shell $(CC) $(NO_OUTLINE) -Werror -c -x c /dev/null -o /dev/null >/dev/null 2>&1 && echo $(NO_OUTLINE))
+
 # goro_once finishes its once in a cleanup handler when an unwind (C++:
 # goro_exit, an exception) passes through it (runtime/wait/sync.c).
 $(BUILD)/obj/runtime/wait/sync.o: LIB_CFLAGS += -fexceptions

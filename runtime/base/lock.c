@@ -16,6 +16,13 @@
 
 __thread int goro__locks_held __attribute__((tls_model("initial-exec")));
 
+#if !defined(__x86_64__)
+__attribute__((noinline)) void goro__locks_add(int d)
+{
+    goro__locks_held += d;
+}
+#endif
+
 #ifdef GORO_DEBUG
 static __thread int32_t self_tid;
 

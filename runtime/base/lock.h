@@ -10,8 +10,8 @@
  * stub, a function the executable interposes - may run while goro holds
  * a lock; suspended there, the coroutine could resume on another worker
  * holding it, and the next coroutine here could wait for it for ever. The
- * count is right at every call out of goro's code, which is where the
- * handler looks at it. */
+ * count is right at every instruction outside goro's code, which is
+ * where the handler looks at it (goro__locks_add). */
 #ifndef GORO_LOCK_H
 #define GORO_LOCK_H
 
@@ -96,6 +96,22 @@ typedef struct {
 extern __thread int goro__locks_held
     __attribute__((visibility("hidden"), tls_model("initial-exec")));
 
+/* Adds d to the count. Taking counts before the lock word changes and
+ * releasing after, so that at no instruction is a lock held uncounted
+ * (an atomic may be a call into libgcc's helpers, -moutline-atomics,
+ * which are not goro's code). x86-64 reaches a thread-local through %fs
+ * at every access; elsewhere a compiler may keep its address across a
+ * call, and a call that switches may resume on another thread: there the
+ * count is kept through a call it cannot see into (lock.c). */
+#if defined(__x86_64__)
+static inline void goro__locks_add(int d)
+{
+    goro__locks_held += d;
+}
+#else
+void goro__locks_add(int d) __attribute__((visibility("hidden")));
+#endif
+
 void goro__lock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
 void goro__unlock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));
 
@@ -132,10 +148,10 @@ static inline void goro__lock_rank(goro_lock_t *l, enum goro_lock_rank rank)
 static inline void goro__lock(goro_lock_t *l)
 {
     uint32_t expect = 0;
+    goro__locks_add(1);
     if (!atomic_compare_exchange_strong_explicit(&l->word, &expect, 1,
             memory_order_acquire, memory_order_relaxed))
         goro__lock_slow(l);
-    goro__locks_held++;
 #ifdef GORO_DEBUG
     goro__lock_taken(l);
 #endif
@@ -147,8 +163,9 @@ static inline void goro__unlock(goro_lock_t *l)
     /* Before the release: the next holder's record must not be erased. */
     goro__lock_released(l);
 #endif
-    goro__locks_held--;
-    if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
+    bool sleeper = atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2;
+    goro__locks_add(-1);
+    if (sleeper)
         goro__unlock_slow(l);
 }
 
@@ -159,10 +176,12 @@ static inline void goro__unlock(goro_lock_t *l)
 static inline bool goro__trylock(goro_lock_t *l)
 {
     uint32_t expect = 0;
+    goro__locks_add(1);
     if (!atomic_compare_exchange_strong_explicit(&l->word, &expect, 1,
-            memory_order_acquire, memory_order_relaxed))
+            memory_order_acquire, memory_order_relaxed)) {
+        goro__locks_add(-1);
         return false;
-    goro__locks_held++;
+    }
 #ifdef GORO_DEBUG
     goro__lock_taken(l);
 #endif

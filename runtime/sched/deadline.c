@@ -738,17 +738,19 @@ int goro_dl_next(void)
 static bool loans_try_unranked(void)
 {
     uint32_t expect = 0;
-    if (!atomic_compare_exchange_strong_explicit(&loans.lock.word, &expect, 1,
-                                                 memory_order_acquire, memory_order_relaxed))
-        return false;
-    goro__locks_held++;             /* counted all the same (base/lock.h) */
-    return true;
+    goro__locks_add(1);             /* counted all the same (base/lock.h) */
+    if (atomic_compare_exchange_strong_explicit(&loans.lock.word, &expect, 1,
+                                                memory_order_acquire, memory_order_relaxed))
+        return true;
+    goro__locks_add(-1);
+    return false;
 }
 
 static void loans_unlock_unranked(void)
 {
-    goro__locks_held--;
-    if (atomic_exchange_explicit(&loans.lock.word, 0, memory_order_release) == 2)
+    bool sleeper = atomic_exchange_explicit(&loans.lock.word, 0, memory_order_release) == 2;
+    goro__locks_add(-1);
+    if (sleeper)
         goro__unlock_slow(&loans.lock);
 }
 

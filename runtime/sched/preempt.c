@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -205,12 +206,15 @@ static bool find_plt(uintptr_t bias)
     ElfW(Ehdr) eh;
     ElfW(Shdr) *sh = NULL;
     char *names = NULL;
+    /* The file must be the program the loader mapped: run as `ld.so
+     * ./prog`, /proc/self/exe is the loader. */
     bool ok = read_all(fd, &eh, sizeof eh, 0) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-              eh.e_shentsize == sizeof *sh && eh.e_shnum > 0 && eh.e_shstrndx < eh.e_shnum &&
+              bias + eh.e_entry == getauxval(AT_ENTRY) && eh.e_shentsize == sizeof *sh &&
+              eh.e_shnum > 0 && eh.e_shstrndx < eh.e_shnum &&
               (sh = calloc(eh.e_shnum, sizeof *sh)) &&
               read_all(fd, sh, (size_t)eh.e_shnum * sizeof *sh, (off_t)eh.e_shoff);
     const ElfW(Shdr) *strs = ok ? &sh[eh.e_shstrndx] : NULL;
-    ok = ok && strs->sh_size > 0 && strs->sh_size < (1u << 24) &&
+    ok = ok && strs->sh_type == SHT_STRTAB && strs->sh_size > 0 && strs->sh_size < (1u << 24) &&
          (names = malloc(strs->sh_size + 1)) &&
          read_all(fd, names, strs->sh_size, (off_t)strs->sh_offset);
     if (ok)
@@ -267,7 +271,8 @@ static void add_executable(void)
                       "code marked GORO_PREEMPTIBLE is preempted";
     else if (!find_plt(x.bias))
         exec_unsafe = "goro could not find the executable's PLT in /proc/self/exe (no "
-                      "section headers?): only code marked GORO_PREEMPTIBLE is preempted";
+                      "section headers, /proc not mounted, or run through ld.so): only code "
+                      "marked GORO_PREEMPTIBLE is preempted";
     if (exec_unsafe)
         return;
     for (int i = 0; i < x.n; i++)

@@ -369,8 +369,16 @@ top:
          * of a cut slice, give this one (they take turns, slice by slice). */
         goro__lock(&goro__sched.lock);
         struct goro_m *w = goro__waitp_take_locked();
-        if (w)
+        if (w) {
+            /* The cut is spent here: still seen by w, it made w give the
+             * P straight back when this M waits with pinned coroutines
+             * too (the waiters' list is last in, first out), and the two
+             * passed it to and fro without running anything. */
+            atomic_store_explicit(&p->preempt_req,
+                                  atomic_load_explicit(&p->schedtick, memory_order_relaxed),
+                                  memory_order_relaxed);
             goro__give_p_locked(p, w);
+        }
         goro__unlock(&goro__sched.lock);
         if (w) {
             goro__m_notify_handed(w);

@@ -549,6 +549,15 @@ long t_fd_count(void)
     return n - 1;               /* the directory's own descriptor */
 }
 
+long t_fd_count_back_to(long want)
+{
+    double end = t_now() + t_timeout(0.5);
+    long n;
+    while ((n = t_fd_count()) != want && t_now() < end)
+        t_nap(0.001);
+    return n;
+}
+
 /* ---- loopback sockets ---- */
 
 struct sockaddr_in t_loopback(uint16_t port)

@@ -193,6 +193,11 @@ bool t_stacks_in_arenas(void);
 
 /* Entries in /proc/self/fd (the descriptors this process has open). */
 long t_fd_count(void);
+/* The same, once it is want again or after half a second (scaled): a
+ * runtime thread holds a descriptor for a moment now and then (the
+ * monitor reads /proc/self/task/<tid>/stat for a thread that looks
+ * stuck; valgrind makes that often), a leaked one stays. */
+long t_fd_count_back_to(long want);
 
 /* Loopback sockets for the I/O suites, made with plain (blocking) system
  * calls on the test's own thread; they fail the test when the system says

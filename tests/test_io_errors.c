@@ -231,7 +231,7 @@ START_TEST(no_leak_over_many_connections)
     cycles /= 5;                /* TSan: about 10 ms per cycle; the count still checks leaks */
 #endif
     double dt = leak_round(cycles);
-    long fds1 = t_fd_count(), rss1 = t_rss_kib(), maps1 = t_maps_count();
+    long fds1 = t_fd_count_back_to(fds0), rss1 = t_rss_kib(), maps1 = t_maps_count();
     printf("io leak: %ld connections in %.2f s (%.1f us each); rss %+ld KiB, maps %+ld\n",
            cycles, dt, dt * 1e6 / (double)cycles, rss1 - rss0, maps1 - maps0);
     ck_assert_int_eq(fds1, fds0);

@@ -359,7 +359,9 @@ END_TEST
 /* ---- deadlines, cancellation, garbage ---- */
 
 /* A client handshake against a peer that accepted TCP (the backlog did)
- * and never speaks. */
+ * and never speaks. in_handshake: set as the handshake begins. */
+static atomic_int in_handshake;
+
 static long silent_handshake(int port, int64_t deadline)
 {
     goro_tls_config_t *cfg = client_cfg("ca.pem", false);
@@ -369,6 +371,7 @@ static long silent_handshake(int port, int64_t deadline)
     int r = goro_tls_client(fd, cfg, NULL, &c);
     CHECK(r == 0, "goro_tls_client: %d", r);
     goro_tls_config_free(cfg);         /* the connection keeps it */
+    atomic_store(&in_handshake, 1);
     r = goro_tls_handshake_until(c, deadline);
     goro_tls_free(c);
     goro_close(fd);
@@ -391,8 +394,17 @@ END_TEST
 START_TEST(handshake_cancel)
 {
     int port, lfd = listener(&port);
+    atomic_store(&in_handshake, 0);
     goro_t *h = go(silent_handshake, port, GORO_FOREVER);
-    goro_sleep(50 * GORO_MSEC);
+    /* Cancelled in the handshake, not before: loading the CA and dialling
+     * took more than the 50 ms this once slept, under TSan (the dial then
+     * said -ECANCELED). A cancel that comes just before the handshake
+     * parks ends that park all the same (cancellation is sticky). */
+    int64_t give_up = goro_now() + 30 * GORO_SEC;
+    while (!atomic_load(&in_handshake) && goro_now() < give_up)
+        goro_sleep(GORO_MSEC);
+    ck_assert_msg(atomic_load(&in_handshake), "the handshake never began");
+    goro_sleep(10 * GORO_MSEC);        /* most often parked by now */
     ck_assert_int_eq(goro_cancel(h), 0);
     long r;
     ck_assert_int_eq(goro_join(h, &r), 0);

@@ -169,19 +169,38 @@ static inline void goro__unlock(goro_lock_t *l)
         goro__unlock_slow(l);
 }
 
+/* Takes l only if it is free now, outside the order check (debug builds
+ * record no holder): for the two that may run in a signal handler, or
+ * under a leaf lock (debug/registry.c, sched/deadline.c). A try never
+ * waits, so it cannot close a cycle of waits. Counted as every lock is;
+ * released with goro__unlock_unranked. */
+static inline bool goro__trylock_unranked(goro_lock_t *l)
+{
+    uint32_t expect = 0;
+    goro__locks_add(1);
+    if (atomic_compare_exchange_strong_explicit(&l->word, &expect, 1,
+            memory_order_acquire, memory_order_relaxed))
+        return true;
+    goro__locks_add(-1);
+    return false;
+}
+
+static inline void goro__unlock_unranked(goro_lock_t *l)
+{
+    bool sleeper = atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2;
+    goro__locks_add(-1);
+    if (sleeper)
+        goro__unlock_slow(l);
+}
+
 /* Takes l only if it is free now: whether it did. For the one place that
  * takes a lock while holding one that ranks the same but is taken after
  * it elsewhere (the end of a coroutine's locks, sched/prio.c): it must
  * not wait there, or the two orders could wait for each other. */
 static inline bool goro__trylock(goro_lock_t *l)
 {
-    uint32_t expect = 0;
-    goro__locks_add(1);
-    if (!atomic_compare_exchange_strong_explicit(&l->word, &expect, 1,
-            memory_order_acquire, memory_order_relaxed)) {
-        goro__locks_add(-1);
+    if (!goro__trylock_unranked(l))
         return false;
-    }
 #ifdef GORO_DEBUG
     goro__lock_taken(l);
 #endif

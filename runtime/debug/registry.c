@@ -209,20 +209,14 @@ int goro__registry_walk(void (*fn)(struct goro *g, void *arg), void *arg, bool i
 {
     bool locked = true;
     if (in_signal) {
-        uint32_t expect = 0;
         int tries = 0;
-        goro__locks_add(1);            /* as goro__lock counts (base/lock.h) */
-        while (!atomic_compare_exchange_weak_explicit(&registry_lock.word, &expect, 1,
-                   memory_order_acquire, memory_order_relaxed)) {
-            expect = 0;
+        while (!goro__trylock_unranked(&registry_lock)) {
             if (++tries > 100000) {
                 locked = false;
                 break;
             }
             cpu_relax();
         }
-        if (!locked)
-            goro__locks_add(-1);
     } else {
         goro__lock(&registry_lock);
     }

@@ -737,21 +737,12 @@ int goro_dl_next(void)
  * check is there to prevent; unranked, it is not recorded as held. */
 static bool loans_try_unranked(void)
 {
-    uint32_t expect = 0;
-    goro__locks_add(1);             /* counted all the same (base/lock.h) */
-    if (atomic_compare_exchange_strong_explicit(&loans.lock.word, &expect, 1,
-                                                memory_order_acquire, memory_order_relaxed))
-        return true;
-    goro__locks_add(-1);
-    return false;
+    return goro__trylock_unranked(&loans.lock);
 }
 
 static void loans_unlock_unranked(void)
 {
-    bool sleeper = atomic_exchange_explicit(&loans.lock.word, 0, memory_order_release) == 2;
-    goro__locks_add(-1);
-    if (sleeper)
-        goro__unlock_slow(&loans.lock);
+    goro__unlock_unranked(&loans.lock);
 }
 
 bool goro__dl_describe(const struct goro *g, char *buf, size_t len)

@@ -360,9 +360,10 @@ top:
     bool cut = goro__preempt_requested(p);
     /* sysmon asks when such an M has waited a slice: coroutines that
      * switch all the time never have a slice cut (sysmon.c, check_waitp) */
-    bool give = cut || goro__give_wanted(p);
-    if (give && goro__give_wanted(p))
+    bool asked = goro__give_wanted(p);
+    if (asked)
         atomic_store_explicit(&p->want_give, 0, memory_order_relaxed);
+    bool give = cut || asked;
     if (give && atomic_load_explicit(&goro__sched.nwaitp, memory_order_relaxed) > 0) {
         /* An M whose preempted coroutines can run nowhere else waits for
          * a P, and busy Ps never fall idle to hand theirs over: at the end

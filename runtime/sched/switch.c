@@ -192,14 +192,21 @@ static void switch_to(struct goro_m *m, struct goro *self, enum goro_post what,
     goro__cxx_eh_restore(self);     /* C++: into the thread it resumes on */
 }
 
+/* Whether p's next switch goes through g0: a poll or a timer is due
+ * (libevent's loop and timer callbacks do not belong on a coroutine's
+ * stack), the slice was cut short, or sysmon asked p to be given to an M
+ * that waits for one. */
+static bool g0_due(struct goro_p *p)
+{
+    return goro__poll_due(p) || goro__preempt_requested(p) || goro__timers_due(p) ||
+           goro__give_wanted(p);
+}
+
 /* As switch_to, with the next local coroutine if there is one. */
 void goro__switch_out(struct goro_m *m, struct goro *self, enum goro_post what)
 {
     bool inherit = false;
-    /* A poll or a timer is due: g0 does it (libevent's loop and timer
-     * callbacks do not belong on a coroutine's stack), then picks. */
-    bool via_g0 = goro__poll_due(m->p) || goro__preempt_requested(m->p) ||
-                  goro__timers_due(m->p) || goro__give_wanted(m->p);
+    bool via_g0 = g0_due(m->p);
     struct goro *next = via_g0 ? NULL : goro__pick_local(m, &inherit);
     switch_to(m, self, what, next, inherit);
 }
@@ -251,10 +258,7 @@ void goro_yield(void)
     goro__rt_enter(m, true);
     m = goro__m();
     bool inherit = false;
-    /* via g0, which polls and runs timers, when due or when this slice
-     * was cut short, and gives the P to an M that waits for one */
-    bool poll = goro__poll_due(m->p) || goro__preempt_requested(m->p) ||
-                goro__timers_due(m->p) || goro__give_wanted(m->p);
+    bool poll = g0_due(m->p);
     /* A reserved coroutine yields only to earlier deadlines, and may be
      * throttled: queued first (post_switch), then g0 picks. */
     bool dl = goro__classes_in_use() && goro__queue_class(self) == GORO_PRIO_DL;

@@ -241,19 +241,30 @@ static void check_timers(struct goro_p *p, int64_t now)
  * P's attention within GQ_WAIT (goro__pick_local reads want_global). */
 #define GQ_WAIT GORO_MSEC
 
+/* Whether something has been waiting (waiting now, since *since) for
+ * `wait`: then the wait starts over, so that the answer is yes once per
+ * `wait` while it lasts. */
+static bool waited(bool waiting, int64_t *since, int64_t now, int64_t wait)
+{
+    if (!waiting) {
+        *since = 0;
+        return false;
+    }
+    if (!*since) {
+        *since = now;
+        return false;
+    }
+    if (now - *since < wait)
+        return false;
+    *since = now;
+    return true;
+}
+
 static void check_global(int64_t now)
 {
-    if (atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) == 0) {
-        goro__sched.gq_waiting_since = 0;
+    if (!waited(atomic_load_explicit(&goro__sched.gq_size, memory_order_relaxed) != 0,
+                &goro__sched.gq_waiting_since, now, GQ_WAIT))
         return;
-    }
-    if (!goro__sched.gq_waiting_since) {
-        goro__sched.gq_waiting_since = now;
-        return;
-    }
-    if (now - goro__sched.gq_waiting_since < GQ_WAIT)
-        return;
-    goro__sched.gq_waiting_since = now;
     for (int i = 0; i < goro__sched.nprocs; i++)
         atomic_store_explicit(&goro__sched.procs[i].want_global, 1, memory_order_relaxed);
 }
@@ -269,17 +280,9 @@ static int64_t waitp_since;
 
 static void check_waitp(int64_t now)
 {
-    if (atomic_load_explicit(&goro__sched.nwaitp, memory_order_relaxed) == 0) {
-        waitp_since = 0;
+    if (!waited(atomic_load_explicit(&goro__sched.nwaitp, memory_order_relaxed) > 0,
+                &waitp_since, now, slice))
         return;
-    }
-    if (!waitp_since) {
-        waitp_since = now;
-        return;
-    }
-    if (now - waitp_since < slice)
-        return;
-    waitp_since = now;
     for (int i = 0; i < goro__sched.nprocs; i++)
         if (p_busy(&goro__sched.procs[i]))
             atomic_store_explicit(&goro__sched.procs[i].want_give, 1, memory_order_relaxed);

@@ -1000,6 +1000,73 @@ START_TEST(real_clock_pinned_reserved_coroutine_outlives_a_hand_off)
 }
 END_TEST
 
+/* A reserved coroutine woken onto a busy worker's own EDF list is taken
+ * by the other worker once that one's lower-class slice is cut for it,
+ * not left behind a later deadline. Here the waker (a reservation with a
+ * far deadline) spins on for 60 ms after its send while the other worker
+ * runs a NORMAL spinner: the monitor cut the spinner's slice for the
+ * woken one, but that worker looked only at its own list and the global
+ * one, found nothing reserved, and took the spinner back - the woken
+ * coroutine waited out the whole 60 ms. */
+static goro_chan_t *wake_ch;
+static _Atomic int64_t sent_at, woke_at;
+
+static long far_waker(void *arg)
+{
+    (void)arg;
+    int v = 1;
+    atomic_store(&sent_at, goro_now());
+    ck_assert_int_eq(goro_chan_send(wake_ch, &v), 0);
+    int64_t until = goro_now() + 60 * MS;
+    while (goro_now() < until && !atomic_load(&woke_at))
+        ;
+    return 0;
+}
+
+static long near_sleeper(void *arg)
+{
+    (void)arg;
+    int v;
+    ck_assert_int_eq(goro_chan_recv(wake_ch, &v), 1);
+    atomic_store(&woke_at, goro_now());
+    return 0;
+}
+
+START_TEST(real_clock_woken_on_a_busy_worker_runs_on_the_other)
+{
+    if (real_clock_skipped("real_clock_woken_on_a_busy_worker_runs_on_the_other"))
+        return;
+    t_restart(&(goro_config_t){ .workers = 2, .slice_ns = 10 * MS });
+    int64_t worst = 0;
+    for (int round = 0; round < 3; round++) {
+        ck_assert_int_eq(goro_chan_new(&wake_ch, sizeof(int), 0), 0);
+        atomic_store(&sent_at, 0);
+        atomic_store(&woke_at, 0);
+        atomic_store(&spin_stop, 0);
+        goro_dl_t near = { 2 * MS, 5 * MS, 100 * MS }, far = { 70 * MS, 90 * MS, 100 * MS };
+        goro_t *sl, *norm, *wk;
+        ck_assert_int_eq(goro_spawn(&sl, GORO_ATTR(.deadline = &near), near_sleeper, NULL), 0);
+        ck_assert_int_eq(goro_spawn(&norm, NULL, spinner, (void *)1), 0);
+        t_nap(0.02);                /* the sleeper waits, the spinner has a worker */
+        ck_assert_int_eq(goro_spawn(&wk, GORO_ATTR(.deadline = &far), far_waker, NULL), 0);
+        ck_assert_int_eq(goro_join(wk, NULL), 0);
+        ck_assert_int_eq(goro_join(sl, NULL), 0);
+        atomic_store(&spin_stop, 1);
+        ck_assert_int_eq(goro_join(norm, NULL), 0);
+        ck_assert_int_eq(goro_chan_free(wake_ch), 0);
+        int64_t waited = atomic_load(&woke_at) - atomic_load(&sent_at);
+        if (waited > worst)
+            worst = waited;
+    }
+    printf("reserved coroutine woken beside a later deadline: ran after %.3f ms at worst\n",
+           t_ms(worst));
+    fflush(stdout);
+    /* the monitor's cut, and a pick: well inside the waker's 60 ms */
+    ck_assert_msg(t_ms(worst) < 20, "the woken coroutine waited %.3f ms", t_ms(worst));
+    t_restart(&(goro_config_t){ .workers = 2 });
+}
+END_TEST
+
 Suite *deadline_suite(void)
 {
     Suite *s = suite_create("deadline");
@@ -1021,6 +1088,7 @@ Suite *deadline_suite(void)
     tcase_add_test(tc, real_clock_budget_enforced_in_foreign_code_while_the_monitor_waits);
     tcase_add_test(tc, real_clock_ended_reservation_leaves_no_timer);
     tcase_add_test(tc, real_clock_an_earlier_deadline_cuts_a_later_one);
+    tcase_add_test(tc, real_clock_woken_on_a_busy_worker_runs_on_the_other);
     tcase_add_test(tc, real_clock_periods_start_on_time_beside_a_spinner);
     tcase_add_test(tc, real_clock_pinned_reserved_coroutine_outlives_a_hand_off);
     return s;

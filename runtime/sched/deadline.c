@@ -18,11 +18,13 @@
  * 9. Each P, and the scheduler, has an EDF list beside its class lists,
  *    under the same lock, in order of g->dl_key (the absolute deadline it
  *    was queued with; equal keys in arrival order). A pick takes the
- *    earlier head of its P's list and the global one before any class
- *    (no 61-slice turn for the others: admission bounds what reserved
- *    coroutines take, and throttling enforces it); an idle M steals the
- *    earliest head of any P's list first. The lists count as run queues
- *    for invariant 5 (goro__pq_any, goro__global_work).
+ *    earliest head of all of them - its P's, the global one, another P's
+ *    - before any class (no 61-slice turn for the others: admission
+ *    bounds what reserved coroutines take, and throttling enforces it);
+ *    an idle M steals the earliest head of any P's list first. So queued
+ *    reserved coroutines run by global EDF; only those pinned to their M
+ *    (below) wait for that M. The lists count as run queues for
+ *    invariant 5 (goro__pq_any, goro__global_work).
  *
  * A reservation's fields (struct goro_dlres) are written by whoever has
  * its coroutine, which is in one place at a time (invariant 1): the
@@ -348,15 +350,39 @@ static int64_t pinned_scan(struct goro_m *m, struct goro ***at, int64_t *key)
     return *at ? now : next;
 }
 
+/* Another P whose EDF list's head is due before `before` (0: any) - the
+ * earliest such - and that head's deadline in *key; NULL if none is. */
+static struct goro_p *earlier_elsewhere(struct goro_p *p, int64_t before, int64_t *key)
+{
+    struct goro_p *best = NULL;
+    for (int i = 0; i < goro__sched.nprocs; i++) {
+        struct goro_p *v = &goro__sched.procs[i];
+        int64_t k = v != p ? ld(&v->classq.dl_first) : 0;
+        if (k && (!before || k < before) && (!best || k < *key)) {
+            best = v;
+            *key = k;
+        }
+    }
+    return best;
+}
+
 struct goro *goro__dl_get(struct goro_m *m, struct goro_p *p)
 {
     struct goro_classq *mine = &p->classq, *all = &goro__sched.classq;
     int64_t a = ld(&mine->dl_first), b = ld(&all->dl_first);
+    /* The earliest of the lists it may take from (invariant 9): its own,
+     * the global one, and another P's, whose owner may be running a
+     * reserved coroutine with an earlier deadline still - or be where a
+     * lower class runs on, its slice not cut yet. */
+    int64_t head = a && (!b || a <= b) ? a : b, c = 0;
+    struct goro_p *other = earlier_elsewhere(p, head, &c);
+    if (other)
+        head = c;
     if (unlikely(m->dl_pinned)) {
         struct goro **at;
         int64_t k = 0;
         pinned_scan(m, &at, &k);
-        if (at && (!a || k <= a) && (!b || k <= b)) {
+        if (at && (!head || k <= head)) {
             struct goro *g = *at;
             *at = g->next;
             st(&p->dl_pinned_at, pinned_scan(m, &at, &k));
@@ -364,10 +390,15 @@ struct goro *goro__dl_get(struct goro_m *m, struct goro_p *p)
         }
         st(&p->dl_pinned_at, at ? goro__now() : pinned_scan(m, &at, &k));
     }
-    if (!a && !b)
+    if (!head)
         return NULL;
+    struct goro *g = other ? dlq_take(&other->classq) : NULL;
+    if (g) {
+        GORO_TRACE(GORO_TEV_STEAL, g->id, 0, (uint32_t)other->id, 0, 0);
+        return g;
+    }
     struct goro_classq *first = a && (!b || a <= b) ? mine : all;
-    struct goro *g = dlq_take(first);
+    g = dlq_take(first);
     return g ? g : dlq_take(first == mine ? all : mine);
 }
 

@@ -809,12 +809,12 @@ static long foreign_spinner(void *arg)
 }
 
 /* The budget's signal declined (it came while the spinner was in the C
- * library) is asked again: the worker's timer repeats every 50 us until
- * the slice ends, not only once. Before, a declined first signal left the
+ * library) is asked again: the handler arms the worker's timer again for
+ * 50 us on, so it does not fire only once. Before, a declined first signal left the
  * spinner running until the monitor got the CPU: here overruns of 50 and
  * 222 ms in two of four runs (in the other two the spinner had not reached
- * its budget's end when the monitor let it run); with the repeats, 0.4-1.9
- * ms in 13 runs. In bench/deadline the same, the monitor merely slow to
+ * its budget's end when the monitor let it run); with the retries,
+ * 0.4-1.7 ms in 14 runs. In bench/deadline the same, the monitor merely slow to
  * get a CPU beside a worker, let jobs overrun by up to 12 ms. */
 START_TEST(real_clock_budget_enforced_in_foreign_code_while_the_monitor_waits)
 {

@@ -30,8 +30,8 @@ static inline int goro__queue_class(const struct goro *g)
  * its budget is spent: then it is throttled (held by its replenishment
  * timer, in no queue, until its next period). From goro__pq_put. */
 GORO_HIDDEN void goro__dl_put(struct goro_p *p, struct goro *g);
-/* The earliest of p's EDF list, the global one and m's pinned reserved
- * coroutines that may run; NULL: none. m owns p. */
+/* The earliest of p's EDF list, the global one, the other Ps' lists and
+ * m's pinned reserved coroutines that may run; NULL: none. m owns p. */
 GORO_HIDDEN struct goro *goro__dl_get(struct goro_m *m, struct goro_p *p);
 /* g, reserved, was preempted on m (post-switch): onto m's own list, held
  * there until its next period if its budget is spent. */
@@ -60,6 +60,10 @@ GORO_HIDDEN void goro__dl_backstop_arm(struct goro_m *m, int64_t until);
 GORO_HIDDEN void goro__dl_backstop_disarm(struct goro_m *m);
 GORO_HIDDEN void goro__dl_backstop_off(struct goro_m *m);
 GORO_HIDDEN void goro__dl_backstop_fini(struct goro_m *m);
+/* The SIGURG handler, on m's thread: the budget's signal was declined
+ * (the coroutine was where it cannot be preempted); the timer fires
+ * again BACKSTOP_RETRY from now, if the slice still has it armed. */
+GORO_HIDDEN void goro__dl_backstop_retry(struct goro_m *m);
 /* The SIGURG handler, on p's owner: the reserved slice p runs is past its
  * budget's end. */
 GORO_HIDDEN bool goro__dl_budget_spent(struct goro_p *p, int64_t now);

@@ -16,8 +16,9 @@
  * Rules (each timer belongs to one M, m below):
  *  - m alone creates and arms it: when a reserved coroutine's slice
  *    begins with budget to spend (goro__dl_begin), for the budget's end
- *    plus BACKSTOP, and every BACKSTOP_RETRY after that; and disarms it
- *    when that slice ends (goro__dl_charge),
+ *    plus BACKSTOP - and again, from the signal handler, BACKSTOP_RETRY
+ *    after each of its signals that was declined; and disarms it when
+ *    that slice ends (goro__dl_charge),
  *    when the reservation ends within it (goro__dl_end: the coroutine's
  *    last switch charges nothing), and at the start of any unreserved
  *    slice (switch.c): never armed under a coroutine without a budget.
@@ -26,22 +27,27 @@
  *    EINTR, which goro never does to a blocked thread: sleep() and poll()
  *    are not restarted), and when m loses its P. A disarm that races with
  *    m's next arm costs that slice its backstop, never a stray signal.
- *  - Why it repeats: a signal that finds the coroutine where it cannot be
- *    preempted (in the C library, in a system call's return, in goro's
- *    own code) is declined, and the next try was the monitor's - which
- *    the kernel may be keeping off the CPU, the very case the timer is
- *    for. bench/deadline's jobs overran by up to 12 ms that way (the
- *    monitor waited 0.5-1.5 ms for a CPU each time it woke beside a
- *    busy worker); with the repeats, 1-2.7 ms at worst, and the test
+ *  - Why it is tried again: a signal that finds the coroutine where it
+ *    cannot be preempted (in the C library, in a system call's return,
+ *    in goro's own code) is declined, and the next try was the monitor's
+ *    - which the kernel may be keeping off the CPU, the very case the
+ *    timer is for. bench/deadline's jobs overran by up to 12 ms that way
+ *    (the monitor waited 0.5-1.5 ms for a CPU each time it woke beside a
+ *    busy worker), and the test
  *    real_clock_budget_enforced_in_foreign_code_while_the_monitor_waits
- *    went from overruns of 50-222 ms to 0.4-1.9 ms.
+ *    by 50-222 ms. Armed from the handler, after a decline only: a timer
+ *    that simply repeated every 50 us (it_interval) kept a signal pending
+ *    on a thread slow to handle each one - ten at the same instruction,
+ *    the call a redirected coroutine makes to leave - and overruns of a
+ *    plain spinner went from 0.1-0.4 ms to 1.4-3.4 ms in one run of
+ *    seven (real_clock_budget_enforced). Now the thread always has
+ *    BACKSTOP_RETRY of its own between two of them.
  *  - A signal that comes anyway after the slice ended (the expiry racing
  *    the disarm) finds no spent budget on m's P, and asks for nothing.
  *  - The limit: a reserved coroutine that blocks its thread in the kernel
  *    (a foreign sleep or poll, which is never restarted) past its budget's
  *    end by the wall clock, while sysmon is itself kept off the CPU for
- *    BACKSTOP and more, gets EINTR from that call (and from each call it
- *    makes again, every BACKSTOP_RETRY, until sysmon turns the timer off). A timer on the thread's
+ *    BACKSTOP and more, gets EINTR from that call. A timer on the thread's
  *    CPU clock would not fire while it blocks, but the kernel looks at
  *    those only at its tick (4 ms at HZ=250): too coarse for budgets.
  *  - No timer without asynchronous preemption, on the virtual clock, with
@@ -61,7 +67,7 @@
 #endif
 
 #define BACKSTOP (250 * GORO_USEC)
-#define BACKSTOP_RETRY (50 * GORO_USEC)   /* its repeats, until the slice ends */
+#define BACKSTOP_RETRY (50 * GORO_USEC)   /* after a declined signal */
 
 enum { TIMER_NONE, TIMER_MADE, TIMER_REFUSED };
 
@@ -89,13 +95,12 @@ static bool made(struct goro_m *m)
     return ok;
 }
 
-static void set(timer_t t, int64_t at, int64_t every)
+static void set(timer_t t, int64_t at)
 {
     struct itimerspec its;
     memset(&its, 0, sizeof its);
     its.it_value.tv_sec = (time_t)(at / GORO_SEC);
     its.it_value.tv_nsec = (long)(at % GORO_SEC);
-    its.it_interval.tv_nsec = (long)every;
     timer_settime(t, TIMER_ABSTIME, &its, NULL);
 }
 
@@ -103,8 +108,15 @@ void goro__dl_backstop_arm(struct goro_m *m, int64_t until)
 {
     if (!m || !wanted() || !made(m))
         return;
-    set(m->dl_timer, until + BACKSTOP, BACKSTOP_RETRY);
+    set(m->dl_timer, until + BACKSTOP);
+    atomic_signal_fence(memory_order_seq_cst);      /* the handler's retry reads it */
     m->dl_timer_armed = true;
+}
+
+void goro__dl_backstop_retry(struct goro_m *m)
+{
+    if (m && m->dl_timer_armed)
+        set(m->dl_timer, goro__now() + BACKSTOP_RETRY);
 }
 
 void goro__dl_backstop_disarm(struct goro_m *m)
@@ -112,13 +124,14 @@ void goro__dl_backstop_disarm(struct goro_m *m)
     if (!m || !m->dl_timer_armed)
         return;
     m->dl_timer_armed = false;
-    set(m->dl_timer, 0, 0);            /* an it_value of 0 disarms */
+    atomic_signal_fence(memory_order_seq_cst);      /* no retry armed past this */
+    set(m->dl_timer, 0);            /* an it_value of 0 disarms */
 }
 
 void goro__dl_backstop_off(struct goro_m *m)
 {
     if (m && atomic_load_explicit(&m->dl_timer_state, memory_order_acquire) == TIMER_MADE)
-        set(m->dl_timer, 0, 0);
+        set(m->dl_timer, 0);
 }
 
 void goro__dl_backstop_fini(struct goro_m *m)

@@ -388,6 +388,10 @@ static void goro__on_sigurg(int sig, siginfo_t *si, void *ucv)
          * this thread was slow to get the CPU and the signal). */
         if (owned && !done && why != GORO_STALL_ASYNC_OFF)
             atomic_fetch_add_explicit(&p->preempt_declines, 1, memory_order_relaxed);
+        /* The budget's own signal, declined: its timer asks again soon
+         * (dl_timer.c), not the monitor, which may be kept off the CPU. */
+        if (budget && owned && !done)
+            goro__dl_backstop_retry(m);
     }
     if (sample)
         goro__stall_answer(m, why);

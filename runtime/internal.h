@@ -45,6 +45,10 @@ goro__assert_failed(const char *cond, const char *file, int line);
 struct goro;
 extern void (*goro__debug_park_arming)(struct goro *g);
 extern void (*goro__debug_park_armed)(struct goro *g);
+/* Run by goro_group_wait, if set, once the waiter has lent the members its
+ * class and before it parks: a loan landing there must still reach them
+ * (tests/test_priority.c). */
+extern void (*goro__debug_group_lent)(struct goro *g);
 #else
 #define GORO_ASSERT(cond) ((void)0)
 #endif

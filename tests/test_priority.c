@@ -550,6 +550,62 @@ START_TEST(debug_loan_while_the_waiter_arms_goes_on)
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %.2000s", st, out);
 }
 END_TEST
+
+/* ---- debug builds: a loan that lands as a group's waiter parks ----
+ * j holds mu and waits for its group (c a member). Between lending the
+ * members its class and parking, j is lent HIGH by h, which comes for mu;
+ * the hook holds that window open on j's worker until the loan has landed.
+ * The class j parks lending must be the one it lent, so the commit sees
+ * the change and c gets HIGH too. */
+static _Atomic(goro_t *) lent_target;
+static atomic_int lent_seen;
+
+static void hold_group_lent(struct goro *g)
+{
+    if (g != atomic_load(&lent_target))
+        return;
+    atomic_store(&lent_target, NULL);
+    atomic_store(&lent_seen, 1);
+    for (int ms = 0; ms < 5000 && goro_priority_get(g) != GORO_PRIORITY_HIGH; ms++)
+        usleep(1000);
+}
+
+static long hold_and_wait_for_group_marked(void)
+{
+    atomic_store(&lent_target, goro_self());
+    return hold_and_wait_for(1);
+}
+
+START_TEST(debug_loan_while_a_group_waiter_parks_reaches_the_members)
+{
+    release = t_chan_new(0, 0);
+    atomic_store(&helper, NULL);
+    atomic_store(&lent_seen, 0);
+    goro__debug_group_lent = hold_group_lent;
+    goro_t *j = go_at(GORO_PRIORITY_LOW, hold_and_wait_for_group_marked);
+    ck_assert(t_wait_flag(&lent_seen, t_timeout(10)));
+    double end = t_now() + t_timeout(10);
+    while (!atomic_load(&helper) && t_now() < end)
+        t_nap(0.001);
+    goro_t *c = atomic_load(&helper);
+    ck_assert_ptr_nonnull(c);
+    goro_t *h = go_at(GORO_PRIORITY_HIGH, take, 0);
+    wait_class(j, GORO_PRIORITY_HIGH);
+    end = t_now() + t_timeout(2);
+    while (goro_priority_get(c) != GORO_PRIORITY_HIGH && t_now() < end)
+        t_nap(0.001);
+    int got = goro_priority_get(c);
+    goro__debug_group_lent = NULL;
+    give_up(h);
+    long r = -1;
+    ck_assert_int_eq(goro_chan_close(release), 0);
+    ck_assert_int_eq(goro_join(j, &r), 0);
+    ck_assert_int_eq(r, 7);
+    ck_assert_int_eq(goro_chan_free(release), 0);
+    ck_assert_msg(got == GORO_PRIORITY_HIGH, "the member's class %d: j's loan never reached it",
+                  got);
+}
+END_TEST
 #endif
 
 /* Randomized: coroutines of every class lock two of four mutexes in order
@@ -927,6 +983,7 @@ Suite *priority_suite(void)
     tcase_add_test(tc, priority_join_and_group_loans_random_stress);
 #ifdef GORO_DEBUG
     tcase_add_test(tc, debug_loan_while_the_waiter_arms_goes_on);
+    tcase_add_test(tc, debug_loan_while_a_group_waiter_parks_reaches_the_members);
 #endif
     tcase_add_test(tc, priority_chains_random_stress);
     tcase_add_test(tc, priority_lent_down_a_group_tree);

@@ -635,6 +635,10 @@ static goro_err_t *outcome(struct goro_group *grp)
     return all;
 }
 
+#ifdef GORO_DEBUG
+void (*goro__debug_group_lent)(struct goro *g);
+#endif
+
 int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
 {
     if (err)
@@ -648,8 +652,18 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
      * its cancel reaches the group, even when it did not make it. */
     if (self && atomic_load(&self->cancelled))
         group_cancel(grp, ECANCELED, NULL, false);
+    /* lent: the class this wait lends, read once. It is the class the park
+     * below is armed with, so a loan that lands after this read - before
+     * the park, or while parked - is a RECLASS (sched/park.c) and reaches
+     * the members; read again at the park, it would be taken as lent
+     * already and the members would never get it. */
+    int lent = self ? goro__prio_of(self) : GORO_PRIO_NORMAL;
     if (self)
-        group_lend(grp, goro__prio_of(self));
+        group_lend(grp, lent);
+#ifdef GORO_DEBUG
+    if (self && goro__debug_group_lent)
+        goro__debug_group_lent(self);
+#endif
     goro__lock(&grp->lock);
     if (grp->waited) {
         goro__unlock(&grp->lock);
@@ -660,12 +674,13 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
          * member - or a change of the waiter's class (RECLASS), which the
          * members get if it is higher (group_lend), and it waits on. */
         struct goro_waiter w = { .g = goro__waiter_self() };
-        int prio = self ? goro__prio_of(self) : GORO_PRIO_NORMAL;
         struct goro_park how = { .why = GORO_W_GROUP, .obj = grp, .unlock = goro__unlock_cb,
                                  .arg = &grp->lock, .deadline = GORO_FOREVER, .firm = true,
-                                 .lends = self != NULL, .lent = (int8_t)prio };
-        if (goro__waitq_park(&grp->done, &w, &grp->lock, &how) == GORO_WAKE_RECLASS)
-            group_lend(grp, goro__prio_of(self));
+                                 .lends = self != NULL, .lent = (int8_t)lent };
+        if (goro__waitq_park(&grp->done, &w, &grp->lock, &how) == GORO_WAKE_RECLASS) {
+            lent = goro__prio_of(self);
+            group_lend(grp, lent);
+        }
         goro__lock(&grp->lock);
     }
     /* group: its wait returns only when no member is left (1) */

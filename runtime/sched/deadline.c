@@ -366,6 +366,15 @@ static struct goro_p *earlier_elsewhere(struct goro_p *p, int64_t before, int64_
     return best;
 }
 
+/* The head of another P's EDF list, taken (NULL: it was taken first). */
+static struct goro *take_from(struct goro_p *v)
+{
+    struct goro *g = dlq_take(&v->classq);
+    if (g)
+        GORO_TRACE(GORO_TEV_STEAL, g->id, 0, (uint32_t)v->id, 0, 0);
+    return g;
+}
+
 struct goro *goro__dl_get(struct goro_m *m, struct goro_p *p)
 {
     struct goro_classq *mine = &p->classq, *all = &goro__sched.classq;
@@ -374,7 +383,8 @@ struct goro *goro__dl_get(struct goro_m *m, struct goro_p *p)
      * the global one, and another P's, whose owner may be running a
      * reserved coroutine with an earlier deadline still - or be where a
      * lower class runs on, its slice not cut yet. */
-    int64_t head = a && (!b || a <= b) ? a : b, c = 0;
+    struct goro_classq *first = a && (!b || a <= b) ? mine : all;
+    int64_t head = first == mine ? a : b, c = 0;
     struct goro_p *other = earlier_elsewhere(p, head, &c);
     if (other)
         head = c;
@@ -392,12 +402,9 @@ struct goro *goro__dl_get(struct goro_m *m, struct goro_p *p)
     }
     if (!head)
         return NULL;
-    struct goro *g = other ? dlq_take(&other->classq) : NULL;
-    if (g) {
-        GORO_TRACE(GORO_TEV_STEAL, g->id, 0, (uint32_t)other->id, 0, 0);
+    struct goro *g = other ? take_from(other) : NULL;
+    if (g)
         return g;
-    }
-    struct goro_classq *first = a && (!b || a <= b) ? mine : all;
     g = dlq_take(first);
     return g ? g : dlq_take(first == mine ? all : mine);
 }
@@ -438,23 +445,13 @@ void goro__dl_unpin_all(struct goro_m *m)
 struct goro *goro__dl_steal(struct goro_p *p)
 {
     for (int tries = 0; tries < 4; tries++) {
-        struct goro_p *best = NULL;
         int64_t key = 0;
-        for (int i = 0; i < goro__sched.nprocs; i++) {
-            struct goro_p *v = &goro__sched.procs[i];
-            int64_t k = ld(&v->classq.dl_first);
-            if (v != p && k && (!best || k < key)) {
-                best = v;
-                key = k;
-            }
-        }
+        struct goro_p *best = earlier_elsewhere(p, 0, &key);
         if (!best)
             return NULL;
-        struct goro *g = dlq_take(&best->classq);
-        if (g) {
-            GORO_TRACE(GORO_TEV_STEAL, g->id, 0, (uint32_t)best->id, 0, 0);
+        struct goro *g = take_from(best);
+        if (g)
             return g;
-        }
     }
     return NULL;
 }
@@ -762,23 +759,14 @@ int goro_dl_next(void)
     return 0;
 }
 
-/* loans.lock, if free now, outside the lock order: goro_dump calls with
- * the registry's leaf lock held (and maybe from a signal handler). A try
- * never waits, so it cannot close a cycle of waits - what the order
- * check is there to prevent; unranked, it is not recorded as held. */
-static bool loans_try_unranked(void)
-{
-    return goro__trylock_unranked(&loans.lock);
-}
-
-static void loans_unlock_unranked(void)
-{
-    goro__unlock_unranked(&loans.lock);
-}
-
 bool goro__dl_describe(const struct goro *g, char *buf, size_t len)
 {
-    if (!goro__dl_in_use() || !loans_try_unranked())
+    /* loans.lock, if free now, outside the lock order: goro_dump calls
+     * with the registry's leaf lock held (and maybe from a signal
+     * handler). A try never waits, so it cannot close a cycle of waits -
+     * what the order check is there to prevent; unranked, it is not
+     * recorded as held. */
+    if (!goro__dl_in_use() || !goro__trylock_unranked(&loans.lock))
         return false;
     struct goro_dlres *r = res_of(g);
     int64_t lent = ld(&((struct goro *)g)->dl_lent), now = goro__now();
@@ -796,7 +784,7 @@ bool goro__dl_describe(const struct goro *g, char *buf, size_t len)
     if (lent && n >= 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, "%slent a deadline %lld us away", n ? "; " : "",
                  (long long)(lent - now) / 1000);
-    loans_unlock_unranked();
+    goro__unlock_unranked(&loans.lock);
     return r || lent;
 }
 

@@ -82,6 +82,11 @@ static void post_switch(struct goro_m *m)
             goro__pinned_push(m, prev);
         break;
     }
+    /* Invariant (base/lock.h): no runtime lock is held across a switch
+     * but the one a park hands to its commit, released just above - so
+     * what runs next starts holding none, and a coroutine never resumes
+     * on a thread that holds a lock taken on its behalf elsewhere. */
+    GORO_ASSERT(goro__locks_held == 0);
 }
 
 

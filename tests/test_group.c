@@ -605,6 +605,62 @@ START_TEST(group_cancel_races_the_ends)
 }
 END_TEST
 
+#ifdef GORO_DEBUG
+#include "internal.h"
+#include "sched/sched.h"
+
+/* ---- debug builds: a cancel at the end of a slice ----
+ * A group's cancel tells its members' after-functions (a channel send)
+ * under the group's lock. The send looks for a cut slice on its way out;
+ * yielding there carried the group's lock across a switch (post_switch
+ * asserts it never is; on one worker, the next coroutine to want the lock
+ * would wait for ever). Here the canceller's slice is cut the way sysmon
+ * cuts it, just before the cancel. */
+static atomic_int cut_member_armed, cut_after_ran;
+
+static void cut_after(void *arg)
+{
+    (void)arg;
+    atomic_store(&cut_after_ran, 1);
+}
+
+static long cut_member(void *arg)
+{
+    (void)arg;
+    if (goro_after_cancel(NULL, cut_after, NULL, NULL) != 0)
+        return -1;
+    atomic_store(&cut_member_armed, 1);
+    goro_sleep(t_timeout(10) * GORO_SEC);
+    return 0;
+}
+
+static long cancel_at_a_cut(void *arg)
+{
+    struct goro_p *p = goro__current_p();
+    atomic_store(&p->preempt_req, atomic_load(&p->schedtick) + 1);
+    return goro_group_cancel(arg);
+}
+
+START_TEST(debug_a_cancel_at_a_cut_slice_keeps_no_lock_across_a_switch)
+{
+    atomic_store(&cut_member_armed, 0);
+    atomic_store(&cut_after_ran, 0);
+    goro_group_t *g;
+    ck_assert_int_eq(goro_group_new(&g, NULL), 0);
+    ck_assert_int_eq(goro_spawn(NULL, &(goro_attr_t){ .group = g }, cut_member, NULL), 0);
+    ck_assert(t_wait_flag(&cut_member_armed, t_timeout(10)));
+    long r = -1;
+    ck_assert_int_eq(goro_join(go(cancel_at_a_cut, g), &r), 0);
+    ck_assert_int_eq(r, 0);
+    goro_err_t *err = NULL;
+    goro_group_wait(g, NULL, &err);
+    goro_err_free(err);
+    goro_group_free(g);
+    ck_assert(t_wait_flag(&cut_after_ran, t_timeout(10)));
+}
+END_TEST
+#endif
+
 Suite *group_suite(void)
 {
     Suite *s = suite_create("group");
@@ -614,6 +670,9 @@ Suite *group_suite(void)
     tcase_add_test(tc, group_first_error_cancels_the_rest);
     tcase_add_test(tc, group_negative_return_is_a_failure);
     tcase_add_test(tc, group_limit_from_a_thread);
+#ifdef GORO_DEBUG
+    tcase_add_test(tc, debug_a_cancel_at_a_cut_slice_keeps_no_lock_across_a_switch);
+#endif
     tcase_add_test(tc, group_limit_from_a_coroutine);
     tcase_add_test(tc, group_limit_failure_stops_the_feeder);
     tcase_add_test(tc, group_collect_all_lists_every_failure);

@@ -83,7 +83,7 @@ static void post_switch(struct goro_m *m)
         break;
     }
     /* Invariant (base/lock.h): no runtime lock is held across a switch
-     * but the one a park hands to its commit, released just above - so
+     * but those a park hands to its commit, released just above - so
      * what runs next starts holding none, and a coroutine never resumes
      * on a thread that holds a lock taken on its behalf elsewhere. */
     GORO_ASSERT(goro__locks_held == 0);
@@ -291,14 +291,22 @@ bool goro__preempt_requested(struct goro_p *p)
 }
 
 /* The cooperative half: goro calls that do not switch anyway look here,
- * on their way out (with no lock held). A coroutine whose thread lost its
- * P meanwhile (handed off while it blocked, or refused preemption) moves
- * on here too: goro_yield takes it to a thread with a P, so a thread that
- * was replaced never goes on running coroutines beside its replacement. */
+ * on their way out. A coroutine whose thread lost its P meanwhile (handed
+ * off while it blocked, or refused preemption) moves on here too:
+ * goro_yield takes it to a thread with a P, so a thread that was replaced
+ * never goes on running coroutines beside its replacement.
+ *
+ * Not while the thread holds a runtime lock: such a call can be made from
+ * inside the runtime (a cancel tells a member's after-functions through
+ * goro_chan_try_send under its group's lock), and a yield there would
+ * carry the lock across a switch (post_switch asserts it never does) - on
+ * one worker, the next coroutine to want it would wait for ever. The next
+ * check, after the unlock, does it instead. */
 void goro__preempt_check_on(struct goro_m *m)
 {
     struct goro *self = m ? m->curg : NULL;
-    if (!self || atomic_load_explicit(&self->nopreempt, memory_order_relaxed) != 0)
+    if (!self || atomic_load_explicit(&self->nopreempt, memory_order_relaxed) != 0 ||
+        goro__locks_held != 0)
         return;
     struct goro_p *p = m->p;
     if (!p || atomic_load_explicit(&p->owner, memory_order_relaxed) != m ||

@@ -70,13 +70,14 @@ END_TEST
 /* ---- the run queues, on one worker ---- */
 
 static char order[128];
-static atomic_int norder;
+static atomic_int norder, nrecorded;    /* slots taken; letters written */
 
 static void record(char c)
 {
     int i = atomic_fetch_add(&norder, 1);
     if (i < (int)sizeof order - 1)
         order[i] = c;
+    atomic_fetch_add(&nrecorded, 1);    /* release: the letter is in */
 }
 
 static void mark(int c) { record((char)c); }
@@ -117,7 +118,7 @@ static int order_child(void *arg)
      * run (under qemu beside other work, one had run after 20 ms): the
      * order is what is checked, so wait for all of them. */
     double end = t_now() + t_timeout(10);
-    while (atomic_load(&norder) < 3 * PER_CLASS && t_now() < end)
+    while (atomic_load(&nrecorded) < 3 * PER_CLASS && t_now() < end)
         t_nap(0.001);
     int n = atomic_load(&norder);
     order[n < (int)sizeof order ? n : (int)sizeof order - 1] = 0;
@@ -495,14 +496,22 @@ END_TEST
 static _Atomic(goro_t *) arming_target;
 static atomic_int arming_seen;
 
+/* Run by a debug hook on g's worker: if g is *target (the first time
+ * only), says so in *seen and holds the window open until g is lent HIGH. */
+static void hold_until_lent_high(struct goro *g, _Atomic(goro_t *) *target, atomic_int *seen)
+{
+    if (g != atomic_load(target))
+        return;
+    atomic_store(target, NULL);
+    atomic_store(seen, 1);
+    double end = t_now() + t_timeout(5);
+    while (goro_priority_get(g) != GORO_PRIORITY_HIGH && t_now() < end)
+        usleep(1000);
+}
+
 static void hold_arming(struct goro *g)
 {
-    if (g != atomic_load(&arming_target))
-        return;
-    atomic_store(&arming_target, NULL);         /* the first park only */
-    atomic_store(&arming_seen, 1);
-    for (int ms = 0; ms < 5000 && goro_priority_get(g) != GORO_PRIORITY_HIGH; ms++)
-        usleep(1000);
+    hold_until_lent_high(g, &arming_target, &arming_seen);     /* the first park only */
 }
 
 static long arming_m(void)
@@ -568,12 +577,7 @@ static atomic_int lent_seen;
 
 static void hold_group_lent(struct goro *g)
 {
-    if (g != atomic_load(&lent_target))
-        return;
-    atomic_store(&lent_target, NULL);
-    atomic_store(&lent_seen, 1);
-    for (int ms = 0; ms < 5000 && goro_priority_get(g) != GORO_PRIORITY_HIGH; ms++)
-        usleep(1000);
+    hold_until_lent_high(g, &lent_target, &lent_seen);
 }
 
 static long hold_and_wait_for_group_marked(void)
@@ -589,7 +593,9 @@ START_TEST(debug_loan_while_a_group_waiter_parks_reaches_the_members)
     atomic_store(&lent_seen, 0);
     goro__debug_group_lent = hold_group_lent;
     goro_t *j = go_at(GORO_PRIORITY_LOW, hold_and_wait_for_group_marked);
-    ck_assert(t_wait_flag(&lent_seen, t_timeout(10)));
+    bool seen = t_wait_flag(&lent_seen, t_timeout(10));
+    goro__debug_group_lent = NULL;      /* entered (or never): no later test meets it */
+    ck_assert(seen);
     double end = t_now() + t_timeout(10);
     while (!atomic_load(&helper) && t_now() < end)
         t_nap(0.001);
@@ -601,7 +607,6 @@ START_TEST(debug_loan_while_a_group_waiter_parks_reaches_the_members)
     while (goro_priority_get(c) != GORO_PRIORITY_HIGH && t_now() < end)
         t_nap(0.001);
     int got = goro_priority_get(c);
-    goro__debug_group_lent = NULL;
     give_up(h);
     long r = -1;
     ck_assert_int_eq(goro_chan_close(release), 0);

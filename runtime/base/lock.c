@@ -21,6 +21,11 @@ __attribute__((noinline)) void goro__locks_add(int d)
 {
     goro__locks_held += d;
 }
+
+__attribute__((noinline)) int goro__locks_count(void)
+{
+    return goro__locks_held;
+}
 #endif
 
 #ifdef GORO_DEBUG

@@ -96,7 +96,7 @@ typedef struct {
 extern __thread int goro__locks_held
     __attribute__((visibility("hidden"), tls_model("initial-exec")));
 
-/* Adds d to the count. Taking counts before the lock word changes and
+/* Adds d to the count (and reads it: goro__locks_count). Taking counts before the lock word changes and
  * releasing after, so that at no instruction is a lock held uncounted
  * (an atomic may be a call into libgcc's helpers, -moutline-atomics,
  * which are not goro's code). x86-64 reaches a thread-local through %fs
@@ -108,8 +108,13 @@ static inline void goro__locks_add(int d)
 {
     goro__locks_held += d;
 }
+static inline int goro__locks_count(void)
+{
+    return goro__locks_held;
+}
 #else
 void goro__locks_add(int d) __attribute__((visibility("hidden")));
+int goro__locks_count(void) __attribute__((visibility("hidden")));
 #endif
 
 void goro__lock_slow(goro_lock_t *l) __attribute__((visibility("hidden")));

@@ -86,7 +86,7 @@ static void post_switch(struct goro_m *m)
      * but those a park hands to its commit, released just above - so
      * what runs next starts holding none, and a coroutine never resumes
      * on a thread that holds a lock taken on its behalf elsewhere. */
-    GORO_ASSERT(goro__locks_held == 0);
+    GORO_ASSERT(goro__locks_count() == 0);
 }
 
 
@@ -306,7 +306,7 @@ void goro__preempt_check_on(struct goro_m *m)
 {
     struct goro *self = m ? m->curg : NULL;
     if (!self || atomic_load_explicit(&self->nopreempt, memory_order_relaxed) != 0 ||
-        goro__locks_held != 0)
+        goro__locks_count() != 0)
         return;
     struct goro_p *p = m->p;
     if (!p || atomic_load_explicit(&p->owner, memory_order_relaxed) != m ||

@@ -489,6 +489,51 @@ START_TEST(debug_lock_order_is_checked)
                   "start under an object: output does not start with the message: %s", out);
 }
 END_TEST
+
+/* The switch's rule (sched/switch.c): no runtime lock is held once a
+ * switch is done. A coroutine that parks holding one aborts the process
+ * with a message naming the lock and the function that took it - the
+ * first thing whoever meets it needs. Killed after a timeout: with the
+ * lock left held, the next coroutine may wait for it for ever. */
+#define SWITCH_MESSAGE "goro: broken rule: a switch left this thread holding 1 runtime lock\n" \
+                       "  an object lock ("
+
+static goro_lock_t switch_lock = GORO_LOCK_INIT;
+
+static void lock_then_sleep(void)
+{
+    goro__lock(&switch_lock);
+    goro_sleep(GORO_MSEC);
+    goro__unlock(&switch_lock);
+}
+
+static int switch_child(void *unused)
+{
+    (void)unused;
+    struct rlimit no_core = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &no_core);       /* the abort is expected */
+    if (goro_start(&(goro_config_t){ .workers = 1 }) != 0)
+        return 2;
+    goro_t *c;
+    if (goro_go(&c, NULL, lock_then_sleep) != 0 || goro_join(c, NULL) != 0)
+        return 3;
+    printf("a switch with a lock held and nothing said so\n");
+    return 0;
+}
+
+START_TEST(debug_a_switch_with_a_lock_held_names_it)
+{
+    char out[16384];
+    int st = t_run_child(switch_child, NULL, t_timeout(10), out, sizeof out);
+    ck_assert_msg(st != -1, "hung (child killed after %.0f s); output: %s", t_timeout(10), out);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+                  "status %#x, want SIGABRT; output: %s", st, out);
+    ck_assert_msg(strncmp(out, SWITCH_MESSAGE, strlen(SWITCH_MESSAGE)) == 0,
+                  "the output does not start with the message: %s", out);
+    ck_assert_msg(strstr(out, "), taken in lock_then_sleep"),
+                  "the message does not name lock_then_sleep: %s", out);
+}
+END_TEST
 #endif
 
 Suite *errors_suite(void)
@@ -507,6 +552,7 @@ Suite *errors_suite(void)
     tc = t_tcase(s, "debug", 30);
     tcase_add_test(tc, debug_lock_taken_again_aborts);
     tcase_add_test(tc, debug_lock_order_is_checked);
+    tcase_add_test(tc, debug_a_switch_with_a_lock_held_names_it);
 #endif
     return s;
 }

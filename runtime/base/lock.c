@@ -120,6 +120,29 @@ void goro__lock_taken(goro_lock_t *l)
     atomic_store_explicit(&l->holder, rank_bits(l) | goro__lock_self(), memory_order_relaxed);
 }
 
+void goro__locks_none_held(void)
+{
+    int count = goro__locks_count();
+    if (count == 0)
+        return;
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "goro: broken rule: a switch left this thread holding "
+                     "%d runtime lock%s\n", count, count == 1 ? "" : "s");
+    for (int i = 0; i < nheld && n < (int)sizeof msg; i++) {
+        char at[128];
+        goro__symbolize(held_at[i], at, sizeof at);
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "  %s (%p), taken in %s\n",
+                      rank_names[rank_of(held[i])], (void *)held[i], at);
+    }
+    if (count > nheld && n < (int)sizeof msg)
+        n += snprintf(msg + n, sizeof msg - (size_t)n,
+                      "  %d taken by a try, which records no holder\n", count - nheld);
+    ssize_t w = write(2, msg, n < (int)sizeof msg ? (size_t)n : sizeof msg - 1);
+    (void)w;
+    goro__backtrace_fd(2, NULL);
+    goro__fatal_abort("aborted: a runtime lock held across a switch");
+}
+
 void goro__lock_released(goro_lock_t *l)
 {
     GORO_ASSERT(goro__locks_held > 0);   /* released on the thread that took it */

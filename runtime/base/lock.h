@@ -127,6 +127,10 @@ int32_t goro__lock_self(void) __attribute__((visibility("hidden")));
  * higher rank), l is released. */
 void goro__lock_taken(goro_lock_t *l) __attribute__((visibility("hidden")));
 void goro__lock_released(goro_lock_t *l) __attribute__((visibility("hidden")));
+/* The switch's rule (sched/switch.c, post_switch): returns if the thread
+ * holds no runtime lock, else aborts naming each one it holds and where
+ * it was taken. */
+void goro__locks_none_held(void) __attribute__((visibility("hidden")));
 #endif
 
 #ifdef GORO_DEBUG

@@ -85,8 +85,12 @@ static void post_switch(struct goro_m *m)
     /* Invariant (base/lock.h): no runtime lock is held across a switch
      * but those a park hands to its commit, released just above - so
      * what runs next starts holding none, and a coroutine never resumes
-     * on a thread that holds a lock taken on its behalf elsewhere. */
-    GORO_ASSERT(goro__locks_count() == 0);
+     * on a thread that holds a lock taken on its behalf elsewhere. Debug
+     * builds check it, and name the lock held and where it was taken. */
+#ifdef GORO_DEBUG
+    if (unlikely(goro__locks_count() != 0))
+        goro__locks_none_held();
+#endif
 }
 
 

@@ -659,6 +659,87 @@ START_TEST(debug_a_cancel_at_a_cut_slice_keeps_no_lock_across_a_switch)
     ck_assert(t_wait_flag(&cut_after_ran, t_timeout(10)));
 }
 END_TEST
+
+/* ---- debug builds: what a C++ member leaves is destroyed under the lock ----
+ * A C++ group member whose exception escapes ends with an error carrying
+ * the exception (coro/cxx.c, keep_in_group); goro_err_free destroys it,
+ * which runs the exception's destructor - the program's code. In a
+ * FIRST_ERROR group the failures after the first are freed in
+ * member_failed, under the group's lock. Built here the way keep_in_group
+ * builds it, with a destroy that notes the thread's lock count and, in
+ * the second case, waits as a destructor may (a goro call that parks). */
+#include "goro/cxx.h"
+
+static atomic_int esc_destroyed, esc_max_locks, esc_waits;
+
+static long esc_nap(void *arg)
+{
+    (void)arg;
+    usleep(1000);
+    return 0;
+}
+
+static void esc_destroy(struct goro__cxx_escaped *x)
+{
+    int n = goro__locks_count();
+    if (n > atomic_load(&esc_max_locks))
+        atomic_store(&esc_max_locks, n);
+    if (atomic_load(&esc_waits)) {
+        /* A destructor that waits, as one that closes a file through the
+         * offload pool does: a firm wait, which even a cancelled member's
+         * call makes (a goro_sleep would return at once: the first
+         * failure has cancelled this member). */
+        long r;
+        goro_offload(esc_nap, NULL, &r);
+    }
+    atomic_fetch_add(&esc_destroyed, 1);
+    free(x);
+}
+
+static long esc_member(void *arg)
+{
+    (void)arg;
+    goro_sleep(GORO_MSEC);
+    struct goro__cxx_escaped *x = calloc(1, sizeof *x);
+    x->destroy = esc_destroy;
+    x->what = "escaped";
+    goro_err_t *e = goro_err_new(ENOTRECOVERABLE, "escaped");
+    if (goro__err_set_escaped(e, x) != 0)
+        return -ENOMEM;
+    goro_exit_err(e);
+    return 0;
+}
+
+static void esc_run(int waits)
+{
+    atomic_store(&esc_destroyed, 0);
+    atomic_store(&esc_max_locks, 0);
+    atomic_store(&esc_waits, waits);
+    goro_group_t *g;
+    ck_assert_int_eq(goro_group_new(&g, NULL), 0);     /* FIRST_ERROR */
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(goro_spawn(NULL, &(goro_attr_t){ .group = g }, esc_member, NULL), 0);
+    goro_err_t *err = NULL;
+    goro_group_wait(g, NULL, &err);
+    goro_err_free(err);             /* the first one's: here, no lock held */
+    goro_group_free(g);
+    ck_assert_int_eq(atomic_load(&esc_destroyed), 2);
+    ck_assert_msg(atomic_load(&esc_max_locks) == 0,
+                  "an escaped exception was destroyed holding %d runtime lock(s)",
+                  atomic_load(&esc_max_locks));
+}
+
+START_TEST(debug_an_escaped_exception_is_not_destroyed_under_the_group_lock)
+{
+    esc_run(0);
+}
+END_TEST
+
+START_TEST(debug_an_escaped_exception_destructor_may_wait)
+{
+    esc_run(1);
+}
+END_TEST
 #endif
 
 Suite *group_suite(void)
@@ -672,6 +753,8 @@ Suite *group_suite(void)
     tcase_add_test(tc, group_limit_from_a_thread);
 #ifdef GORO_DEBUG
     tcase_add_test(tc, debug_a_cancel_at_a_cut_slice_keeps_no_lock_across_a_switch);
+    tcase_add_test(tc, debug_an_escaped_exception_is_not_destroyed_under_the_group_lock);
+    tcase_add_test(tc, debug_an_escaped_exception_destructor_may_wait);
 #endif
     tcase_add_test(tc, group_limit_from_a_coroutine);
     tcase_add_test(tc, group_limit_failure_stops_the_feeder);

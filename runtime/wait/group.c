@@ -483,8 +483,13 @@ int goro__group_link(struct goro_group *grp, struct goro *g, bool admitted)
     return 0;
 }
 
-/* Under grp's lock: a member failed with e (owned from here on). */
-static void member_failed(struct goro_group *grp, goro_err_t *e, struct goro **wake)
+/* Under grp's lock: a member failed with e (owned from here on). One
+ * the group does not keep goes to *drop, for the caller to free after the
+ * lock: an error may carry a C++ exception, whose destructor is the
+ * program's code and may wait (a switch under a runtime lock) or call the
+ * group again (a lock taken twice). */
+static void member_failed(struct goro_group *grp, goro_err_t *e, struct goro **wake,
+                          goro_err_t **drop)
 {
     grp->failed++;
     if (grp->policy == GORO_GROUP_FIRST_ERROR) {
@@ -492,7 +497,7 @@ static void member_failed(struct goro_group *grp, goro_err_t *e, struct goro **w
             grp->first = e;
             cancel_members(grp, ECANCELED, e, wake);   /* the members' cause */
         } else {
-            goro_err_free(e);       /* a consequence of the first, or of the cancel */
+            *drop = e;              /* a consequence of the first, or of the cancel */
         }
         return;
     }
@@ -500,7 +505,7 @@ static void member_failed(struct goro_group *grp, goro_err_t *e, struct goro **w
         int cap = grp->fails_cap ? 2 * grp->fails_cap : 8;
         goro_err_t **more = realloc(grp->fails, (size_t)cap * sizeof *more);
         if (!more) {
-            goro_err_free(e);       /* counted in failed, not described */
+            *drop = e;              /* counted in failed, not described */
             return;
         }
         grp->fails = more;
@@ -543,17 +548,19 @@ void goro__group_exit(struct goro *g, long result)
     if (grp->deadline && goro__now() >= grp->deadline)
         group_cancel(grp, ETIMEDOUT, NULL, grp->deadline_above);
     struct goro *wake = NULL;
+    goro_err_t *drop = NULL;
     goro__lock(&grp->lock);
     LIST_UNLINK(grp->members, g, group_prev, group_next);
     g->group = NULL;
     if (e)
-        member_failed(grp, e, &wake);
+        member_failed(grp, e, &wake, &drop);
     else
         member_succeeded(grp, result, &wake);
     slot_free(grp, &wake);
     struct goro_afterfn *gtell = grp->tell;
     grp->tell = NULL;
     goro__unlock(&grp->lock);
+    goro_err_free(drop);            /* after the lock (member_failed) */
     goro__ready_list(wake);         /* invariant 3: grp may be gone now */
     goro__scope_tell(gtell, true);  /* its after-functions, if this failure cancelled it */
 }
@@ -588,6 +595,28 @@ static void fails_free(struct goro_group *grp)
     grp->nfails = grp->fails_cap = 0;
 }
 
+/* Failures taken out of a group under its lock, freed after it
+ * (member_failed says why). */
+struct fails_out {
+    goro_err_t **errs;
+    int n;
+};
+
+static void fails_take(struct goro_group *grp, struct fails_out *out)
+{
+    out->errs = grp->fails;
+    out->n = grp->nfails;
+    grp->fails = NULL;
+    grp->nfails = grp->fails_cap = 0;
+}
+
+static void fails_out_free(struct fails_out *out)
+{
+    for (int i = 0; i < out->n; i++)
+        goro_err_free(out->errs[i]);
+    free(out->errs);
+}
+
 static goro_err_t *cancel_error(const struct goro_group *grp)
 {
     char b[48];
@@ -601,8 +630,8 @@ static goro_err_t *cancel_error(const struct goro_group *grp)
 }
 
 /* Under grp's lock, once every member has ended: what the wait returns.
- * The failures are handed over (or freed). */
-static goro_err_t *outcome(struct goro_group *grp)
+ * The failures are handed over, or go to *out to be freed after the lock. */
+static goro_err_t *outcome(struct goro_group *grp, struct fails_out *out)
 {
     if (grp->policy == GORO_GROUP_FIRST_ERROR) {
         goro_err_t *e = grp->first;
@@ -610,7 +639,7 @@ static goro_err_t *outcome(struct goro_group *grp)
         return e ? e : grp->cancel_code ? cancel_error(grp) : NULL;
     }
     if (grp->won || (!grp->failed && !grp->cancel_code)) {
-        fails_free(grp);
+        fails_take(grp, out);
         return NULL;
     }
     /* A cancel by a win was handled above: cancel_code is the group's own. */
@@ -631,7 +660,7 @@ static goro_err_t *outcome(struct goro_group *grp)
     for (int i = 0; i < grp->nfails; i++)
         if (goro_err_add(all, grp->fails[i]) == 0)
             grp->fails[i] = NULL;
-    fails_free(grp);
+    fails_take(grp, out);
     return all;
 }
 
@@ -686,10 +715,12 @@ int goro_group_wait(goro_group_t *grp, long *result, goro_err_t **err)
     /* group: its wait returns only when no member is left (1) */
     GORO_ASSERT(grp->running == 0 && !grp->members && !grp->done.head);
     grp->waited = true;
-    goro_err_t *e = outcome(grp);
+    struct fails_out dropped = { NULL, 0 };
+    goro_err_t *e = outcome(grp, &dropped);
     long r = grp->won ? grp->result : 0;
     struct goro_afterfn *tell = goro__scope_end(&grp->watch);
     goro__unlock(&grp->lock);
+    fails_out_free(&dropped);       /* after the lock (member_failed) */
     goro__scope_tell(tell, false);  /* over: its after-functions will not run */
     goro__timer_stop(&grp->timer);  /* after the lock: a firing deadline takes it */
     if (result)

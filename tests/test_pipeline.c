@@ -963,6 +963,71 @@ START_TEST(pipeline_stress_random_shapes)
 }
 END_TEST
 
+/* ---- a discard function that asks for the stats ----
+ * goro_pipeline_stats "may be called at any time, from any coroutine or
+ * thread" (docs/pipelines.md). A worker that fails fast lets the rest of
+ * its batch go (attr.discard) while it holds the pipeline's mutex: a
+ * discard that asks for the stats takes that mutex again. */
+static goro_pipeline_t *reent_p;
+static atomic_int reent_stats_calls, reent_stats_returned, reent_done;
+
+static void discard_asks_stats(void *item, void *arg)
+{
+    (void)arg;
+    goro_pipeline_stats_t st;
+    atomic_fetch_add(&reent_stats_calls, 1);
+    if (goro_pipeline_stats(reent_p, &st, NULL, 0) < 0)
+        t_fail("discard: goro_pipeline_stats failed");
+    atomic_fetch_add(&reent_stats_returned, 1);
+    free(item);
+    atomic_fetch_add(&discarded, 1);
+}
+
+static long slow_first_fail_second(void **item, void *arg, goro_err_t **err)
+{
+    (void)arg;
+    struct item *it = *item;
+    if (it->n == 0)
+        goro_sleep(50 * GORO_MSEC);   /* the queue fills meanwhile */
+    if (it->n == 1) {
+        *err = goro_err_new(EPROTO, "item 1 is bad");
+        return -EPROTO;
+    }
+    return 0;
+}
+
+static long reent_run(void *arg)
+{
+    (void)arg;
+    struct counter_source src = { .limit = 16 };
+    goro_err_t *err = NULL;
+    long r = goro_pipeline_run(reent_p, count_source, &src, NULL, NULL, &err);
+    goro_err_free(err);
+    atomic_store(&reent_done, 1);
+    return r;
+}
+
+START_TEST(pipeline_discard_may_ask_for_the_stats)
+{
+    counters_reset();
+    atomic_store(&reent_stats_calls, 0);
+    atomic_store(&reent_done, 0);
+    ck_assert_int_eq(goro_pipeline_new(&reent_p, &(goro_pipeline_attr_t){
+                         .name = "reent", .workers = 1, .discard = discard_asks_stats }), 0);
+    goro_pipeline_stage(reent_p, &(goro_stage_t){ .name = "s", .fn = slow_first_fail_second,
+                                                  .batch = 4 });
+    goro_t *h = go(reent_run, NULL);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_msg(t_wait_flag(&reent_done, t_timeout(5)),
+                  "goro_pipeline_run never returned: a discard called under the "
+                  "pipeline's mutex waits for it (discard calls: %d, returned: %d)",
+                  atomic_load(&reent_stats_calls), atomic_load(&reent_stats_returned));
+    goro_join(h, NULL);
+    ck_assert_msg(!t_failed(), "%s", t_failed());
+    ck_assert_int_eq(goro_pipeline_free(reent_p), 0);
+}
+END_TEST
+
 Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -978,6 +1043,7 @@ Suite *pipeline_suite(void)
     tcase_add_test(tc, pipeline_skip_failed_goes_on);
     tcase_add_test(tc, pipeline_cancel_deadline_and_cancelled_caller);
     tcase_add_test(tc, pipeline_bad_use);
+    tcase_add_test(tc, pipeline_discard_may_ask_for_the_stats);
     TCase *stress = t_runtime_tcase(s, "stress", 600);
     tcase_add_test(stress, pipeline_stress_random_shapes);
     return s;

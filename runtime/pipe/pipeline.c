@@ -387,6 +387,12 @@ static long pipe_worker(void *arg)
     struct pipe_worker *w = arg;
     struct goro_pipeline *p = w->p;
     goro_err_t *fail = NULL, *skipped[GORO_PIPELINE_BATCH_MAX];
+    /* A batch let go of (stop, below), handed to attr.discard once the
+     * mutex is released: the program's code, which may call the pipeline
+     * again (goro_pipeline_stats, _cancel) and would wait on the mutex
+     * this worker holds. */
+    void *gone[GORO_PIPELINE_BATCH_MAX];
+    int ngone = 0;
     int last = PICK_NONE;
     goro__pipe_lock(p);
     for (;;) {
@@ -436,7 +442,7 @@ static long pipe_worker(void *arg)
                 p->failed++;
             }
             for (int i = 0; i < n; i++) {
-                let_go(p, w->buf[i].item);
+                gone[ngone++] = w->buf[i].item;
                 w->buf[i].item = PIPE_HOLE;
             }
         }
@@ -451,6 +457,8 @@ static long pipe_worker(void *arg)
         goro__pipe_lock(p);
     }
     goro_mutex_unlock(&p->mu);
+    for (int i = 0; i < ngone; i++)
+        let_go(p, gone[i]);
     if (fail)
         goro_exit_err(fail);         /* the group cancels the rest */
     return 0;

@@ -52,6 +52,10 @@ extern void (*goro__debug_group_lent)(struct goro *g);
 #else
 #define GORO_ASSERT(cond) ((void)0)
 #endif
+/* Set: sysmon leaves goro__sched.active alone (sched/active.c), and a
+ * test moves it itself (tests/test_sched.c). In every build: the stress
+ * runs under TSan too. */
+extern _Atomic bool goro__debug_active_frozen __attribute__((visibility("hidden")));
 
 /* xorshift32: cheap, good enough for choosing victims and select cases.
  * *state must not be 0. */
@@ -544,6 +548,7 @@ struct goro_m {
     struct goro *curg;             /* the coroutine running here, or NULL (m) */
     struct goro g0;                /* the thread's own stack: schedules (m) */
     _Atomic uint32_t note;         /* sleep/wake futex word: m and its wakers */
+    _Atomic uint32_t sleeps;       /* its sleeps (m counts, sysmon reads: active.c) */
     struct goro_p *_Atomic sleep_base;  /* whose base m sleeps in (m; wakers read
                                            it once the note reads SLEEPING) */
     int *errno_ptr;                /* this thread's errno (m, at start) */
@@ -613,6 +618,9 @@ struct goro_sched {
     _Atomic int npidle;
     _Atomic int nmspinning;
     int nprocs;
+    /* Ps that may be busy at once, 1..nprocs (sched/active.c; sysmon
+     * writes it, producers and idle Ms read it: invariant 11). */
+    _Atomic int active;
     struct goro_p *procs;
     struct goro_m *ms;             /* [ms_cap]: the first nms are threads */
     _Atomic int nms;

@@ -14,6 +14,8 @@
 
 #include "helpers.h"
 #include "suites.h"
+#include "internal.h"               /* goro__sched.active (sched/active.c) */
+#include "sched/sched.h"            /* goro__active_next */
 
 static void busy(uint32_t spins)
 {
@@ -284,7 +286,25 @@ static void *lw_ticker(void *arg)
 
 static void nothing(void) {}
 
-START_TEST(lost_wakeup_hunt)
+/* The count of Ps that may be busy (sched/active.c, invariant 11), moved
+ * at random between 1 and every P while the hunt runs: each move lands in
+ * some phase of a wake-up, a sleep or a recheck. */
+static _Atomic int mover_stop;
+
+static void *count_mover(void *arg)
+{
+    uint32_t r = (uint32_t)(uintptr_t)arg;
+    int n = goro_workers();
+    while (!atomic_load(&mover_stop)) {
+        uint32_t x = t_rnd(&r);
+        atomic_store(&goro__sched.active, 1 + (int)(x % (uint32_t)n));
+        t_nap((double)(x % 2000) * 1e-6);
+    }
+    atomic_store(&goro__sched.active, n);
+    return NULL;
+}
+
+static void hunt(bool moving)
 {
     double duration = t_slow() ? 1.0 : 3.0;
     double stall_limit = t_timeout(2.0);
@@ -305,6 +325,12 @@ START_TEST(lost_wakeup_hunt)
     }
     ck_assert_ptr_nonnull(hr = go(lw_hand_receiver));
     ck_assert_ptr_nonnull(hs = go(lw_hand_sender));
+    pthread_t mover;
+    if (moving) {
+        atomic_store(&goro__debug_active_frozen, true);
+        atomic_store(&mover_stop, 0);
+        ck_assert_int_eq(pthread_create(&mover, NULL, count_mover, (void *)0x5bd1e995u), 0);
+    }
 
     /* The watchdog: progress (round trips, then coroutines ending once
      * told to stop) must never pause for stall_limit. */
@@ -341,6 +367,11 @@ START_TEST(lost_wakeup_hunt)
             ck_abort_msg("lost wake-up hunt: %s", stall);
         }
     }
+    if (moving) {
+        atomic_store(&mover_stop, 1);
+        pthread_join(mover, NULL);
+        atomic_store(&goro__debug_active_frozen, false);
+    }
     for (int i = 0; i < LP; i++) {
         ck_assert_int_eq(goro_join(ini[i], NULL), 0);
         ck_assert_int_eq(goro_join(resp[i], NULL), 0);
@@ -352,8 +383,8 @@ START_TEST(lost_wakeup_hunt)
     for (int i = 0; i < LT; i++)
         pthread_join(tickers[i], NULL);
     long handoffs = atomic_load(&lw.handoffs);
-    printf("lost wake-up hunt: %ld round trips and %ld cross-worker hand-offs in %.1f s\n",
-           trips, handoffs, dt);
+    printf("lost wake-up hunt%s: %ld round trips and %ld cross-worker hand-offs in %.1f s\n",
+           moving ? " (the count of busy Ps moving)" : "", trips, handoffs, dt);
     ck_assert_msg(!t_failed(), "%s", t_failed());
     ck_assert_msg(trips > t_scale(1000), "only %ld round trips in %.1f s", trips, dt);
     ck_assert_msg(handoffs > t_scale(100), "only %ld hand-offs in %.1f s", handoffs, dt);
@@ -363,6 +394,20 @@ START_TEST(lost_wakeup_hunt)
     }
     ck_assert_int_eq(goro_chan_free(lw.tick), 0);
     ck_assert_int_eq(goro_chan_free(lw.hand), 0);
+}
+
+START_TEST(lost_wakeup_hunt)
+{
+    hunt(false);
+}
+END_TEST
+
+/* The same with the count of Ps that may be busy moving (invariant 11):
+ * producers that skip the wake-up, Ms that leave work to the busy ones
+ * and sleep on their futex, and counts raised again, lose nothing. */
+START_TEST(lost_wakeup_hunt_while_the_busy_count_moves)
+{
+    hunt(true);
 }
 END_TEST
 
@@ -420,10 +465,10 @@ static void ho_sender(void)
     goro_chan_close(ho.ch);
 }
 
-START_TEST(handoff_wakes_idle_worker)
+static void handoffs(long rounds)
 {
     ck_assert_int_ge(goro_workers(), 2);
-    ho.rounds = t_scale(20000);
+    ho.rounds = rounds;
     atomic_store(&ho.acked, 0);
     atomic_store(&ho.worst_ns, 0);
     t_fail_reset();
@@ -439,6 +484,25 @@ START_TEST(handoff_wakes_idle_worker)
     ck_assert_msg(!t_failed(), "%s", t_failed());
     ck_assert_int_eq(atomic_load(&ho.acked), ho.rounds);
     ck_assert_int_eq(goro_chan_free(ho.ch), 0);
+}
+
+START_TEST(handoff_wakes_idle_worker)
+{
+    handoffs(t_scale(20000));
+}
+END_TEST
+
+/* The same while only one P may be busy (invariant 11): the sender keeps
+ * its P without a switch, so no busy P runs the receiver; sysmon wakes an
+ * idle M for it once the P has been stuck a millisecond (check_stuck) -
+ * in every build, preemption or not (TSan and valgrind have none). */
+START_TEST(handoff_wakes_idle_worker_while_one_p_may_run)
+{
+    atomic_store(&goro__debug_active_frozen, true);
+    atomic_store(&goro__sched.active, 1);
+    handoffs(t_scale(300));
+    atomic_store(&goro__sched.active, goro_workers());
+    atomic_store(&goro__debug_active_frozen, false);
 }
 END_TEST
 
@@ -728,16 +792,60 @@ START_TEST(join_across_workers)
 }
 END_TEST
 
+/* ---- how many Ps may be busy: the rule (sched/active.c) ---- */
+
+START_TEST(busy_count_rule)
+{
+    const int64_t sec = GORO_SEC;
+    bool probe = false;
+    int64_t next = 0;
+    /* 2 Ps, every one allowed: crowded, one fewer; the next probe a
+     * second later */
+    ck_assert_int_eq(goro__active_next(2, 2, true, &probe, 10, &next), 1);
+    ck_assert(!probe);
+    ck_assert_int_eq(next, 10 + sec);
+    /* never below one, crowded or not; no probe before its time */
+    ck_assert_int_eq(goro__active_next(1, 2, true, &probe, 20, &next), 1);
+    ck_assert_int_eq(goro__active_next(1, 2, false, &probe, 30, &next), 1);
+    ck_assert(!probe);
+    /* its time: one more, for a look */
+    ck_assert_int_eq(goro__active_next(1, 2, false, &probe, 10 + sec, &next), 2);
+    ck_assert(probe);
+    /* the look finds them crowded: back down, the next probe a second on */
+    ck_assert_int_eq(goro__active_next(2, 2, true, &probe, 20 + sec, &next), 1);
+    ck_assert(!probe);
+    ck_assert_int_eq(next, 20 + 2 * sec);
+    /* a probe that finds room keeps the P, and the next look may add one
+     * more (4 Ps) */
+    ck_assert_int_eq(goro__active_next(1, 4, false, &probe, 20 + 2 * sec, &next), 2);
+    ck_assert(probe);
+    ck_assert_int_eq(goro__active_next(2, 4, false, &probe, 30 + 2 * sec, &next), 2);
+    ck_assert(!probe);
+    ck_assert_int_eq(goro__active_next(2, 4, false, &probe, 40 + 2 * sec, &next), 3);
+    ck_assert(probe);
+    ck_assert_int_eq(goro__active_next(3, 4, false, &probe, 50 + 2 * sec, &next), 3);
+    ck_assert_int_eq(goro__active_next(3, 4, false, &probe, 60 + 2 * sec, &next), 4);
+    ck_assert_int_eq(goro__active_next(4, 4, false, &probe, 70 + 2 * sec, &next), 4);
+    ck_assert(!probe);
+    /* every P allowed and not crowded: nothing moves */
+    ck_assert_int_eq(goro__active_next(4, 4, false, &probe, 80 + 2 * sec, &next), 4);
+    ck_assert(!probe);
+}
+END_TEST
+
 Suite *sched_suite(void)
 {
     Suite *s = suite_create("sched");
     TCase *tc = t_runtime_tcase(s, "stress", 60);
     tcase_add_test(tc, stress_messages_no_loss_no_duplicate);
     tcase_add_test(tc, lost_wakeup_hunt);
+    tcase_add_test(tc, lost_wakeup_hunt_while_the_busy_count_moves);
     tcase_add_test(tc, handoff_wakes_idle_worker);
+    tcase_add_test(tc, handoff_wakes_idle_worker_while_one_p_may_run);
     tcase_add_test(tc, spawn_and_join_from_foreign_threads);
     tcase_add_test(tc, join_across_workers);
     tcase_add_test(tc, idle_cpu_near_zero);
+    tcase_add_test(tc, busy_count_rule);
 
     tc = t_runtime_tcase(s, "fairness", 30);  /* reconfigures the runtime */
     tcase_add_test(tc, runnext_pair_cannot_starve_others);

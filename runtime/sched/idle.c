@@ -72,6 +72,18 @@ static int futex_sleep(struct goro_m *m)
     }
 }
 
+/* Fewer Ps may be busy than exist (invariant 11, active.c) and one is:
+ * it looks at the descriptors between its coroutines, as a lone worker
+ * does, and an idle M sleeps on its futex instead of in the base, where
+ * the kernel would wake it for every burst of readiness. The last P to
+ * go idle finds none busy and sleeps in the base. */
+static bool busy_one_polls(void)
+{
+    return atomic_load_explicit(&goro__sched.active, memory_order_relaxed) < goro__sched.nprocs &&
+           !goro__classes_in_use() &&
+           atomic_load(&goro__sched.npidle) < goro__sched.nprocs;
+}
+
 /* Returns true when woken through the note, false when events made
  * coroutines runnable (in m->slept) or a timer of m's P is due (the
  * poll slept until then); the note then still reads SLEEPING. */
@@ -95,6 +107,8 @@ bool goro__note_sleep(struct goro_m *m)
             cpu_relax();
         }
     }
+    atomic_store_explicit(&m->sleeps, atomic_load_explicit(&m->sleeps, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     /* Before the note reads SLEEPING: a waker that sees SLEEPING reads
      * where (m_notify, goro__p_kick). */
     struct goro_p *base = sleep_base(m);
@@ -104,6 +118,12 @@ bool goro__note_sleep(struct goro_m *m)
         uint32_t n = NOTE_EMPTY;
         if (atomic_compare_exchange_strong_explicit(&m->note, &n, NOTE_SLEEPING,
                 memory_order_acq_rel, memory_order_acquire) || n == NOTE_SLEEPING) {
+            if (base == GORO_NETPOLL_FDS_P && busy_one_polls()) {
+                int woken = futex_sleep(m);
+                if (woken >= 0)
+                    return woken;
+                continue;
+            }
             int64_t slept_from = virt ? goro__real_now() : 0;
             int got = goro__netpoll(base, m->p, &m->note, goro__runq_room(m->p), &m->slept);
             if (got == GORO_NETPOLL_TAKEN) {
@@ -214,9 +234,12 @@ bool goro__pidle_take_back(struct goro_p *p)
     return still_idle;
 }
 
-/* Wakes one idle M as a spinner, unless somebody already spins (inv. 6). */
-static void spinner_start(void)
+/* Wakes one idle M as a spinner, unless somebody already spins (inv. 6)
+ * or, unless forced, as many Ps are busy as may be (inv. 11). */
+static void spinner_start_as(bool force)
 {
+    if (!force && goro__active_full())
+        return;                     /* invariant 11: the busy Ps run it */
     int zero = 0;
     if (!atomic_compare_exchange_strong(&goro__sched.nmspinning, &zero, 1))
         return;
@@ -230,6 +253,20 @@ static void spinner_start(void)
     }
     goro__sysmon_kick();            /* a P is busy again: watch it */
     goro__m_notify(pm);                  /* it wakes as the spinner we counted */
+}
+
+static void spinner_start(void)
+{
+    spinner_start_as(false);
+}
+
+/* sysmon: a busy P has kept one coroutine past STUCK with work queued
+ * behind it (invariant 11's exception): an idle M, whatever the count. */
+void goro__spinner_start_stuck(void)
+{
+    goro__full_barrier();
+    if (atomic_load(&goro__sched.npidle) != 0 && atomic_load(&goro__sched.nmspinning) == 0)
+        spinner_start_as(true);
 }
 
 /* Producer side of invariant 5: call after making work visible. held: the

@@ -41,9 +41,22 @@ GORO_HIDDEN struct goro_p *goro__pidle_get(void);
 GORO_HIDDEN void goro__pidle_put(struct goro_p *p);
 GORO_HIDDEN bool goro__pidle_take_back(struct goro_p *p);
 
+/* Invariant 11 (active.c): as many Ps are busy as may be - a producer
+ * wakes nobody, and an M going idle leaves queued work to the busy ones.
+ * Never with classes in use, nor with every P allowed. */
+static inline bool goro__active_full(void)
+{
+    int cap = atomic_load_explicit(&goro__sched.active, memory_order_relaxed);
+    return cap < goro__sched.nprocs && !goro__classes_in_use() &&
+           goro__sched.nprocs - atomic_load(&goro__sched.npidle) >= cap;
+}
+
 /* Producer side of invariant 5: call after making work visible. held: the
  * P the caller holds inside the runtime (goro__rt_enter or g0), else NULL. */
 GORO_HIDDEN void goro__spinner_start_if_idle(struct goro_p *held);
+/* sysmon: a busy P keeps one coroutine while work waits behind it: wake
+ * an idle M even though as many Ps are busy as may be (invariant 11). */
+GORO_HIDDEN void goro__spinner_start_stuck(void);
 /* m found work while spinning: it stops, and wakes the next (inv. 6). */
 GORO_HIDDEN void goro__stop_spinning(struct goro_m *m);
 /* m stops counting as a spinner without handing the role on. */

@@ -7,13 +7,14 @@
  *   park.c     waiting and waking: park, the claim protocol, ready (1, 2, 5)
  *   runq.c     the run queues, class lists, pinned coroutines, stealing (1, 4, 9)
  *   deadline.c the deadline class: reservations, EDF lists, budgets (1, 9)
- *   idle.c     idle Ms and Ps, spinners (5, 6, 7)
+ *   idle.c     idle Ms and Ps, spinners (5, 6, 7, 11)
+ *   active.c   how many Ps may be busy at once (11)
  *   handoff.c  a P's owner and the hand-off sysmon drives (8)
  *   vclock.c   the virtual clock (10)
  *   outside.c  threads the runtime does not own
  *   worker.c   starting and stopping the workers
- * This file keeps 4 and 9 (the pick's order) and 5, 6, 7 (an M's side of
- * going idle: the recheck, when it spins, taking its P back).
+ * This file keeps 4 and 9 (the pick's order) and 5, 6, 7, 11 (an M's side
+ * of going idle: the recheck, when it spins, taking its P back).
  *
  * Vocabulary (after Go): a P is the right to run coroutines and owns a local
  * run queue; an M is a worker thread; g0 is an M's own thread stack, where
@@ -57,7 +58,8 @@
  *    queue and the global queue before it sleeps. One of the two always
  *    sees the other: either the producer sees the idle P and no spinner
  *    (and wakes one), or a spinner that will look, or the idle M sees the
- *    work.
+ *    work - unless as many Ps are busy as may be (11): then neither side
+ *    acts, and a busy P runs the work.
  *
  * 6. At most one M is woken at a time (nmspinning 0 -> 1 by CAS), an M may
  *    start spinning only while 2 * nmspinning < busy Ps, and a spinner that
@@ -114,6 +116,22 @@
  *    nothing else choosing (one thread, no preemption, a clock that moves
  *    only here) the same seed gives the same order. Threads outside the
  *    runtime are not ordered by it: a test runs its body in a coroutine.
+ *
+ * 11. How many Ps may be busy (active.c): goro__sched.active, 1..nprocs,
+ *    nprocs unless sysmon found the workers crowded on too few CPUs.
+ *    While nprocs - npidle >= active (goro__active_full), a producer wakes
+ *    no idle M and an M going idle does not take its P back for work
+ *    queued elsewhere; an idle M sleeps on its futex, not in the
+ *    descriptors' base, while another P is busy. No work is stranded: it
+ *    was made visible on a busy P's queue or the global queue, a busy P
+ *    looks at every queue (its own, the global one every 61 slices or
+ *    when sysmon flags it, the others' by stealing) before it goes idle,
+ *    and the last P to go idle finds fewer busy than may be, rechecks
+ *    and sleeps in the base. A busy P that keeps one coroutine STUCK
+ *    (1 ms) with work queued behind it gets an idle M all the same
+ *    (sysmon.c, check_stuck): the queue waits a slice at most, not for a
+ *    coroutine that never switches. Programs that use classes, or a
+ *    count of nprocs, see none of this (goro__active_full is false).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -444,7 +462,9 @@ top:
     {
         goro__spinning_drop(m);
         goro__full_barrier();
-        if (goro__any_runq_nonempty() || goro__global_work()) {
+        /* invariant 11: with as many Ps busy as may be, they run it (the
+         * last to go idle finds none busy and looks) */
+        if (!goro__active_full() && (goro__any_runq_nonempty() || goro__global_work())) {
             bool still_idle = goro__pidle_take_back(p);
             if (still_idle) {
                 atomic_store_explicit(&p->running, 1, memory_order_relaxed);

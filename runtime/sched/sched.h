@@ -27,6 +27,17 @@
 
 #include "internal.h"
 
+/* active.c: how many Ps may be busy at once (invariant 11). start: the
+ * count is nprocs, and GORO_ADAPT is read; tick: sysmon's look, every
+ * 10 ms while a P is busy; next: the rule alone - the count after a look
+ * that found the workers crowded or not, *probe set while one more P is
+ * let run for a look, *next_probe when the next such look may be. */
+GORO_HIDDEN int goro__active_start(int nprocs);
+GORO_HIDDEN void goro__active_stop(void);
+GORO_HIDDEN void goro__active_tick(int64_t now);
+GORO_HIDDEN int goro__active_next(int active, int nprocs, bool crowded, bool *probe,
+                                  int64_t now, int64_t *next_probe);
+
 /* prio.c: classes lent along wait edges (prio is an enum goro__prio). */
 /* Before a coroutine of a class other than NORMAL or a loan exists. */
 GORO_HIDDEN void goro__prio_classes_used(void);

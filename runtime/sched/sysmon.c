@@ -57,6 +57,9 @@
 #include "internal.h"
 #include "sched/sched.h"
 #include "sched/deadline.h"
+#include "sched/inner.h"
+#include "sched/idle.h"
+#include "sched/runq.h"
 #include "io/poller.h"
 #include "coro/coro.h"
 #include "debug/debug.h"
@@ -338,6 +341,29 @@ static void check_classes(int64_t now)
             waiting--;
 }
 
+/* Invariant 11's exception: while fewer Ps may be busy than exist, a
+ * busy P whose coroutine has run STUCK without a switch, with work queued
+ * behind it, gets an idle M to take that work - the busy ones run what
+ * waits only as they switch, and a coroutine that spins on a flag (or any
+ * long one where preemption is off: GORO_PREEMPT=0, TSan, valgrind) would
+ * hold it for its whole run. check_slice has just read schedtick. */
+#define STUCK GORO_MSEC
+
+static void check_stuck(int64_t now)
+{
+    if (atomic_load_explicit(&goro__sched.active, memory_order_relaxed) >= goro__sched.nprocs)
+        return;
+    for (int i = 0; i < goro__sched.nprocs; i++) {
+        struct goro_p *p = &goro__sched.procs[i];
+        if (p_busy(p) && now - p->sm_when >= STUCK &&
+            atomic_load_explicit(&p->schedtick, memory_order_relaxed) == p->sm_tick &&
+            !goro__runq_empty(p)) {
+            goro__spinner_start_stuck();
+            return;
+        }
+    }
+}
+
 static void *sysmon_main(void *arg)
 {
     (void)arg;
@@ -419,6 +445,10 @@ static void *sysmon_main(void *arg)
             caches_due = now + GORO_SEC;
         }
         goro__slab_trim_tick(now);          /* not "acted": keeps the back-off */
+        if (!virt && !all_idle()) {
+            goro__active_tick(now);         /* how many Ps may be busy (active.c) */
+            check_stuck(now);
+        }
         /* Go's back-off: 20 us while there is work for us, doubling after
          * 50 quiet rounds, up to 10 ms - or slice/4, see above. */
         idle_rounds = acted ? 0 : idle_rounds + 1;

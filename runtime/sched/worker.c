@@ -76,7 +76,7 @@ int goro__sched_start(int nprocs)
     }
     goro__steal_order_init(nprocs);
     goro__sched.prio_inherit = goro__env_flag("GORO_PRIORITY_INHERIT", true);
-    int started = 0, err = 0;
+    int started = 0, err = goro__active_start(nprocs);
     for (int i = 0; i < nprocs && !err; i++)
         err = goro__netpoll_init(&goro__sched.procs[i]);
     if (err) {
@@ -167,6 +167,7 @@ void goro__sched_stop(void)
 {
     atomic_store(&goro__sched.spawned_ext, 0);
     goro__sysmon_stop();
+    goro__active_stop();
     atomic_store(&goro__sched.stopping, 1);
     int nms = atomic_load(&goro__sched.nms);
     for (int i = 0; i < nms; i++) {

@@ -39,8 +39,14 @@
  *   - but a busy P that has kept one coroutine for STUCK with work queued
  *     behind it gets an idle M (sysmon.c, check_stuck).
  * Programs that use classes keep every worker (goro__active_full): a HIGH
- * or reserved coroutine must not wait behind a busy P. GORO_ADAPT=0 keeps
- * every worker always.
+ * or reserved coroutine must not wait behind a busy P.
+ *
+ * Off unless GORO_ADAPT=1. It brought echod at 100 connections level with
+ * one worker, but samples/httpd at 1000 connections of 1 KiB (wrk on the
+ * same machine) fell from 43-58k requests a second with a p99 of 50-76 ms
+ * to 37-49k and 87-223 ms (docs/performance.md, "How many workers run"):
+ * what one busy worker leaves waiting there is not understood yet, and a
+ * default may not trade one server's tail for another's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -78,7 +84,7 @@ static bool probing;
 int goro__active_start(int nprocs)
 {
     atomic_store(&goro__sched.active, nprocs);
-    adapt = nprocs > 1 && goro__env_flag("GORO_ADAPT", true);
+    adapt = nprocs > 1 && goro__env_flag("GORO_ADAPT", false);
     next_look = probe_at = 0;
     probing = false;
     free(seen);

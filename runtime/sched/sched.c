@@ -118,7 +118,8 @@
  *    runtime are not ordered by it: a test runs its body in a coroutine.
  *
  * 11. How many Ps may be busy (active.c): goro__sched.active, 1..nprocs,
- *    nprocs unless sysmon found the workers crowded on too few CPUs.
+ *    nprocs unless sysmon found the workers crowded on too few CPUs (only
+ *    with GORO_ADAPT=1).
  *    While nprocs - npidle >= active (goro__active_full), a producer wakes
  *    no idle M and an M going idle does not take its P back for work
  *    queued elsewhere; an idle M sleeps on its futex, not in the
